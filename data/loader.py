@@ -1,0 +1,98 @@
+"""Random training batches from nanoGPT-format token files.
+
+    data_dir/<dataset>/train.bin, val.bin   flat np.uint16 token ids
+    data_dir/<dataset>/meta.pkl             optional; gives vocab_size (see data/tokenizer.py)
+"""
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SPLITS = ("train", "val")
+
+
+def known_datasets():
+    """Datasets this repo can build: the folders of data/ that hold a prepare.py."""
+    return sorted(d for d in os.listdir(HERE) if os.path.isfile(os.path.join(HERE, d, "prepare.py")))
+
+
+def ensure_prepared(data_dir, dataset):
+    """Make sure data_dir/dataset/{train,val}.bin exist, running data/<dataset>/prepare.py if needed."""
+    out_dir = os.path.join(data_dir, dataset)
+    if all(os.path.exists(os.path.join(out_dir, f"{s}.bin")) for s in SPLITS):
+        return
+    script = os.path.join(HERE, dataset, "prepare.py")
+    if not os.path.isfile(script):
+        raise FileNotFoundError(
+            f"dataset {dataset!r} is not prepared: {os.path.join(out_dir, 'train.bin')} not found; "
+            f"known datasets: {', '.join(known_datasets())}; or write train.bin/val.bin in nanoGPT's format there")
+    cmd = [sys.executable, script, "--out_dir", out_dir]
+    print("preparing:", " ".join(cmd))
+    r = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)  # its stdout (the summary) goes to ours
+    if r.returncode != 0:
+        why = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
+        raise RuntimeError(f"`{' '.join(cmd)}` failed: {why}")
+    sys.stderr.write(r.stderr)  # nothing of what it said is swallowed
+
+
+class TokenData:
+    """The two splits of one dataset, memory-mapped. Checks ids against meta.pkl's vocab_size on open."""
+
+    def __init__(self, dir, block_size=None):
+        self.dir = dir
+        self.meta_path = os.path.join(dir, "meta.pkl")
+        if os.path.exists(self.meta_path):
+            with open(self.meta_path, "rb") as f:
+                self.meta = pickle.load(f)
+        else:
+            self.meta, self.meta_path = {}, None
+        self.vocab_size = self.meta.get("vocab_size")
+        self.splits = {s: self._open(s) for s in SPLITS}
+        if self.vocab_size is not None:
+            for s, data in self.splits.items():
+                top = int(data.max()) if len(data) else -1  # reads the whole file once; ~ms for Shakespeare
+                if top >= self.vocab_size:
+                    raise ValueError(f"{s}.bin has token id {top} but meta.pkl vocab_size is {self.vocab_size}: "
+                                     f"the .bin and meta.pkl come from different preparations; re-run prepare.py")
+        if block_size is not None:
+            self.check(block_size)
+
+    def _open(self, split):
+        path = os.path.join(self.dir, f"{split}.bin")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path} not found; run the dataset's prepare.py (see data/loader.py)")
+        if os.path.getsize(path) == 0:  # np.memmap refuses empty files
+            return np.zeros(0, dtype=np.uint16)
+        # One memmap for the whole run. nanoGPT re-opens it every batch because of reports of growing
+        # memory; the pages here are read-only and file-backed, so the OS can drop them at will.
+        return np.memmap(path, dtype=np.uint16, mode="r")
+
+    def check(self, block_size):
+        """Each split must hold at least one (x, y) pair of length block_size."""
+        for s, data in self.splits.items():
+            if len(data) < block_size + 1:
+                raise ValueError(f"{s}.bin has {len(data)} tokens, fewer than block_size+1 = {block_size + 1}; "
+                                 f"use a smaller --block_size or more data")
+
+    def tokens(self, split):
+        """The split's token ids as a read-only np.ndarray (a view, not a copy)."""
+        if split not in self.splits:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        return self.splits[split]
+
+    def get_batch(self, split, batch_size, block_size, generator):
+        """Random windows: x = tokens[i:i+T], y = tokens[i+1:i+1+T]. Returns int64 CPU tensors (B, T).
+
+        Offsets come from `generator` (a CPU torch.Generator) alone, so saving and restoring its
+        get_state() reproduces the batch sequence exactly. Moving to the GPU is the caller's job.
+        """
+        data = self.tokens(split)
+        self.check(block_size)
+        ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)  # (B,)
+        x = torch.stack([torch.from_numpy(data[i:i + block_size].astype(np.int64)) for i in ix.tolist()])
+        y = torch.stack([torch.from_numpy(data[i + 1:i + 1 + block_size].astype(np.int64)) for i in ix.tolist()])
+        return x, y  # (B, T), (B, T)

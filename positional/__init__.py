@@ -1,0 +1,28 @@
+"""Positional encodings behind one interface (see base.py). Pick one by name:
+
+    pe = positional.build(config)      # config.pos_encoding in REGISTRY
+"""
+from .alibi import ALiBi
+from .base import PositionalEncoding
+from .learned import Learned
+from .nope import NoPE
+from .rope import RoPE
+from .sinusoidal import Sinusoidal
+from .t5 import T5Bias
+from .xpos import XPos
+
+REGISTRY = {
+    "none": NoPE,
+    "learned": Learned,
+    "sinusoidal": Sinusoidal,
+    "t5": T5Bias,
+    "alibi": ALiBi,
+    "rope": RoPE,
+    "xpos": XPos,
+}
+
+
+def build(cfg) -> PositionalEncoding:
+    if cfg.pos_encoding not in REGISTRY:
+        raise ValueError(f"unknown pos_encoding {cfg.pos_encoding!r}; valid: {', '.join(REGISTRY)}")
+    return REGISTRY[cfg.pos_encoding].from_config(cfg)

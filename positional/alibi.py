@@ -1,0 +1,47 @@
+"""ALiBi: attention with linear biases (Press, Smith & Lewis 2022, "Train Short, Test
+Long", https://arxiv.org/abs/2108.12409).
+
+No embedding; each head h adds a fixed penalty proportional to the distance:
+
+    score(i, j) += -m_h * (i - j)        for keys j <= i
+
+The slopes m_h form a geometric sequence starting at 2^(-8/n) with that same ratio,
+for n heads a power of two. For other head counts the paper takes the slopes of the
+closest smaller power of two p, then every other slope of the 2p sequence until there
+are n slopes.
+"""
+import math
+
+import torch
+
+from .base import PositionalEncoding, relative_positions
+
+
+def _power_of_two_slopes(n: int):
+    start = 2.0 ** (-8.0 / n)
+    return [start ** (i + 1) for i in range(n)]
+
+
+def alibi_slopes(n_head: int) -> torch.Tensor:
+    """(n_head,) head slopes of the ALiBi paper."""
+    p = 2 ** math.floor(math.log2(n_head))
+    slopes = _power_of_two_slopes(p)
+    if p < n_head:
+        slopes += _power_of_two_slopes(2 * p)[0::2][: n_head - p]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+class ALiBi(PositionalEncoding):
+    name = "alibi"
+
+    def __init__(self, n_head: int):
+        super().__init__()
+        self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
+
+    @classmethod
+    def from_config(cls, cfg):
+        return cls(cfg.n_head)
+
+    def score_bias(self, q_pos, k_pos):
+        rel = relative_positions(q_pos, k_pos).to(self.slopes.dtype)   # (Tq, Tk), j - i
+        return self.slopes[:, None, None] * rel                          # (H, Tq, Tk)

@@ -1,0 +1,60 @@
+"""The interface every positional encoding implements.
+
+An encoding can act in three places of a GPT, and each hook defaults to "do nothing":
+
+  embed(pos)                 -> (T, C) added to the token embeddings, or None
+  rotate(x, pos, is_key)     -> x transformed, for queries and keys: (B, H, T, D) -> (B, H, T, D)
+  score_bias(q_pos, k_pos)   -> (H, Tq, Tk) additive attention logits, or None
+
+Notation (used in shape comments across the repo):
+  B batch, T tokens in this call, H heads, D head dim, C model width,
+  Tq = T query positions, Tk = cache length + T key positions.
+
+Positions are explicit LongTensors of *absolute* positions, computed once in
+GPT.forward from the KV-cache offset. Strategies never call arange themselves, so a
+KV cache that starts at any offset sees the right positions everywhere.
+
+score_bias is called once per forward pass and shared by all layers. It must span the
+full key length (Tk), never just the query length.
+
+Capabilities, read by model/train/sample code instead of encoding names:
+  max_positions        None if any position works, else the size of the table
+  cache_rotated_keys   True: keys are cached after rotate(); False: cached raw and
+                       re-rotated every call (for rotations that depend on the length)
+  excluded_param_names parameter names left out of the reported model size (GPT-2's wpe)
+"""
+import torch
+from torch import nn
+
+
+class PositionalEncoding(nn.Module):
+    name = "none"
+    max_positions = None
+    cache_rotated_keys = True
+    excluded_param_names = ()
+
+    @classmethod
+    def from_config(cls, cfg):
+        """Build from a GPTConfig. Each strategy picks the keys it needs."""
+        return cls()
+
+    def set_length(self, n_positions: int):
+        """Called once per forward, on the host, with the number of positions in play
+        (cache length + T). Strategies with cached tables grow them here."""
+
+    def embed(self, pos):
+        return None
+
+    def rotate(self, x, pos, is_key=False):
+        return x
+
+    def score_bias(self, q_pos, k_pos):
+        return None
+
+    def extra_repr(self):
+        return f"name={self.name!r}"
+
+
+def relative_positions(q_pos, k_pos):
+    """(Tq, Tk) matrix of key_position - query_position (<= 0 for visible keys)."""
+    return k_pos[None, :] - q_pos[:, None]

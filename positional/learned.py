@@ -1,0 +1,30 @@
+"""Learned absolute position embeddings, as in GPT-2 (Radford et al. 2019).
+
+    x_t = wte[token_t] + wpe[t],   wpe: (block_size, C) trained like any other weight
+
+The table only knows positions 0 .. block_size-1, so max_positions = block_size:
+GPT.forward refuses longer inputs with a sentence, and sample.py falls back to a
+sliding window that re-encodes the last block_size tokens.
+"""
+import torch
+from torch import nn
+
+from .base import PositionalEncoding
+
+
+class Learned(PositionalEncoding):
+    name = "learned"
+    excluded_param_names = ("pe.wpe.weight",)  # nanoGPT's get_num_params leaves wpe out
+
+    def __init__(self, n_positions: int, n_embd: int):
+        super().__init__()
+        self.max_positions = n_positions
+        self.wpe = nn.Embedding(n_positions, n_embd)
+        nn.init.normal_(self.wpe.weight, mean=0.0, std=0.02)
+
+    @classmethod
+    def from_config(cls, cfg):
+        return cls(cfg.block_size, cfg.n_embd)
+
+    def embed(self, pos):
+        return self.wpe(pos)  # (T, C)

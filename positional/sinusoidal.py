@@ -1,0 +1,47 @@
+"""Fixed sinusoidal position embeddings (Vaswani et al. 2017, "Attention Is All You Need",
+https://arxiv.org/abs/1706.03762, section 3.5):
+
+    PE(pos, 2i)   = sin(pos / 10000^(2i / C))
+    PE(pos, 2i+1) = cos(pos / 10000^(2i / C))
+
+Added to the token embeddings. Defined for every position, so nothing stops a model
+from being run past its training length (whether it works there is another matter).
+"""
+import torch
+
+from .base import PositionalEncoding
+
+
+def sinusoidal_table(n_positions: int, dim: int, base: float = 10000.0, positions=None):
+    """(n_positions, dim) table: even columns sin, odd columns cos, as in the paper.
+    Pass `positions` (a 1-D tensor) to evaluate at arbitrary positions instead of 0..n-1."""
+    if positions is None:
+        positions = torch.arange(n_positions)
+    pos = positions.to(torch.float64)[:, None]                                # (T, 1)
+    inv = base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)       # (ceil(dim/2),)
+    angles = pos * inv                                                        # (T, ceil(dim/2))
+    table = torch.empty(len(positions), 2 * inv.numel(), dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angles)
+    table[:, 1::2] = torch.cos(angles)
+    return table[:, :dim].float()
+
+
+class Sinusoidal(PositionalEncoding):
+    name = "sinusoidal"
+
+    def __init__(self, n_embd: int, base: float = 10000.0):
+        super().__init__()
+        self.n_embd, self.base = n_embd, base
+        self.register_buffer("table", sinusoidal_table(0, n_embd, base), persistent=False)
+
+    @classmethod
+    def from_config(cls, cfg):
+        return cls(cfg.n_embd)
+
+    def set_length(self, n_positions):
+        if n_positions > len(self.table):  # grow the cached table (on the host, once per forward)
+            n = max(n_positions, 2 * len(self.table))
+            self.table = sinusoidal_table(n, self.n_embd, self.base).to(self.table.device)
+
+    def embed(self, pos):
+        return self.table[pos]  # (T, C)

@@ -1,0 +1,57 @@
+"""T5 relative position buckets (Raffel et al. 2020, "Exploring the Limits of Transfer
+Learning with a Unified Text-to-Text Transformer", https://arxiv.org/abs/1910.10683).
+
+A learned scalar per (bucket, head) is added to the attention logits:
+
+    score(i, j) += table[bucket(j - i), h]
+
+Buckets: the first half of them hold the exact distances 0 .. nb/2 - 1; the rest are
+spaced logarithmically up to max_distance, past which every distance shares the last
+bucket. Causal (one-sided) buckets here, since a decoder never sees j > i. As in T5,
+one table is shared by all layers (it is computed once per forward pass).
+"""
+import math
+
+import torch
+from torch import nn
+
+from .base import PositionalEncoding, relative_positions
+
+
+def relative_position_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+    """Bucket index for each relative_position = key_position - query_position."""
+    relative_position = torch.as_tensor(relative_position)
+    bucket = torch.zeros_like(relative_position, dtype=torch.long)
+    n = -relative_position                       # distance looking back
+    if bidirectional:
+        num_buckets //= 2                        # half the buckets for keys in the future
+        bucket += (n < 0).long() * num_buckets
+        n = n.abs()
+    else:
+        n = n.clamp(min=0)                       # future keys share bucket 0
+    max_exact = num_buckets // 2
+    is_small = n < max_exact
+    # log-spaced buckets between max_exact and max_distance
+    log_ratio = torch.log(n.float().clamp(min=1) / max_exact) / math.log(max_distance / max_exact)
+    large = max_exact + (log_ratio * (num_buckets - max_exact)).long()
+    large = large.clamp(max=num_buckets - 1)
+    return bucket + torch.where(is_small, n, large)
+
+
+class T5Bias(PositionalEncoding):
+    name = "t5"
+
+    def __init__(self, n_head: int, num_buckets: int = 32, max_distance: int = 128):
+        super().__init__()
+        self.num_buckets, self.max_distance = num_buckets, max_distance
+        self.table = nn.Embedding(num_buckets, n_head)   # (buckets, H)
+        nn.init.zeros_(self.table.weight)                # start as NoPE; training shapes it
+
+    @classmethod
+    def from_config(cls, cfg):
+        return cls(cfg.n_head, cfg.t5_num_buckets, cfg.t5_max_distance)
+
+    def score_bias(self, q_pos, k_pos):
+        rel = relative_positions(q_pos, k_pos)                              # (Tq, Tk)
+        buckets = relative_position_bucket(rel, False, self.num_buckets, self.max_distance)
+        return self.table(buckets).permute(2, 0, 1)                         # (H, Tq, Tk)

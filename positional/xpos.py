@@ -1,0 +1,48 @@
+"""xPos: RoPE with an exponential decay (Sun et al. 2022, "A Length-Extrapolatable
+Transformer", https://arxiv.org/abs/2212.10554).
+
+On top of the RoPE rotation, channel pair j of a query at position m is scaled by
+zeta_j^(m / gamma) and of a key at position n by zeta_j^(-n / gamma), so their product
+decays as zeta_j^((m - n) / gamma) with the distance:
+
+    zeta_j = (2j / d + 0.4) / 1.4      (in (0.29, 1), low frequencies decay least)
+    gamma  = xpos_scale_base (512 in the paper)
+
+Only relative distances survive in q.k, so positions are not re-centred (re-centring
+per call would break the KV cache). float32 holds the scales up to about 35k positions
+at gamma = 512 (0.29^(35000/512) ~ 1e-37).
+"""
+import torch
+
+from .rope import RoPE, rope_inv_freq
+
+
+def xpos_scale(positions, head_dim: int, scale_base: float = 512.0) -> torch.Tensor:
+    """(len(positions), head_dim // 2) query scales zeta_j^(m / scale_base); keys use 1/scale."""
+    zeta = (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim + 0.4) / 1.4
+    pos = torch.as_tensor(positions).to(torch.float64)[:, None]
+    return (zeta ** (pos / scale_base)).float()
+
+
+class XPos(RoPE):
+    name = "xpos"
+
+    def __init__(self, head_dim, rotary_fraction=1.0, base=10000.0, scale_base=512.0):
+        super().__init__(head_dim, rotary_fraction, base)
+        self.scale_base = scale_base
+        self.register_buffer("scale", torch.empty(0, self.rotary_dim // 2), persistent=False)
+
+    @classmethod
+    def from_config(cls, cfg):
+        return cls(cfg.n_embd // cfg.n_head, cfg.rotary_fraction, cfg.rope_base, cfg.xpos_scale_base)
+
+    def set_length(self, n_positions):
+        super().set_length(n_positions)
+        if len(self.scale) != self.n_cached:
+            pos = torch.arange(self.n_cached, device=self.inv_freq.device)
+            self.scale = xpos_scale(pos, self.rotary_dim, self.scale_base).to(pos.device)
+
+    def tables(self, pos, is_key):
+        s = self.scale[pos]                                      # (T, r/2)
+        s = 1.0 / s if is_key else s
+        return self.cos[pos] * s, self.sin[pos] * s

@@ -1,0 +1,253 @@
+"""Train a GPT with the positional encoding of your choice.
+
+    python train.py configs/rope.py                          # one process, CPU or one GPU
+    python train.py configs/alibi.py --max_iters=500 --n_layer=2
+    torchrun --standalone --nproc_per_node=4 train.py configs/rope.py   # DDP
+
+A flat script in the manner of nanoGPT's train.py. Nothing here depends on which
+encoding is trained: that lives in positional/.
+"""
+import math
+import os
+import random
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import asdict
+
+import numpy as np
+import torch
+from torch.distributed import destroy_process_group, init_process_group
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import checkpoint
+from config import ConfigError, describe, load_config
+from data.loader import TokenData, ensure_prepared
+from model import GPT, GPTConfig
+from wandb_util import start_wandb
+
+# keys that fix the shape of the weights: a resumed run must keep them
+SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "bias", "vocab_size", "pos_encoding", "t5_num_buckets", "rotary_fraction")
+
+
+def fail(msg):
+    print(f"error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def pick_device(requested):
+    if requested != "auto":
+        return requested
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def pick_dtype(requested, device_type):
+    if requested != "auto":
+        return requested
+    return "bfloat16" if device_type == "cuda" and torch.cuda.is_bf16_supported() else "float32"
+
+
+def rng_state(data_gen):
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
+            "data": data_gen.get_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def set_rng_state(state, data_gen):
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    data_gen.set_state(state["data"])
+    if state.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def lr_at(it, cfg):
+    """Linear warmup, then cosine decay to min_lr at lr_decay_iters (nanoGPT's schedule)."""
+    decay_iters = cfg.lr_decay_iters or cfg.max_iters
+    if not cfg.decay_lr:
+        return cfg.learning_rate
+    if it < cfg.warmup_iters:
+        return cfg.learning_rate * (it + 1) / (cfg.warmup_iters + 1)
+    if it >= decay_iters:
+        return cfg.min_lr
+    ratio = (it - cfg.warmup_iters) / max(1, decay_iters - cfg.warmup_iters)
+    return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (cfg.learning_rate - cfg.min_lr)
+
+
+def fmt_time(s):
+    s = int(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def setup(argv):
+    """Everything a user can get wrong is checked here, before any training starts."""
+    cfg = load_config(argv)
+    ckpt = None
+    if cfg.init_from == "resume":
+        ckpt = checkpoint.load(cfg.out_dir)
+        for k in SHAPE_KEYS:
+            have, want = ckpt["model_args"].get(k), getattr(cfg, k)
+            if k != "vocab_size" and have != want:
+                raise ConfigError(f"checkpoint in {cfg.out_dir} has {k}={have!r}, config asks for {want!r}; "
+                                  f"use the checkpoint's value or a new --out_dir")
+    ensure_prepared(cfg.data_dir, cfg.dataset)
+    data = TokenData(os.path.join(cfg.data_dir, cfg.dataset))
+    data.check(cfg.block_size)
+    cfg.vocab_size = data.vocab_size or 50304  # nanoGPT's padded GPT-2 vocabulary when there is no meta.pkl
+    if ckpt is not None and ckpt["model_args"]["vocab_size"] != cfg.vocab_size:
+        raise ConfigError(f"checkpoint has vocab_size={ckpt['model_args']['vocab_size']}, dataset "
+                          f"{cfg.dataset!r} has {cfg.vocab_size}; resume on the data it was trained on")
+    model = GPT(GPTConfig(**cfg.model_args()))
+    if ckpt is not None:
+        try:
+            model.load_state_dict(ckpt["model"])
+        except RuntimeError as e:
+            raise ConfigError(f"checkpoint weights do not fit the configured model: {str(e).splitlines()[1].strip()}")
+    return cfg, ckpt, data, model
+
+
+def main(argv):
+    try:
+        cfg, ckpt, data, model = setup(argv)
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        fail(e)
+
+    # ---- processes and devices -------------------------------------------------------
+    ddp = int(os.environ.get("RANK", -1)) != -1
+    device = pick_device(cfg.device)
+    rank, local_rank, world = 0, 0, 1
+    if ddp:
+        backend = cfg.backend if cfg.backend != "auto" else ("nccl" if device.startswith("cuda") else "gloo")
+        init_process_group(backend=backend)
+        rank, local_rank, world = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
+        if device.startswith("cuda"):
+            device = f"cuda:{local_rank}"
+            torch.cuda.set_device(device)
+    master = rank == 0
+    device_type = "cuda" if device.startswith("cuda") else ("mps" if device.startswith("mps") else "cpu")
+    dtype = pick_dtype(cfg.dtype, device_type)
+    ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+    ctx = nullcontext() if dtype == "float32" else torch.autocast(device_type=device_type, dtype=ptdtype)
+    scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
+    torch.manual_seed(cfg.seed + rank)
+    np.random.seed(cfg.seed + rank)
+    random.seed(cfg.seed + rank)
+    data_gen = torch.Generator().manual_seed(cfg.seed + rank)
+    if device_type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+    tokens_per_iter = cfg.gradient_accumulation_steps * world * cfg.batch_size * cfg.block_size
+    if master:
+        os.makedirs(cfg.out_dir, exist_ok=True)
+        print(f"config ({'resumed from ' + cfg.out_dir if ckpt else 'from scratch'}):\n{describe(cfg)}")
+        print(f"{model.pe.name}: {model.get_num_params() / 1e6:.2f}M parameters, {tokens_per_iter:,} tokens/iter, "
+              f"device {device}, {dtype}, {world} process(es)")
+
+    model.to(device)
+    optimizer = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), device_type)
+    iter_num, best_val = 0, float("inf")
+    if ckpt is not None:
+        optimizer.load_state_dict(ckpt["optimizer"])
+        iter_num, best_val = ckpt["iter_num"], ckpt.get("best_val_loss", best_val)
+        if ckpt.get("rng") and ckpt["config"].get("seed") == cfg.seed and world == 1:
+            set_rng_state(ckpt["rng"], data_gen)
+        ckpt = None  # free memory
+    raw_model = model
+    if cfg.compile:
+        model = torch.compile(model)
+    if ddp:
+        model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None)
+
+    def batch(split, gen):
+        x, y = data.get_batch(split, cfg.batch_size, cfg.block_size, gen)
+        if device_type == "cuda":
+            return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+        return x.to(device), y.to(device)
+
+    @torch.no_grad()
+    def estimate_loss():
+        """Mean loss over eval_iters batches per split; the same batches at every evaluation."""
+        out = {}
+        model.eval()
+        for split in ("train", "val"):
+            gen = torch.Generator().manual_seed(cfg.seed + 10_000)
+            losses = torch.zeros(cfg.eval_iters)
+            for k in range(cfg.eval_iters):
+                x, y = batch(split, gen)
+                with ctx:
+                    losses[k] = model(x, y)[1].item()
+            out[split] = losses.mean().item()
+        model.train()
+        return out
+
+    def save(losses):
+        checkpoint.save({"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(),
+                         "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": iter_num,
+                         "best_val_loss": best_val, "val_loss": losses["val"], "rng": rng_state(data_gen)},
+                        checkpoint.path_in(cfg.out_dir))
+
+    run = start_wandb(cfg) if cfg.wandb_log and master else None
+
+    # ---- the loop ------------------------------------------------------------------
+    t_start, t_last, it_start = time.time(), time.time(), iter_num
+    while True:
+        lr = lr_at(iter_num, cfg)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        if (iter_num % cfg.eval_interval == 0 or iter_num >= cfg.max_iters) and master:
+            losses = estimate_loss()
+            best_val = min(best_val, losses["val"])
+            print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+            if run:
+                run.log({"iter": iter_num, "train/loss": losses["train"], "val/loss": losses["val"], "lr": lr,
+                         "tokens": iter_num * tokens_per_iter}, step=iter_num)
+            if iter_num > it_start and not cfg.eval_only:
+                save(losses)
+        if iter_num >= cfg.max_iters or cfg.eval_only:
+            break
+
+        for micro in range(cfg.gradient_accumulation_steps):
+            if ddp:  # sync gradients on the last micro step only
+                model.require_backward_grad_sync = micro == cfg.gradient_accumulation_steps - 1
+            x, y = batch("train", data_gen)
+            with ctx:
+                _, loss = model(x, y)
+                loss = loss / cfg.gradient_accumulation_steps
+            scaler.scale(loss).backward()
+        if cfg.grad_clip:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        iter_num += 1
+
+        if iter_num % cfg.log_interval == 0 and master:
+            now = time.time()
+            dt = (now - t_last) / cfg.log_interval
+            t_last = now
+            lossf = loss.item() * cfg.gradient_accumulation_steps
+            left = (now - t_start) / (iter_num - it_start) * (cfg.max_iters - iter_num)
+            print(f"iter {iter_num}/{cfg.max_iters}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.0f} ms/it, "
+                  f"{tokens_per_iter / dt:,.0f} tok/s, {fmt_time(left)} left")
+            if run:
+                run.log({"iter": iter_num, "train/loss_step": lossf, "lr": lr, "tokens_per_sec": tokens_per_iter / dt},
+                        step=iter_num)
+
+    if master:
+        print(f"done: {iter_num} iterations in {fmt_time(time.time() - t_start)}, best val loss {best_val:.4f}; "
+              f"checkpoint in {checkpoint.path_in(cfg.out_dir)}")
+    if run:
+        run.summary["best_val_loss"] = best_val
+        run.finish()
+    if ddp:
+        destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
