@@ -143,7 +143,8 @@ def load_config(argv, cls=Config) -> Config:
     """argv: [config_file.py] [--key=value ...], in any order (files first apply first)."""
     values = {}
     for arg in argv:
-        items = [parse_override(arg)] if arg.startswith("--") else load_file(arg).items()
+        is_override = arg.startswith("--") or ("=" in arg and not arg.endswith(".py"))
+        items = [parse_override(arg)] if is_override else load_file(arg).items()
         for key, value in items:
             values[key] = coerce(key, value)
     return cls(**values).validate()

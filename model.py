@@ -226,10 +226,11 @@ class GPT(nn.Module):
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **({"fused": True} if fused else {}))
 
     @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
-        """Continue idx (B, T) by max_new_tokens, with the KV cache. Encodings with a
-        position table (max_positions) fall back to re-encoding a sliding window of the
-        last max_positions tokens at every step."""
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, on_token=None):
+        """Continue idx (B, T) by max_new_tokens, with the KV cache. An encoding with a
+        position table (max_positions) keeps the cache while the text fits the table and
+        then re-encodes a sliding window of the last max_positions tokens at every step.
+        on_token(id) is called with each new token of the first sequence, for streaming."""
         limit = self.pe.max_positions
         out, total = idx, idx.shape[1] + max_new_tokens
         cached = limit is None or total <= limit     # the whole run fits the encoding's positions
@@ -245,6 +246,8 @@ class GPT(nn.Module):
                 logits[logits < v[:, [-1]]] = -float("inf")
             nxt = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)   # (B, 1)
             out = torch.cat((out, nxt), dim=1)
+            if on_token is not None:
+                on_token(nxt[0, 0].item())
             if cached and i < max_new_tokens - 1:
                 logits, _ = self(nxt)
         self.clear_cache()

@@ -86,6 +86,7 @@ def fmt_time(s):
 def setup(argv):
     """Everything a user can get wrong is checked here, before any training starts."""
     cfg = load_config(argv)
+    torch.manual_seed(cfg.seed)  # the model's initial weights depend on the seed alone
     ckpt = None
     if cfg.init_from == "resume":
         ckpt = checkpoint.load(cfg.out_dir)
@@ -160,8 +161,9 @@ def main(argv):
     raw_model = model
     if cfg.compile:
         model = torch.compile(model)
-    if ddp:
-        model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None)
+    eval_model = model  # evaluation runs on rank 0 alone, outside DDP
+    if ddp:  # the encodings' buffers are tables computed from the config: nothing to broadcast
+        model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None, broadcast_buffers=False)
 
     def batch(split, gen):
         x, y = data.get_batch(split, cfg.batch_size, cfg.block_size, gen)
@@ -173,16 +175,16 @@ def main(argv):
     def estimate_loss():
         """Mean loss over eval_iters batches per split; the same batches at every evaluation."""
         out = {}
-        model.eval()
+        eval_model.eval()
         for split in ("train", "val"):
             gen = torch.Generator().manual_seed(cfg.seed + 10_000)
             losses = torch.zeros(cfg.eval_iters)
             for k in range(cfg.eval_iters):
                 x, y = batch(split, gen)
                 with ctx:
-                    losses[k] = model(x, y)[1].item()
+                    losses[k] = eval_model(x, y)[1].item()
             out[split] = losses.mean().item()
-        model.train()
+        eval_model.train()
         return out
 
     def save(losses):

@@ -22,7 +22,7 @@ def start_wandb(cfg, job_type="train", name=None):
     except ImportError:
         print("wandb: not installed (pip install wandb); not logging")
         return None
-    mode = os.environ.get("WANDB_MODE")
+    mode = os.environ.get("WANDB_MODE") or None
     if mode is None and not has_credentials():
         mode = "offline"
         print(f"wandb: no credentials, logging offline to {cfg.out_dir}/wandb (upload later with `wandb sync`)")

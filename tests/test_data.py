@@ -9,7 +9,7 @@ import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)  # plain `pytest` puts tests/ on sys.path, not the repo root
+
 
 from data.loader import TokenData, ensure_prepared  # noqa: E402
 from data.shakespeare.prepare import prepare as prepare_bpe  # noqa: E402

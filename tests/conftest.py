@@ -1,0 +1,50 @@
+"""Shared fixtures: tiny models and a tiny prepared dataset, all on CPU."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from data.shakespeare_char.prepare import prepare as prepare_char
+from model import GPT, GPTConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+TINY_TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
+             "First Citizen:\nYou are all resolved rather to die than to famish?\n\nAll:\nResolved. resolved.\n\n") * 40
+
+
+def tiny_gpt(pos="rope", seed=0, **kw):
+    """A 2-layer GPT whose encoding parameters are randomised (a zero T5 table would hide bugs)."""
+    torch.manual_seed(seed)
+    args = dict(block_size=32, vocab_size=40, n_layer=2, n_head=4, n_embd=32, pos_encoding=pos)
+    args.update(kw)
+    model = GPT(GPTConfig(**args)).eval()
+    with torch.no_grad():
+        for p in model.pe.parameters():
+            p.normal_(0, 0.5)
+    return model
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory):
+    """data_dir holding a prepared char-level dataset 'tiny'."""
+    d = tmp_path_factory.mktemp("data")
+    prepare_char(TINY_TEXT, d / "tiny")
+    return d
+
+
+TINY_ARGS = ["--dataset=tiny", "--n_layer=1", "--n_head=2", "--n_embd=32", "--block_size=16", "--batch_size=8",
+             "--max_iters=30", "--eval_interval=10", "--eval_iters=4", "--log_interval=5", "--learning_rate=1e-2",
+             "--warmup_iters=2", "--min_lr=1e-3", "--device=cpu"]
+
+
+def run_py(*args, env=None, timeout=300, check=True):
+    """Run a repo script with this interpreter; returns the CompletedProcess. env values of None unset."""
+    full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+    full_env = {k: v for k, v in full_env.items() if v is not None}  # None: unset the variable
+    r = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, env=full_env, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{args} exited {r.returncode}\nstdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}")
+    return r

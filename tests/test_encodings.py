@@ -1,0 +1,152 @@
+"""Behaviour of every encoding inside the model: invariances, causality, KV cache."""
+import pytest
+import torch
+
+import positional
+from model import GPTConfig
+from positional.alibi import alibi_slopes
+from tests.conftest import tiny_gpt
+
+ALL = list(positional.REGISTRY)
+RELATIVE = ["t5", "alibi", "rope", "xpos"]
+
+
+def logits_between(pe, q, k, q_pos, k_pos):
+    """Attention logits (B, H, Tq, Tk) as the model forms them, before the causal mask."""
+    pe.set_length(int(max(q_pos.max(), k_pos.max())) + 1)
+    s = pe.rotate(q, q_pos) @ pe.rotate(k, k_pos, is_key=True).transpose(-1, -2)
+    b = pe.score_bias(q_pos, k_pos)
+    return s if b is None else s + b
+
+
+@pytest.mark.parametrize("name", RELATIVE)
+@pytest.mark.parametrize("shift", [1, 37, 1000])
+def test_relative_scores_invariant_to_shift(name, shift):
+    pe = tiny_gpt(name).pe
+    q, k = torch.randn(2, 4, 6, 8), torch.randn(2, 4, 9, 8)
+    q_pos, k_pos = torch.arange(3, 9), torch.arange(0, 9)
+    a = logits_between(pe, q, k, q_pos, k_pos)
+    b = logits_between(pe, q, k, q_pos + shift, k_pos + shift)
+    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["learned", "sinusoidal"])
+def test_absolute_embeddings_do_depend_on_position(name):
+    pe = tiny_gpt(name).pe
+    pe.set_length(8)
+    e = pe.embed(torch.arange(8))
+    assert e.shape == (8, 32) and not torch.allclose(e[0], e[5])
+
+
+def test_rope_preserves_norms_and_is_identity_at_zero():
+    pe = tiny_gpt("rope").pe
+    x = torch.randn(2, 4, 10, 8)
+    pe.set_length(1000)
+    pos = torch.arange(990, 1000)
+    torch.testing.assert_close(pe.rotate(x, pos).norm(dim=-1), x.norm(dim=-1))
+    torch.testing.assert_close(pe.rotate(x[:, :, :1], torch.tensor([0])), x[:, :, :1])
+
+
+def test_rope_matches_explicit_2d_rotations():
+    """Half-split pairing: channel j pairs with j + d/2 and turns by m * base^(-2j/d)."""
+    pe = positional.RoPE(head_dim=4, base=100.0)
+    pe.set_length(4)
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0]).view(1, 1, 1, 4)
+    m = 3
+    out = pe.rotate(x, torch.tensor([m])).flatten()
+    want = []
+    for j, theta in enumerate([1.0, 0.1]):
+        a, b = x.flatten()[j], x.flatten()[j + 2]
+        c, s = torch.cos(torch.tensor(m * theta)), torch.sin(torch.tensor(m * theta))
+        want.append((a * c - b * s, a * s + b * c))
+    torch.testing.assert_close(out, torch.stack([want[0][0], want[1][0], want[0][1], want[1][1]]))
+
+
+def test_partial_rotary_leaves_the_rest_untouched():
+    pe = tiny_gpt("rope", rotary_fraction=0.5).pe
+    pe.set_length(50)
+    x = torch.randn(1, 4, 5, 8)
+    y = pe.rotate(x, torch.arange(40, 45))
+    assert torch.equal(y[..., 4:], x[..., 4:]) and not torch.allclose(y[..., :4], x[..., :4])
+
+
+def test_alibi_bias_is_minus_slope_times_distance():
+    pe = tiny_gpt("alibi", n_head=6, n_embd=48).pe
+    q_pos, k_pos = torch.arange(5, 8), torch.arange(0, 8)
+    bias = pe.score_bias(q_pos, k_pos)
+    slopes = alibi_slopes(6)
+    for h in range(6):
+        for a, i in enumerate(q_pos.tolist()):
+            for j in range(i + 1):
+                assert bias[h, a, j].item() == pytest.approx(-slopes[h].item() * (i - j))
+
+
+def test_t5_bias_is_shared_table_lookup():
+    model = tiny_gpt("t5")
+    pe = model.pe
+    bias = pe.score_bias(torch.arange(40, 42), torch.arange(0, 42))     # (H, 2, 42)
+    assert bias.shape == (4, 2, 42)
+    assert torch.equal(bias[:, 1, 41], pe.table.weight[0])              # distance 0 -> bucket 0
+    assert torch.equal(bias[:, 1, 0], pe.table.weight[23])              # distance 41: 16 + floor(16 log(41/16) / log 8)
+    assert sum(p.numel() for p in pe.parameters()) == 32 * 4            # one table for all layers
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_causality(name):
+    """Changing the token at t changes no logits before t."""
+    model = tiny_gpt(name)
+    idx = torch.randint(0, 40, (2, 20))
+    t = 11
+    idx2 = idx.clone()
+    idx2[:, t] = (idx[:, t] + 1) % 40
+    with torch.no_grad():
+        a, b = model(idx)[0], model(idx2)[0]
+    torch.testing.assert_close(a[:, :t], b[:, :t], rtol=0, atol=1e-6)
+    assert not torch.allclose(a[:, t], b[:, t])
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_kv_cache_matches_full_forward(name):
+    model = tiny_gpt(name)
+    idx = torch.randint(0, 40, (2, 24))
+    with torch.no_grad():
+        full = model(idx)[0]
+        model.setup_cache(2, 32)
+        chunks = [idx[:, :5], idx[:, 5:8]] + [idx[:, t:t + 1] for t in range(8, 24)]   # prefill, a chunk, then singles
+        out = torch.cat([model(c)[0] for c in chunks], dim=1)
+    torch.testing.assert_close(out, full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_generate_past_block_size(name):
+    model = tiny_gpt(name, block_size=16)
+    g = torch.Generator().manual_seed(0)
+    out = model.generate(torch.zeros(1, 4, dtype=torch.long), 40, top_k=5, generator=g)
+    assert out.shape == (1, 44) and model.kv_cache is None
+
+
+def test_learned_refuses_positions_past_its_table():
+    model = tiny_gpt("learned", block_size=16)
+    with pytest.raises(ValueError, match="knows 16 positions"):
+        model(torch.zeros(1, 17, dtype=torch.long))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_window_covering_everything_equals_full_attention(name):
+    idx = torch.randint(0, 40, (1, 20))
+    with torch.no_grad():
+        full = tiny_gpt(name)(idx)[0]
+        windowed = tiny_gpt(name, window=20)(idx)[0]
+        narrow = tiny_gpt(name, window=4)(idx)[0]
+    torch.testing.assert_close(windowed, full, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(narrow[:, 10:], full[:, 10:])
+
+
+def test_unknown_encoding_lists_valid_ones():
+    with pytest.raises(ValueError, match="valid: none, learned, sinusoidal, t5, alibi, rope, xpos"):
+        positional.build(GPTConfig(pos_encoding="sinusoid"))
+
+
+def test_odd_rotary_dimension_is_refused():
+    with pytest.raises(ValueError, match="rotary dimension must be even"):
+        tiny_gpt("rope", n_embd=24, n_head=2, rotary_fraction=0.25)   # 12 * 0.25 = 3 channels
