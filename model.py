@@ -102,10 +102,18 @@ class CausalSelfAttention(nn.Module):
         else:  # keys cached raw: rotate all of them at their positions, every call
             k, v = cache.write(self.layer, k, v)
             k = pe.rotate(k, k_pos, is_key=True)
-        if mask is not None and mask.dtype != torch.bool:
-            mask = mask.to(q.dtype)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None,
-                                           dropout_p=self.dropout if self.training else 0.0)
+        dropout = self.dropout if self.training else 0.0
+        logits = pe.attention_logits(q, k, pos, k_pos, self.layer)
+        if logits is not None:  # the encoding forms the scores itself: explicit softmax
+            if mask is not None:
+                logits = logits.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else logits + mask
+            else:
+                logits = logits.masked_fill(k_pos[None, :] > pos[:, None], float("-inf"))
+            y = F.dropout(torch.softmax(logits.float(), dim=-1).to(v.dtype), dropout, self.training) @ v
+        else:
+            if mask is not None and mask.dtype != torch.bool:
+                mask = mask.to(q.dtype)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, dropout_p=dropout)
         y = y.transpose(1, 2).contiguous().view(B, T, C)                           # (B, T, C)
         return self.resid_dropout(self.c_proj(y))
 

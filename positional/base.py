@@ -6,6 +6,14 @@ An encoding can act in three places of a GPT, and each hook defaults to "do noth
   rotate(x, pos, is_key)     -> x transformed, for queries and keys: (B, H, T, D) -> (B, H, T, D)
   score_bias(q_pos, k_pos)   -> (H, Tq, Tk) additive attention logits, or None
 
+and one escape hatch, for encodings whose scores are not "q.k plus a fixed bias":
+
+  attention_logits(q, k, q_pos, k_pos, layer) -> (B, H, Tq, Tk) pre-softmax logits
+                             (1/sqrt(D) included, mask excluded), or None for q.k
+
+Returning logits costs the fused SDPA kernel (an explicit softmax is used), so only
+encodings that need it (ReRoPE, content-dependent relative terms) should.
+
 Notation (used in shape comments across the repo):
   B batch, T tokens in this call, H heads, D head dim, C model width,
   Tq = T query positions, Tk = cache length + T key positions.
@@ -49,6 +57,9 @@ class PositionalEncoding(nn.Module):
         return x
 
     def score_bias(self, q_pos, k_pos):
+        return None
+
+    def attention_logits(self, q, k, q_pos, k_pos, layer):
         return None
 
     def extra_repr(self):
