@@ -15,7 +15,7 @@ import os
 import typing
 from dataclasses import dataclass
 
-from model import GPTConfig
+from model import GPTConfig, attention_problem
 
 
 class ConfigError(ValueError):
@@ -77,6 +77,11 @@ class Config(GPTConfig):
             (0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}"),
             (self.eval_iters >= 1, f"eval_iters must be >= 1, got {self.eval_iters}"),
             (self.eval_interval >= 1, f"eval_interval must be >= 1, got {self.eval_interval}"),
+            (self.shaw_max_distance >= 1, f"shaw_max_distance must be >= 1, got {self.shaw_max_distance}"),
+            (self.kerple_variant in ("log", "power"), f"kerple_variant must be log or power, got {self.kerple_variant!r}"),
+            (self.fire_mlp_width >= 1 and self.fire_init_c > 0 and self.fire_init_L >= 0,
+             f"fire needs fire_mlp_width >= 1, fire_init_c > 0, fire_init_L >= 0 (0: block_size), got "
+             f"{self.fire_mlp_width}, {self.fire_init_c}, {self.fire_init_L}"),
             (self.window >= 0 and self.sinks >= 0, f"window and sinks must be >= 0, got {self.window}, {self.sinks}"),
             (self.init_from in ("scratch", "resume"), f"init_from must be 'scratch' or 'resume', got {self.init_from!r}"),
             (self.dtype in ("auto", "float32", "bfloat16", "float16"),
@@ -85,6 +90,9 @@ class Config(GPTConfig):
         for ok, msg in checks:
             if not ok:
                 raise ConfigError(msg)
+        problem = attention_problem(self, positional.REGISTRY[self.pos_encoding])
+        if problem:
+            raise ConfigError(problem)
         return self
 
     def model_args(self) -> dict:

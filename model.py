@@ -18,6 +18,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 import positional
+from linear_attention import LinearSelfAttention
 
 
 @dataclass
@@ -37,6 +38,13 @@ class GPTConfig:
     t5_max_distance: int = 128
     window: int = 0                 # > 0: each query sees only the last `window` keys
     sinks: int = 0                  # with a window: the first `sinks` positions stay visible
+    attention: str = "softmax"      # "linear": elu+1 linear attention (linear_attention.py)
+    shaw_max_distance: int = 16     # shaw: distances past k share one embedding
+    shaw_values: bool = True        # shaw: also learn relative value embeddings
+    kerple_variant: str = "log"     # kerple: "log" or "power"
+    fire_mlp_width: int = 32        # fire: hidden units of the bias MLP
+    fire_init_c: float = 0.1        # fire: initial c of psi(x) = log(c x + 1)
+    fire_init_L: int = 0            # fire: initial threshold L; 0 means block_size
 
 
 class KVCache(nn.Module):
@@ -49,6 +57,7 @@ class KVCache(nn.Module):
         self.register_buffer("k", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
         self.register_buffer("v", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
         self.max_len, self.length = max_len, 0
+        self.state = {}  # layer -> running sums, for attentions that summarise the past (linear)
 
     def key_positions(self, T):
         """(length + T,) positions of the keys once T new tokens are written."""
@@ -81,6 +90,26 @@ def attention_mask(bias, q_pos, k_pos, window=0, sinks=0):
     return bias.masked_fill(~visible, float("-inf"))
 
 
+ATTENTIONS = ("softmax", "linear")
+
+
+def attention_problem(cfg, pe):
+    """Why `cfg.attention` cannot run with this encoding (an instance or a REGISTRY class)
+    and config, as a one-line message; None when it can."""
+    if cfg.attention not in ATTENTIONS:
+        return f"attention must be one of {', '.join(ATTENTIONS)}, got {cfg.attention!r}"
+    if cfg.attention != "linear":
+        return None
+    if pe.needs_score_matrix:
+        return (f"the {pe.name} encoding acts on the attention score matrix, which linear attention never "
+                f"forms; use pos_encoding rope, xpos or none (or attention=softmax)")
+    if not pe.cache_rotated_keys:
+        return f"the {pe.name} encoding re-rotates cached keys, which linear attention's running sums cannot"
+    if cfg.window:
+        return "linear attention has no window; set window=0 (or attention=softmax)"
+    return None
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: GPTConfig, layer: int):
         super().__init__()
@@ -109,7 +138,11 @@ class CausalSelfAttention(nn.Module):
                 logits = logits.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else logits + mask
             else:
                 logits = logits.masked_fill(k_pos[None, :] > pos[:, None], float("-inf"))
-            y = F.dropout(torch.softmax(logits.float(), dim=-1).to(v.dtype), dropout, self.training) @ v
+            probs = F.dropout(torch.softmax(logits.float(), dim=-1).to(v.dtype), dropout, self.training)
+            y = probs @ v                                                       # (B, H, T, D)
+            extra = pe.attention_values(probs, pos, k_pos, self.layer)
+            if extra is not None:
+                y = y + extra
         else:
             if mask is not None and mask.dtype != torch.bool:
                 mask = mask.to(q.dtype)
@@ -133,7 +166,7 @@ class Block(nn.Module):
     def __init__(self, cfg: GPTConfig, layer: int):
         super().__init__()
         self.ln_1 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
-        self.attn = CausalSelfAttention(cfg, layer)
+        self.attn = (LinearSelfAttention if cfg.attention == "linear" else CausalSelfAttention)(cfg, layer)
         self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.mlp = MLP(cfg)
 
@@ -150,6 +183,9 @@ class GPT(nn.Module):
                              f"pick n_embd a multiple of n_head")
         self.config = cfg
         self.pe = positional.build(cfg)
+        problem = attention_problem(cfg, self.pe)
+        if problem:
+            raise ValueError(problem)
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.drop = nn.Dropout(cfg.dropout)
         self.h = nn.ModuleList([Block(cfg, i) for i in range(cfg.n_layer)])

@@ -4,11 +4,15 @@
 """
 from .alibi import ALiBi
 from .base import PositionalEncoding
+from .fire import FIRE
+from .kerple import Kerple
 from .learned import Learned
 from .nope import NoPE
 from .rope import RoPE
+from .shaw import Shaw
 from .sinusoidal import Sinusoidal
 from .t5 import T5Bias
+from .transformer_xl import TransformerXL
 from .xpos import XPos
 
 REGISTRY = {
@@ -19,6 +23,10 @@ REGISTRY = {
     "alibi": ALiBi,
     "rope": RoPE,
     "xpos": XPos,
+    "shaw": Shaw,
+    "transformer_xl": TransformerXL,
+    "kerple": Kerple,
+    "fire": FIRE,
 }
 
 

@@ -12,7 +12,11 @@ and one escape hatch, for encodings whose scores are not "q.k plus a fixed bias"
                              (1/sqrt(D) included, mask excluded), or None for q.k
 
 Returning logits costs the fused SDPA kernel (an explicit softmax is used), so only
-encodings that need it (ReRoPE, content-dependent relative terms) should.
+encodings that need it (ReRoPE, content-dependent relative terms) should. On that
+explicit-softmax path the encoding may also add to the attention output:
+
+  attention_values(probs, q_pos, k_pos, layer) -> (B, H, Tq, D) added to probs @ v, or None
+                             (probs: (B, H, Tq, Tk) after softmax; Shaw's value term)
 
 Notation (used in shape comments across the repo):
   B batch, T tokens in this call, H heads, D head dim, C model width,
@@ -30,6 +34,10 @@ Capabilities, read by model/train/sample code instead of encoding names:
   cache_rotated_keys   True: keys are cached after rotate(); False: cached raw and
                        re-rotated every call (for rotations that depend on the length)
   excluded_param_names parameter names left out of the reported model size (GPT-2's wpe)
+  needs_score_matrix   True when the encoding acts on the (Tq, Tk) logits (score_bias or
+                       attention_logits). Linear attention never forms that matrix, so it
+                       refuses these encodings. Derived from which hooks a class overrides;
+                       a class may set it explicitly.
 """
 import torch
 from torch import nn
@@ -40,6 +48,14 @@ class PositionalEncoding(nn.Module):
     max_positions = None
     cache_rotated_keys = True
     excluded_param_names = ()
+    needs_score_matrix = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "needs_score_matrix" not in cls.__dict__:
+            cls.needs_score_matrix = (cls.score_bias is not PositionalEncoding.score_bias
+                                      or cls.attention_logits is not PositionalEncoding.attention_logits
+                                      or cls.attention_values is not PositionalEncoding.attention_values)
 
     @classmethod
     def from_config(cls, cfg):
@@ -60,6 +76,9 @@ class PositionalEncoding(nn.Module):
         return None
 
     def attention_logits(self, q, k, q_pos, k_pos, layer):
+        return None
+
+    def attention_values(self, probs, q_pos, k_pos, layer):
         return None
 
     def extra_repr(self):

@@ -1,0 +1,61 @@
+"""KERPLE: kernelized relative positional embedding (Chi, Fan, Ramadge & Rudnicky 2022,
+"KERPLE: Kernelized Relative Positional Embedding for Length Extrapolation",
+https://arxiv.org/abs/2205.09921).
+
+A conditionally positive definite kernel of the distance, with two learned positive
+parameters per head, is added to the attention logits:
+
+    log variant:    score(i, j) += -r1_h * log(1 + r2_h * |i - j|)
+    power variant:  score(i, j) += -r1_h * |i - j| ** r2_h          (0 < r2_h <= 2)
+
+Both are 0 at distance 0. ALiBi is the power variant with r2 = 1 and r1 fixed.
+Positivity (and r2 <= 2 for the power variant) is kept by clamping in the forward pass,
+as the paper's constraint; the first values are drawn uniformly, r1 in (0, 2) and
+r2 in (0, 1). One set of parameters serves all layers (score_bias is computed once
+per forward pass). Knob: kerple_variant ("log", the paper's better one, or "power").
+"""
+import torch
+from torch import nn
+
+from .base import PositionalEncoding
+
+VARIANTS = ("log", "power")
+EPS = 1e-2   # smallest value a parameter is clamped to
+
+
+def kerple_bias(distance, r1, r2, variant="log"):
+    """(H, ...) bias for a distance tensor (...,) >= 0 and per-head r1, r2 (H,)."""
+    d = distance.to(r1.dtype)[None]                                    # (1, ...)
+    shape = (-1,) + (1,) * distance.dim()
+    r1, r2 = r1.view(shape), r2.view(shape)
+    if variant == "log":
+        return -r1 * torch.log1p(r2 * d)
+    return -r1 * d.pow(r2)
+
+
+class Kerple(PositionalEncoding):
+    name = "kerple"
+
+    def __init__(self, n_head: int, variant: str = "log"):
+        super().__init__()
+        if variant not in VARIANTS:
+            raise ValueError(f"kerple_variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+        self.variant = variant
+        self.r1 = nn.Parameter(torch.rand(n_head) * 2)   # (H,)
+        self.r2 = nn.Parameter(torch.rand(n_head))       # (H,)
+
+    @classmethod
+    def from_config(cls, cfg):
+        return cls(cfg.n_head, cfg.kerple_variant)
+
+    def params(self):
+        """(r1, r2), clamped to the kernel's valid range."""
+        r2_max = 2.0 if self.variant == "power" else None
+        return self.r1.clamp(min=EPS), self.r2.clamp(min=EPS, max=r2_max)
+
+    def score_bias(self, q_pos, k_pos):
+        dist = (q_pos[:, None] - k_pos[None, :]).abs()                  # (Tq, Tk)
+        return kerple_bias(dist, *self.params(), self.variant)          # (H, Tq, Tk)
+
+    def extra_repr(self):
+        return f"name={self.name!r}, variant={self.variant!r}"

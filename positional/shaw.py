@@ -1,0 +1,59 @@
+"""Relative position representations (Shaw, Uszkoreit & Vaswani 2018, "Self-Attention with
+Relative Position Representations", https://arxiv.org/abs/1803.02155).
+
+Each layer learns one vector per clipped distance, shared by its heads, for the keys
+(w^K) and optionally for the values (w^V):
+
+    e_ij = q_i . (k_j + w^K[d_ij]) / sqrt(D)            d_ij = min(i - j, k)
+    z_i  = sum_j softmax_j(e_ij) (v_j + w^V[d_ij])
+
+Causal, so only distances 0 .. k exist (k + 1 vectors per table); every key further
+than k shares w^K[k]. With k at least the sequence length, every distance has its own
+vector: the paper's unclipped ("full") relative representations.
+
+Never builds the (Tq, Tk, D) tensor of the paper's a_ij: the key term is q @ w^K.T,
+(B, H, Tq, k+1), gathered at d_ij; the value term sums the attention probabilities
+per distance, (B, H, Tq, k+1), then multiplies by w^V (k+1, D).
+
+Knobs: shaw_max_distance (k, 16 in the paper), shaw_values (the w^V term).
+"""
+import math
+
+import torch
+from torch import nn
+
+from .base import PositionalEncoding
+
+
+class Shaw(PositionalEncoding):
+    name = "shaw"
+
+    def __init__(self, n_layer: int, head_dim: int, max_distance: int = 16, values: bool = True):
+        super().__init__()
+        if max_distance < 1:
+            raise ValueError(f"shaw_max_distance must be >= 1, got {max_distance}")
+        self.max_distance = max_distance
+        self.key_emb = nn.Parameter(torch.randn(n_layer, max_distance + 1, head_dim) * 0.02)   # (L, k+1, D)
+        self.value_emb = (nn.Parameter(torch.randn(n_layer, max_distance + 1, head_dim) * 0.02)
+                          if values else None)
+
+    @classmethod
+    def from_config(cls, cfg):
+        return cls(cfg.n_layer, cfg.n_embd // cfg.n_head, cfg.shaw_max_distance, cfg.shaw_values)
+
+    def distances(self, q_pos, k_pos):
+        """(Tq, Tk) clipped distance index min(i - j, k); future keys get 0 (masked anyway)."""
+        return (q_pos[:, None] - k_pos[None, :]).clamp(0, self.max_distance)
+
+    def attention_logits(self, q, k, q_pos, k_pos, layer):
+        B, H, Tq, D = q.shape
+        d = self.distances(q_pos, k_pos).expand(B, H, -1, -1)                # (B, H, Tq, Tk)
+        rel = q @ self.key_emb[layer].to(q.dtype).T                          # (B, H, Tq, k+1)
+        return (q @ k.transpose(-1, -2) + rel.gather(-1, d)) / math.sqrt(D)  # (B, H, Tq, Tk)
+
+    def attention_values(self, probs, q_pos, k_pos, layer):
+        if self.value_emb is None:
+            return None
+        d = self.distances(q_pos, k_pos).expand_as(probs)                    # (B, H, Tq, Tk)
+        per_distance = probs.new_zeros(*probs.shape[:-1], self.max_distance + 1).scatter_add_(-1, d, probs)
+        return per_distance @ self.value_emb[layer].to(probs.dtype)          # (B, H, Tq, D)
