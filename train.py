@@ -27,7 +27,8 @@ from model import GPT, GPTConfig
 from wandb_util import start_wandb
 
 # keys that fix the shape of the weights: a resumed run must keep them
-SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "bias", "vocab_size", "pos_encoding", "t5_num_buckets", "rotary_fraction")
+SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "bias", "vocab_size", "pos_encoding", "t5_num_buckets", "rotary_fraction",
+              "attention", "shaw_max_distance", "shaw_values", "kerple_variant", "fire_mlp_width")
 
 
 def fail(msg):
