@@ -13,9 +13,11 @@ denominator free of the rotation (it stays positive, no division by ~0):
 
 R is whatever pe.rotate does (rope, xpos; the identity for none, learned, sinusoidal),
 so the numerator depends on m - n only: shifting all positions changes nothing.
-S and z are prefix sums over the sequence (cumsum): no (T, T) matrix, memory
-(B, H, T, D, D). With a KV cache, the sums at the last token are all that is kept
-(cache.state[layer]), so decoding costs O(1) per token whatever the length.
+S and z are prefix sums over the sequence, taken chunk by chunk (inside a chunk of 64
+tokens, a masked (64, 64) product; across chunks, the running S and z): no (T, T)
+matrix, and time and memory linear in T. With a KV cache, the sums after the last token
+are all that is kept (cache.state[layer]), so decoding costs O(1) per token whatever
+the length.
 
 Encodings that act on the (Tq, Tk) score matrix (score_bias, attention_logits; their
 needs_score_matrix capability) cannot work here, and GPT refuses them at construction.
@@ -25,24 +27,34 @@ from torch import nn
 from torch.nn import functional as F
 
 EPS = 1e-6
+CHUNK = 64   # tokens summed with a small (chunk, chunk) product; past chunks enter through S, z
 
 
 def feature_map(x):
     return F.elu(x) + 1.0
 
 
-def causal_linear_attention(q, k, v, pe, pos, state=None):
+def causal_linear_attention(q, k, v, pe, pos, state=None, chunk=CHUNK):
     """q, k, v: (B, H, T, D) projections at positions pos (T,); state: (S, z) summing
-    the earlier tokens, or None. Returns y (B, H, T, D) and the state after the last token."""
+    the earlier tokens, or None. Returns y (B, H, T, D) and the state after the last token.
+
+    Chunkwise prefix sums: inside a chunk of `chunk` tokens the causal sums are a small
+    masked (chunk, chunk) product; S and z carry everything before the chunk. chunk=1 is
+    the pure recurrence, chunk >= T the quadratic form; all give the same y."""
+    B, H, T, D = q.shape
     fq, fk = feature_map(q), feature_map(k)                                # (B, H, T, D), > 0
     rq, rk = pe.rotate(fq, pos), pe.rotate(fk, pos, is_key=True)
-    S = torch.einsum("bhtd,bhte->bhtde", rk, v).cumsum(2)                  # (B, H, T, D, D)
-    z = fk.cumsum(2)                                                       # (B, H, T, D)
-    if state is not None:
-        S, z = S + state[0][:, :, None], z + state[1][:, :, None]
-    num = torch.einsum("bhtd,bhtde->bhte", rq, S)                          # (B, H, T, D)
-    den = (fq * z).sum(-1, keepdim=True)                                   # (B, H, T, 1)
-    return num / (den + EPS), (S[:, :, -1], z[:, :, -1])
+    S, z = state if state is not None else (q.new_zeros(B, H, D, D), q.new_zeros(B, H, D))
+    out = []
+    for s in range(0, T, chunk):
+        c = slice(s, s + chunk)
+        causal = torch.ones(min(chunk, T - s), min(chunk, T - s), dtype=torch.bool, device=q.device).tril()
+        num = (rq[:, :, c] @ rk[:, :, c].transpose(-1, -2) * causal) @ v[:, :, c] + rq[:, :, c] @ S   # (B, H, c, D)
+        den = (fq[:, :, c] @ fk[:, :, c].transpose(-1, -2) * causal).sum(-1, keepdim=True) + fq[:, :, c] @ z[..., None]   # (B, H, c, 1)
+        out.append(num / (den + EPS))
+        S = S + rk[:, :, c].transpose(-1, -2) @ v[:, :, c]                  # (B, H, D, D)
+        z = z + fk[:, :, c].sum(2)                                          # (B, H, D)
+    return torch.cat(out, dim=2), (S, z)
 
 
 class LinearSelfAttention(nn.Module):

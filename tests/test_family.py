@@ -197,9 +197,11 @@ def test_linear_prefix_sums_equal_quadratic_form(name):
     q, k, v = torch.randn(3, 2, 4, 12, 8, dtype=torch.float64).unbind(0)
     pos = torch.arange(20, 32)
     pe.set_length(32)
-    y, _ = causal_linear_attention(q, k, v, pe, pos)
-    torch.testing.assert_close(y, quadratic_linear_attention(q, k, v, pe, pos).to(y.dtype), rtol=1e-5, atol=1e-6)
-    y1, state = causal_linear_attention(q[:, :, :5], k[:, :, :5], v[:, :, :5], pe, pos[:5])   # in two pieces
+    want = quadratic_linear_attention(q, k, v, pe, pos)
+    for chunk in (1, 5, 64):                                                # pure recurrence, chunked, one chunk
+        y, _ = causal_linear_attention(q, k, v, pe, pos, chunk=chunk)
+        torch.testing.assert_close(y, want.to(y.dtype), rtol=1e-5, atol=1e-6)
+    y1, state = causal_linear_attention(q[:, :, :5], k[:, :, :5], v[:, :, :5], pe, pos[:5], chunk=3)   # two calls
     y2, _ = causal_linear_attention(q[:, :, 5:], k[:, :, 5:], v[:, :, 5:], pe, pos[5:], state)
     torch.testing.assert_close(torch.cat([y1, y2], 2), y, rtol=1e-5, atol=1e-6)
 
