@@ -4,7 +4,10 @@ The encoding (positional/) acts through three hooks, called unconditionally here
     pe.embed(pos)               added to the token embeddings
     pe.rotate(x, pos, is_key)   applied to queries and keys
     pe.score_bias(q_pos, k_pos) added to the attention logits (once per forward, shared by layers)
-There is no encoding-specific code in this file.
+(plus, for encodings whose scores are not q.k + bias, pe.attention_logits and
+pe.attention_values on an explicit-softmax path; see positional/base.py).
+There is no encoding-specific code in this file. attention="linear" swaps in
+linear_attention.LinearSelfAttention, for encodings that never touch the score matrix.
 
 Positions are absolute and explicit: GPT.forward derives them once from the KV cache
 offset, so training, long evaluation and cached decoding share one code path.
