@@ -13,8 +13,9 @@ learned (L as a multiplier of its initial value, as in the paper's implementatio
 While i < L the normaliser is the constant psi(L) and the bias depends on i - j only;
 beyond L it is not translation invariant, by design. At distance 0 the bias is f(0).
 
-The MLP runs on a (Tq, Tk) input, so it costs (Tq, Tk, width) memory: at width 32,
-about 512 MB in float32 for one 2048-token forward without a cache. One MLP serves
+The MLP runs on a (Tq, Tk) input; it is applied to blocks of 256 query rows, so without
+gradients its hidden layer needs (256, Tk, width) at a time; training keeps all of it
+for the backward pass, (T, T, width): 0.5M floats at T = 128, width 32. One MLP serves
 all layers (score_bias is computed once per forward pass). Knobs: fire_mlp_width
 (32 in the paper), fire_init_c (0.1), fire_init_L (0: the training block_size).
 """
@@ -24,6 +25,7 @@ from torch import nn
 from .base import PositionalEncoding
 
 EPS = 1e-6
+ROWS = 256   # query rows per MLP call, to bound the (rows, Tk, width) hidden layer
 
 
 def fire_input(q_pos, k_pos, c, L):
@@ -57,4 +59,5 @@ class FIRE(PositionalEncoding):
 
     def score_bias(self, q_pos, k_pos):
         x = fire_input(q_pos, k_pos, self.c, self.L)                      # (Tq, Tk)
-        return self.mlp(x[..., None]).permute(2, 0, 1)                    # (H, Tq, Tk)
+        rows = [self.mlp(x[i:i + ROWS, :, None]) for i in range(0, len(x), ROWS)]   # (<=ROWS, Tk, H) each
+        return torch.cat(rows).permute(2, 0, 1)                           # (H, Tq, Tk)

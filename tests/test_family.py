@@ -174,6 +174,14 @@ def test_fire_bias_at_distance_zero_is_mlp_of_zero():
     torch.testing.assert_close(bias[:, 2, 7], w2 @ torch.relu(w1[:, 0] * x + b1) + b2)
 
 
+def test_fire_bias_is_the_same_when_computed_in_row_blocks():
+    pe = tiny_gpt("fire").pe
+    q_pos, k_pos = torch.arange(100, 400), torch.arange(400)                # 300 query rows: two blocks of <= 256
+    bias = pe.score_bias(q_pos, k_pos)
+    for a in (0, 255, 256, 299):
+        torch.testing.assert_close(bias[:, a], pe.score_bias(q_pos[a:a + 1], k_pos)[:, 0])
+
+
 # ---- capability --------------------------------------------------------------------------
 def test_needs_score_matrix_is_derived_from_the_hooks():
     needs = {name for name, cls in positional.REGISTRY.items() if cls.needs_score_matrix}
