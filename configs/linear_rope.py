@@ -5,3 +5,4 @@ from configs.base import *
 pos_encoding = "rope"
 attention = "linear"
 out_dir = "out-linear-rope"
+wandb_run_name = "linear-rope"
