@@ -48,6 +48,16 @@ class GPTConfig:
     fire_mlp_width: int = 32        # fire: hidden units of the bias MLP
     fire_init_c: float = 0.1        # fire: initial c of psi(x) = log(c x + 1)
     fire_init_L: int = 0            # fire: initial threshold L; 0 means block_size
+    # RoPE length extension (positional/rope_scaling/); only rotary encodings accept it
+    rope_scaling: str = ""          # linear, ntk, dynamic, ntk_by_parts, yarn, llama3, rerope, leaky_rerope
+    rope_factor: float = 1.0        # s: target length / original length
+    rope_original_max_position: int = 0   # L, the length trained at; 0: block_size
+    rope_beta_fast: float = 32.0    # ntk_by_parts/yarn: pairs with more turns than this in L are kept
+    rope_beta_slow: float = 1.0     # ntk_by_parts/yarn: pairs with fewer turns than this are interpolated
+    rope_low_freq_factor: float = 1.0    # llama3: wavelengths above L / this are interpolated
+    rope_high_freq_factor: float = 4.0   # llama3: wavelengths below L / this are kept
+    rerope_window: int = 0          # rerope: relative positions exact below w; 0: L // 2
+    rerope_leak: float = 32.0       # leaky_rerope: past w, distances grow by 1/leak per token
 
 
 class KVCache(nn.Module):

@@ -33,4 +33,9 @@ REGISTRY = {
 def build(cfg) -> PositionalEncoding:
     if cfg.pos_encoding not in REGISTRY:
         raise ValueError(f"unknown pos_encoding {cfg.pos_encoding!r}; valid: {', '.join(REGISTRY)}")
-    return REGISTRY[cfg.pos_encoding].from_config(cfg)
+    cls = REGISTRY[cfg.pos_encoding]
+    if cfg.rope_scaling and not cls.supports_rope_scaling:
+        rotary = ", ".join(n for n, c in REGISTRY.items() if c.supports_rope_scaling)
+        raise ValueError(f"rope_scaling={cfg.rope_scaling!r} needs a rotary encoding ({rotary}); this model uses "
+                         f"{cfg.pos_encoding!r}: drop --rope_scaling for it")
+    return cls.from_config(cfg)

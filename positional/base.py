@@ -38,6 +38,7 @@ Capabilities, read by model/train/sample code instead of encoding names:
                        attention_logits). Linear attention never forms that matrix, so it
                        refuses these encodings. Derived from which hooks a class overrides;
                        a class may set it explicitly.
+  supports_rope_scaling True if the rope_scaling keys apply (rotary encodings only)
 """
 import torch
 from torch import nn
@@ -49,6 +50,7 @@ class PositionalEncoding(nn.Module):
     cache_rotated_keys = True
     excluded_param_names = ()
     needs_score_matrix = False
+    supports_rope_scaling = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

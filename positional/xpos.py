@@ -14,7 +14,8 @@ at gamma = 512 (0.29^(35000/512) ~ 1e-37).
 """
 import torch
 
-from .rope import RoPE, rope_inv_freq
+from . import rope_scaling
+from .rope import RoPE
 
 
 def xpos_scale(positions, head_dim: int, scale_base: float = 512.0) -> torch.Tensor:
@@ -26,15 +27,18 @@ def xpos_scale(positions, head_dim: int, scale_base: float = 512.0) -> torch.Ten
 
 class XPos(RoPE):
     name = "xpos"
+    supports_attention_scaling = False  # ReRoPE's capped distances would need capped decay too
+    needs_score_matrix = False
 
-    def __init__(self, head_dim, rotary_fraction=1.0, base=10000.0, scale_base=512.0):
-        super().__init__(head_dim, rotary_fraction, base)
+    def __init__(self, head_dim, rotary_fraction=1.0, base=10000.0, scale_base=512.0, scaling=None):
+        super().__init__(head_dim, rotary_fraction, base, scaling)
         self.scale_base = scale_base
         self.register_buffer("scale", torch.empty(0, self.rotary_dim // 2), persistent=False)
 
     @classmethod
     def from_config(cls, cfg):
-        return cls(cfg.n_embd // cfg.n_head, cfg.rotary_fraction, cfg.rope_base, cfg.xpos_scale_base)
+        return cls(cfg.n_embd // cfg.n_head, cfg.rotary_fraction, cfg.rope_base, cfg.xpos_scale_base,
+                   rope_scaling.scaling_from_config(cfg))
 
     def set_length(self, n_positions):
         super().set_length(n_positions)

@@ -1,0 +1,28 @@
+"""Dynamic NTK scaling (emozilla, reddit r/LocalLLaMA, "Dynamically Scaled RoPE further
+increases performance of long context LLaMA with zero fine-tuning", July 2023; the form
+used by Hugging Face transformers' "dynamic" rope type).
+
+The NTK-aware base is recomputed from the current sequence length n, so nothing changes
+while the text fits the original length L:
+
+    n <= L:  theta' = theta                                     (plain RoPE, exactly)
+    n >  L:  b' = b * (s * n / L - (s - 1))^(d / (d - 2)),  theta'_j = b'^(-2j / d)
+
+At n = L the bracket is 1, so the base grows continuously from b. Attention scale 1.
+Knobs: factor (s > 0), original_max_position (L). Needs seq_len.
+
+Because the angles depend on n, keys are cached *before* rotation and re-rotated at
+every step (the encoding reports cache_rotated_keys = False). The values cached in
+layers above the first were computed at the length of their own step, as in every
+dynamic-NTK implementation: a decode step equals a recompute of the whole prefix
+exactly for one layer, and for deeper models once the text is past L only
+approximately (see tests/test_rope_scaling.py).
+"""
+from .ntk import ntk
+
+
+def dynamic(inv_freq, *, factor, original_max_position, dim, seq_len=None, **_):
+    if seq_len is None or seq_len <= original_max_position:
+        return inv_freq, 1.0
+    effective = factor * seq_len / original_max_position - (factor - 1)
+    return ntk(inv_freq, factor=effective, dim=dim)

@@ -1,0 +1,15 @@
+"""Position interpolation (Chen et al. 2023, "Extending Context Window of Large Language
+Models via Positional Interpolation", https://arxiv.org/abs/2306.15595).
+
+Positions are divided by the factor s, so a sequence s times longer than the training
+length is squeezed into the trained range of angles. Dividing the position is the same
+as dividing every inverse frequency:
+
+    theta'_j = theta_j / s                     attention scale 1
+
+Knob: factor (s > 0). The paper follows it with a short fine-tune at the longer length.
+"""
+
+
+def linear(inv_freq, *, factor, **_):
+    return inv_freq / factor, 1.0
