@@ -61,7 +61,13 @@ class Config(GPTConfig):
 
     def validate(self):
         import positional
+        from positional import rope_scaling
         checks = [
+            (self.rope_scaling in ("", *rope_scaling.METHODS),
+             f"unknown rope_scaling {self.rope_scaling!r}; valid: {', '.join(rope_scaling.METHODS)} (or empty for none)"),
+            (self.rope_factor > 0, f"rope_factor must be > 0, got {self.rope_factor}; 1 means no scaling"),
+            (self.rope_original_max_position >= 0,
+             f"rope_original_max_position must be >= 0 (0: block_size), got {self.rope_original_max_position}"),
             (self.pos_encoding in positional.REGISTRY,
              f"unknown pos_encoding {self.pos_encoding!r}; valid: {', '.join(positional.REGISTRY)}"),
             (self.n_embd % self.n_head == 0 if self.n_head > 0 else False,

@@ -86,6 +86,62 @@ class KVCache(nn.Module):
     def advance(self, T):
         self.length += T
 
+    def reset(self):
+        self.length = 0
+
+
+class WindowKVCache(nn.Module):
+    """A bounded cache for window attention with sinks (StreamingLLM, Xiao et al. 2023,
+    https://arxiv.org/abs/2309.17453): it keeps the first `sinks` keys and the last
+    window - 1 keys, all a later query can still see, so memory stays constant however
+    long the generation runs. Same interface as KVCache.
+
+    Positions: keys keep their original positions (key_positions returns them), and
+    attention_mask applies the window from those. StreamingLLM instead re-numbers the
+    positions inside the cache; we do not, because (1) cached decoding then equals the
+    windowed forward of evaluate.py and training exactly, in every layer; (2) it works
+    for every encoding, including absolute ones whose position is already inside the
+    hidden states, and keeps keys cached after rotation; (3) for relative encodings the
+    window's distances are identical under both schemes, only the sinks sit farther away.
+    k, v: (L, B, H, sinks + window - 1, D); keys/values of this call are held until advance."""
+
+    def __init__(self, n_layer, batch, n_head, window, sinks, head_dim, dtype, device):
+        super().__init__()
+        self.window, self.sinks, self.keep = window, sinks, sinks + window - 1
+        shape = (n_layer, batch, n_head, self.keep, head_dim)
+        self.register_buffer("k", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+        self.register_buffer("v", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+        self.register_buffer("pos", torch.zeros(self.keep, dtype=torch.long, device=device), persistent=False)
+        self.max_len, self.length, self.n_kept = float("inf"), 0, 0
+        self.pending = [None] * n_layer
+
+    def key_positions(self, T):
+        """(n_kept + T,) original positions of the kept keys, then of the T new ones."""
+        new = torch.arange(self.length, self.length + T, device=self.pos.device)
+        return torch.cat([self.pos[:self.n_kept], new])
+
+    def write(self, layer, k, v):
+        """k, v: (B, H, T, D). Returns the kept keys/values followed by the new ones."""
+        n = self.n_kept
+        k = torch.cat([self.k[layer, :, :, :n], k], dim=2)                      # (B, H, n + T, D)
+        v = torch.cat([self.v[layer, :, :, :n], v], dim=2)
+        self.pending[layer] = (k, v)
+        return k, v
+
+    def advance(self, T):
+        pos = self.key_positions(T)
+        end = self.length + T
+        keep = ((pos < self.sinks) | (pos > end - self.window)).nonzero().squeeze(1)   # sinks + last window - 1
+        for layer, (k, v) in enumerate(self.pending):
+            self.k[layer, :, :, :len(keep)] = k[:, :, keep]
+            self.v[layer, :, :, :len(keep)] = v[:, :, keep]
+        self.pos[:len(keep)] = pos[keep]
+        self.n_kept, self.length = len(keep), end
+        self.pending = [None] * len(self.pending)
+
+    def reset(self):
+        self.length = self.n_kept = 0
+
 
 def attention_mask(bias, q_pos, k_pos, window=0, sinks=0):
     """What attention adds to its logits. None means 'plain causal', which lets SDPA take
@@ -194,6 +250,8 @@ class GPT(nn.Module):
         if cfg.n_embd % cfg.n_head:
             raise ValueError(f"n_embd={cfg.n_embd} is not divisible by n_head={cfg.n_head}; "
                              f"pick n_embd a multiple of n_head")
+        if cfg.window < 0 or cfg.sinks < 0:
+            raise ValueError(f"window and sinks must be >= 0 (0: off), got window={cfg.window}, sinks={cfg.sinks}")
         self.config = cfg
         self.pe = positional.build(cfg)
         problem = attention_problem(cfg, self.pe)
@@ -229,14 +287,18 @@ class GPT(nn.Module):
 
     # ---- KV cache ------------------------------------------------------------------
     def setup_cache(self, batch, max_len, dtype=None):
+        """A KV cache for max_len positions; with a window, a bounded one (max_len unused)."""
         cfg, p = self.config, self.wte.weight
-        self.kv_cache = KVCache(cfg.n_layer, batch, cfg.n_head, max_len, cfg.n_embd // cfg.n_head,
-                                dtype or p.dtype, p.device)
+        D, dtype = cfg.n_embd // cfg.n_head, dtype or p.dtype
+        if cfg.window:
+            self.kv_cache = WindowKVCache(cfg.n_layer, batch, cfg.n_head, cfg.window, cfg.sinks, D, dtype, p.device)
+        else:
+            self.kv_cache = KVCache(cfg.n_layer, batch, cfg.n_head, max_len, D, dtype, p.device)
         return self.kv_cache
 
     def reset_cache(self):
         if self.kv_cache is not None:
-            self.kv_cache.length = 0
+            self.kv_cache.reset()
 
     def clear_cache(self):
         self.kv_cache = None

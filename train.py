@@ -96,6 +96,9 @@ def setup(argv):
             if k != "vocab_size" and have != want:
                 raise ConfigError(f"checkpoint in {cfg.out_dir} has {k}={have!r}, config asks for {want!r}; "
                                   f"use the checkpoint's value or a new --out_dir")
+        if cfg.rope_scaling and not cfg.rope_original_max_position:  # fine-tuning longer: L is the old length
+            cfg.rope_original_max_position = ckpt["model_args"].get("rope_original_max_position") or \
+                ckpt["model_args"]["block_size"]
     ensure_prepared(cfg.data_dir, cfg.dataset)
     data = TokenData(os.path.join(cfg.data_dir, cfg.dataset))
     data.check(cfg.block_size)
