@@ -1,0 +1,19 @@
+# The headline experiment of the README: train short, test long (Press et al. 2022).
+# Every encoding is trained with this recipe at block_size 64, then evaluated from 1x to
+# 16x that length with evaluate.py. Small enough for a 2-core CPU: about ? min per encoding.
+#   python train.py configs/extrapolation.py --pos_encoding=alibi --out_dir=out-x-alibi
+from configs.base import *
+
+block_size = 64
+batch_size = 32
+n_layer = 4
+n_head = 4
+n_embd = 128
+max_iters = 600
+lr_decay_iters = 600
+warmup_iters = 50
+eval_interval = 200
+eval_iters = 10
+log_interval = 50
+pos_encoding = "rope"
+out_dir = "out-x-rope"
