@@ -207,8 +207,14 @@ def plot(rows, path, train_len=None, title=""):
         ax.plot(*zip(*pts), marker="o", label=name)
     if train_len:
         ax.axvline(train_len, color="grey", linestyle=":", label=f"training length {train_len}")
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    lengths = sorted({r["length"] for r in rows})
     ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths, [str(n) for n in lengths])
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_minor_formatter(ScalarFormatter())
     ax.set_xlabel("evaluation length (tokens)")
     ax.set_ylabel("validation perplexity")
     ax.set_title(title)

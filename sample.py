@@ -47,15 +47,15 @@ def parse_args(argv):
 
 def load_model(out_dir, overrides=None, device="cpu"):
     """Rebuild the model from its checkpoint alone; `overrides` may change inference-time keys."""
+    if "window" in (overrides or {}) and overrides["window"] < 1:
+        raise ConfigError(f"--window must be >= 1 (the number of most recent keys each query sees), "
+                          f"got {overrides['window']}")
     ckpt = checkpoint.load(out_dir)
     model_args = dict(ckpt["model_args"])
     for k, v in (overrides or {}).items():
         if k not in model_args:
             raise ConfigError(f"{k!r} is not a model key; sampling takes the model keys of model.GPTConfig")
         model_args[k] = v
-    if "window" in (overrides or {}) and overrides["window"] < 1:
-        raise ConfigError(f"--window must be >= 1 (the number of most recent keys each query sees), "
-                          f"got {overrides['window']}")
     if model_args.get("sinks") and not model_args.get("window"):
         raise ConfigError(f"sinks={model_args['sinks']} needs a window: add --window=W")
     model = GPT(GPTConfig(**model_args))

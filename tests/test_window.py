@@ -1,0 +1,58 @@
+"""Window attention with attention sinks, and the bounded KV cache that samples with it."""
+import pytest
+import torch
+
+from model import WindowKVCache
+from sample import load_model
+from config import ConfigError
+from tests.conftest import tiny_gpt
+
+W, S = 6, 2
+
+
+@pytest.mark.parametrize("name", ["none", "sinusoidal", "t5", "alibi", "rope", "xpos"])
+def test_bounded_cache_decodes_4x_the_window_like_a_recompute(name):
+    """Cache size stays sinks + window - 1 while decoding 4x the window, and every step's
+    logits equal a recompute of the whole prefix with the same keys visible."""
+    model = tiny_gpt(name, window=W, sinks=S)
+    idx = torch.randint(0, 40, (2, 4 * W + 5))
+    with torch.no_grad():
+        cache = model.setup_cache(2, 0)
+        assert isinstance(cache, WindowKVCache) and cache.k.shape[3] == S + W - 1
+        steps, kept = [model(idx[:, :5])[0]], []
+        for t in range(5, idx.shape[1]):
+            steps.append(model(idx[:, t:t + 1])[0])
+            kept.append(cache.n_kept)
+            assert cache.k.shape[3] == S + W - 1
+        model.clear_cache()
+        full = model(idx)[0]    # the same windowed visibility, recomputed over everything
+    assert set(kept[W:]) == {S + W - 1}
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)
+
+
+def test_sinks_change_what_is_seen_and_stay_in_the_cache():
+    idx = torch.randint(0, 40, (1, 30))
+    with torch.no_grad():
+        a = tiny_gpt("alibi", window=W)(idx)[0]
+        b = tiny_gpt("alibi", window=W, sinks=S)(idx)[0]
+        model = tiny_gpt("rope", window=W, sinks=S)
+        model.setup_cache(1, 0)
+        model(idx)
+    assert torch.allclose(a[:, :W], b[:, :W]) and not torch.allclose(a[:, W + 2:], b[:, W + 2:])
+    assert model.kv_cache.pos[:model.kv_cache.n_kept].tolist() == [0, 1] + list(range(30 - W + 1, 30))
+
+
+def test_generate_with_a_window_keeps_memory_constant():
+    model = tiny_gpt("rope", window=8, sinks=4)
+    sizes = []
+    out = model.generate(torch.zeros(1, 3, dtype=torch.long), 40, top_k=5,
+                         generator=torch.Generator().manual_seed(0),
+                         on_token=lambda _: sizes.append(model.kv_cache.k.shape[3]))
+    assert out.shape == (1, 43) and set(sizes) == {11}
+
+
+def test_window_below_one_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="window and sinks must be >= 0"):
+        tiny_gpt("rope", window=-1)
+    with pytest.raises(ConfigError, match="--window must be >= 1"):
+        load_model(tmp_path, {"window": 0})
