@@ -1,0 +1,128 @@
+"""evaluate.py: the windows it scores, its agreement between modes, the report files and
+the command line's errors, on tiny checkpoints saved directly (no training)."""
+import csv
+import dataclasses
+import math
+import os
+import pickle
+import re
+
+import pytest
+import torch
+
+import checkpoint
+import evaluate
+from tests.conftest import tiny_gpt
+
+
+def save_tiny(tiny_data, out_dir, pos="rope", block_size=16):
+    with open(tiny_data / "tiny" / "meta.pkl", "rb") as f:
+        vocab = pickle.load(f)["vocab_size"]
+    model = tiny_gpt(pos, vocab_size=vocab, block_size=block_size)
+    checkpoint.save({"model": model.state_dict(), "model_args": dataclasses.asdict(model.config),
+                     "config": {"data_dir": str(tiny_data), "dataset": "tiny", "wandb_project": "posgpt"},
+                     "iter_num": 0}, checkpoint.path_in(out_dir))
+    return model
+
+
+def test_spans_cover_every_target_once():
+    assert evaluate.spans(10, 4, 4) == [(0, 4, 0), (4, 8, 4), (6, 10, 8)]
+    assert evaluate.spans(10, 4, 2) == [(0, 4, 0), (2, 6, 4), (4, 8, 6), (6, 10, 8)]
+    for n, length, stride in [(37, 8, 3), (64, 16, 16), (16, 16, 1)]:
+        scored = [t for s, e, first in evaluate.spans(n, length, stride) for t in range(first, e)]
+        assert scored == list(range(n))
+        assert all(e - s == length for s, e, _ in evaluate.spans(n, length, stride))
+
+
+def test_score_equals_the_models_own_loss():
+    model = tiny_gpt("alibi")
+    tokens = torch.randint(0, 40, (65,))
+    nll, count = evaluate.score(model, tokens[:64], tokens[1:], 16, 16, batch_tokens=32)
+    with torch.no_grad():
+        want = model(tokens[:64].view(4, 16), tokens[1:].view(4, 16))[1].item()
+    assert count == 64 and nll / count == pytest.approx(want, rel=1e-5)
+
+
+def test_sliding_with_stride_equal_to_length_is_nonoverlap(tiny_data, tmp_path):
+    save_tiny(tiny_data, tmp_path, "t5")
+    a = evaluate.evaluate_checkpoint(str(tmp_path), [16, 48], "nonoverlap", tokens_per_point=200)
+    b = evaluate.evaluate_checkpoint(str(tmp_path), [16, 48], "sliding", stride=None, tokens_per_point=200)
+    c = [evaluate.evaluate_checkpoint(str(tmp_path), [n], "sliding", stride=n, tokens_per_point=200)[0]
+         for n in (16, 48)]
+    assert [r["loss"] for r in a] == pytest.approx([r["loss"] for r in c], rel=1e-6)
+    assert [r["tokens"] for r in a] == [r["tokens"] for r in b] == [200, 200]   # the same tokens at every length
+    assert a[1]["loss"] != pytest.approx(b[1]["loss"], rel=1e-6)   # stride 24 gives more context
+
+
+def test_cli_writes_table_csv_and_png_with_na_for_learned(tiny_data, tmp_path, capsys):
+    save_tiny(tiny_data, tmp_path / "rope", "rope")
+    save_tiny(tiny_data, tmp_path / "learned", "learned")
+    rows = evaluate.main([str(tmp_path / "rope"), str(tmp_path / "learned"), "--lengths=16,32",
+                          "--tokens_per_point=64", "--rope_scaling=base,yarn", "--rope_factor=2",
+                          f"--report_dir={tmp_path / 'rep'}"])
+    out = capsys.readouterr()
+    assert "skipped" in out.err                          # no rope scaling for the learned checkpoint
+    assert [(r["encoding"], r["method"], r["length"]) for r in rows] == [
+        ("rope", "base", 16), ("rope", "base", 32), ("rope", "yarn x2", 16), ("rope", "yarn x2", 32),
+        ("learned", "base", 16), ("learned", "base", 32)]
+    assert math.isnan(rows[-1]["ppl"]) and rows[-1]["tokens"] == 0 and not math.isnan(rows[-2]["ppl"])
+    with open(tmp_path / "rep" / "extrapolation.csv") as f:
+        table = list(csv.DictReader(f))
+    assert list(table[0]) == list(evaluate.COLUMNS) and len(table) == 6 and table[-1]["ppl"] == "n/a"
+    assert float(table[0]["ppl"]) == pytest.approx(math.exp(float(table[0]["loss"])), rel=1e-5)
+    md = open(tmp_path / "rep" / "extrapolation.md").read()
+    assert "| learned | learned | base | nonoverlap |" in md and "n/a" in md and "| 16 | 32 |" in md
+    assert open(tmp_path / "rep" / "extrapolation.png", "rb").read(4) == b"\x89PNG"
+    assert "| rope | rope | yarn x2 | nonoverlap |" in out.out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--lengths=16,100000"], r"val.bin in .* has \d+ tokens; evaluation length 100000 needs at least 100001"),
+    (["--rope_scaling=yarm"], "unknown rope_scaling 'yarm'"),
+    (["--rope_scaling=linear", "--rope_factor=0"], "rope_factor must be > 0"),
+    (["--window=0"], "--window must be >= 1"),
+    (["--sinks=4"], "needs a window"),
+    (["--mode=sliding", "--stride=40", "--lengths=16"], "stride must be in"),
+    (["--lenghts=16"], "unknown option --lenghts"),
+])
+def test_cli_bad_input(tiny_data, tmp_path, capsys, args, message):
+    save_tiny(tiny_data, tmp_path)
+    with pytest.raises(SystemExit) as e:
+        evaluate.main([str(tmp_path), *args])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1
+    assert re.search(message, err), err
+    assert not os.path.exists(tmp_path / "extrapolation.csv")
+
+
+def test_cli_refuses_scaling_when_no_checkpoint_is_rotary(tiny_data, tmp_path, capsys):
+    save_tiny(tiny_data, tmp_path, "alibi")
+    with pytest.raises(SystemExit):
+        evaluate.main([str(tmp_path), "--rope_scaling=yarn", "--rope_factor=4"])
+    assert "applies to rotary encodings only" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="needs a rotary encoding"):
+        evaluate.evaluate_checkpoint(str(tmp_path), [16], overrides={"rope_scaling": "yarn", "rope_factor": 4.0})
+
+
+def test_window_and_sinks_are_applied(tiny_data, tmp_path):
+    save_tiny(tiny_data, tmp_path, "alibi")
+    full, = evaluate.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64)
+    wide, = evaluate.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64, overrides={"window": 32})
+    narrow, = evaluate.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64, overrides={"window": 4, "sinks": 2})
+    assert wide["loss"] == pytest.approx(full["loss"], rel=1e-6) and narrow["loss"] != pytest.approx(full["loss"])
+    assert narrow["method"] == "window 4 sinks 2"
+
+
+def test_wandb_offline_run_has_the_table_and_plot(tiny_data, tmp_path):
+    from tests.conftest import run_py
+    from tests.wandb_reader import history
+    save_tiny(tiny_data, tmp_path / "ckpt")
+    env = {"WANDB_MODE": None, "WANDB_API_KEY": None, "HOME": str(tmp_path), "NETRC": str(tmp_path / "none")}
+    run_py("evaluate.py", str(tmp_path / "ckpt"), "--lengths=16,32", "--tokens_per_point=64", "--wandb_log=True",
+           f"--report_dir={tmp_path / 'rep'}", env=env, timeout=120)
+    runs = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / "rep" / "wandb") for f in fs if f.endswith(".wandb")]
+    assert len(runs) == 1
+    row = {k: v for r in history(runs[0]) for k, v in r.items()}
+    assert row["extrapolation/table/_type"] == "table-file" and row["extrapolation/table/nrows"] == 2
+    assert row["extrapolation/plot/_type"] == "image-file"
+    assert row["extrapolation/ppl_table/_type"] == "table-file"     # the line plot's data
