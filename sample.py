@@ -3,9 +3,15 @@
     python sample.py --out_dir=out-rope --start="ROMEO:" --max_new_tokens=2000
     python sample.py --out_dir=out-alibi --start=FILE:prompt.txt --num_samples=3 --temperature=0.8
 
+    python sample.py --out_dir=out-rope --rope_scaling=yarn --rope_factor=4    # RoPE extension
+    python sample.py --out_dir=out-alibi --window=256 --sinks=4 --max_new_tokens=100000
+
 Generation uses the KV cache and goes past the training block_size for every encoding:
 relative encodings keep attending with growing positions; an encoding with a position
 table (`learned`) re-encodes a sliding window of its last block_size tokens instead.
+Any model key may be overridden (rope_scaling and its knobs, window, sinks). With a
+window the KV cache is bounded (model.WindowKVCache): it keeps the sinks and the last
+window keys at their original positions, so memory is constant however long the text.
 """
 import os
 import sys
