@@ -20,7 +20,8 @@ a position table (`learned`) gets "n/a" rows past it.
 Model keys given on the command line (--rope_scaling, --rope_factor, --window, --sinks,
 any key of model.GPTConfig) override the checkpoint's at evaluation time. --rope_scaling
 takes a comma list; "base" means none. A scaling is skipped, with a note, for the
-checkpoints of a non-rotary encoding, and refused if no checkpoint given is rotary.
+checkpoints whose encoding does not take it (non-rotary; xpos for rerope), and refused
+if no checkpoint given takes it.
 Writes extrapolation.{csv,md,png} to --report_dir (default: the first out dir).
 """
 import csv
@@ -300,19 +301,20 @@ def main(argv):
     try:
         out_dirs, opts, methods = parse_args(argv)
         ckpts = {d: checkpoint.load(d) for d in out_dirs}
-        rotary = {d: positional.REGISTRY[c["model_args"]["pos_encoding"]].supports_rope_scaling
-                  for d, c in ckpts.items()}
-        scaled = any(m.get("rope_scaling") for m in methods)
-        if scaled and not any(rotary.values()):
-            raise ConfigError(f"--rope_scaling applies to rotary encodings only; none of {', '.join(out_dirs)} is "
-                              f"rotary: drop --rope_scaling")
+        encodings = {d: positional.REGISTRY[c["model_args"]["pos_encoding"]] for d, c in ckpts.items()}
+        for kind in {m.get("rope_scaling") for m in methods} - {None}:
+            if not any(cls.accepts_rope_scaling(kind) for cls in encodings.values()):
+                takers = ", ".join(n for n, cls in positional.REGISTRY.items() if cls.accepts_rope_scaling(kind))
+                raise ConfigError(f"--rope_scaling={kind} needs a checkpoint of {takers}; none of "
+                                  f"{', '.join(out_dirs)} is one: drop it from --rope_scaling")
         per_dir = {d: opts["lengths"] or [m * c["model_args"]["block_size"] for m in MULTIPLES] for d, c in ckpts.items()}
         budget = max([opts["tokens_per_point"]] + [max(v) for v in per_dir.values()])  # the same tokens for all
         rows = []
         for d in out_dirs:
             for overrides in methods:
-                if overrides.get("rope_scaling") and not rotary[d]:
-                    print(f"note: {d} is not rotary; rope_scaling={overrides['rope_scaling']} skipped for it",
+                kind = overrides.get("rope_scaling")
+                if kind and not encodings[d].accepts_rope_scaling(kind):
+                    print(f"note: {d} ({encodings[d].name}) does not take rope_scaling={kind}; skipped for it",
                           file=sys.stderr)
                     continue
                 new = evaluate_checkpoint(d, per_dir[d], opts["mode"], opts["stride"] or None, overrides, budget,

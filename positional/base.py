@@ -38,7 +38,8 @@ Capabilities, read by model/train/sample code instead of encoding names:
                        attention_logits). Linear attention never forms that matrix, so it
                        refuses these encodings. Derived from which hooks a class overrides;
                        a class may set it explicitly.
-  supports_rope_scaling True if the rope_scaling keys apply (rotary encodings only)
+  supports_rope_scaling True if the rope_scaling keys apply (rotary encodings only);
+                       accepts_rope_scaling(kind) says whether one method applies
 """
 import torch
 from torch import nn
@@ -58,6 +59,10 @@ class PositionalEncoding(nn.Module):
             cls.needs_score_matrix = (cls.score_bias is not PositionalEncoding.score_bias
                                       or cls.attention_logits is not PositionalEncoding.attention_logits
                                       or cls.attention_values is not PositionalEncoding.attention_values)
+
+    @classmethod
+    def accepts_rope_scaling(cls, kind: str) -> bool:
+        return cls.supports_rope_scaling
 
     @classmethod
     def from_config(cls, cfg):

@@ -83,6 +83,10 @@ class RoPE(PositionalEncoding):
         self.register_buffer("sin", torch.empty(0, self.rotary_dim // 2), persistent=False)
 
     @classmethod
+    def accepts_rope_scaling(cls, kind):
+        return kind in rope_scaling.METHODS and (kind not in rope_scaling.ATTENTION or cls.supports_attention_scaling)
+
+    @classmethod
     def from_config(cls, cfg):
         return cls(cfg.n_embd // cfg.n_head, cfg.rotary_fraction, cfg.rope_base,
                    rope_scaling.scaling_from_config(cfg))

@@ -61,7 +61,7 @@ def test_cli_writes_table_csv_and_png_with_na_for_learned(tiny_data, tmp_path, c
                           "--tokens_per_point=64", "--rope_scaling=base,yarn", "--rope_factor=2",
                           f"--report_dir={tmp_path / 'rep'}"])
     out = capsys.readouterr()
-    assert "skipped" in out.err                          # no rope scaling for the learned checkpoint
+    assert "(learned) does not take rope_scaling=yarn; skipped" in out.err
     assert [(r["encoding"], r["method"], r["length"]) for r in rows] == [
         ("rope", "base", 16), ("rope", "base", 32), ("rope", "yarn x2", 16), ("rope", "yarn x2", 32),
         ("learned", "base", 16), ("learned", "base", 32)]
@@ -99,9 +99,18 @@ def test_cli_refuses_scaling_when_no_checkpoint_is_rotary(tiny_data, tmp_path, c
     save_tiny(tiny_data, tmp_path, "alibi")
     with pytest.raises(SystemExit):
         evaluate.main([str(tmp_path), "--rope_scaling=yarn", "--rope_factor=4"])
-    assert "applies to rotary encodings only" in capsys.readouterr().err
+    assert "--rope_scaling=yarn needs a checkpoint of rope, xpos; none of" in capsys.readouterr().err
     with pytest.raises(ValueError, match="needs a rotary encoding"):
         evaluate.evaluate_checkpoint(str(tmp_path), [16], overrides={"rope_scaling": "yarn", "rope_factor": 4.0})
+
+
+def test_rerope_is_skipped_for_xpos_only(tiny_data, tmp_path, capsys):
+    save_tiny(tiny_data, tmp_path / "x", "xpos")
+    save_tiny(tiny_data, tmp_path / "r", "rope")
+    rows = evaluate.main([str(tmp_path / "x"), str(tmp_path / "r"), "--lengths=32", "--tokens_per_point=32",
+                          "--rope_scaling=rerope,ntk", "--rope_factor=2"])
+    assert [(r["encoding"], r["method"]) for r in rows] == [("xpos", "ntk x2"), ("rope", "rerope w8"), ("rope", "ntk x2")]
+    assert "(xpos) does not take rope_scaling=rerope" in capsys.readouterr().err
 
 
 def test_window_and_sinks_are_applied(tiny_data, tmp_path):
