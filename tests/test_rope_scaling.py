@@ -185,3 +185,15 @@ def test_xpos_takes_frequency_methods_but_not_rerope():
     assert tiny_gpt("xpos", rope_scaling="yarn", rope_factor=4.0).pe.attention_scale > 1
     with pytest.raises(ValueError, match="'rerope' is not defined for xpos; use a frequency method"):
         tiny_gpt("xpos", rope_scaling="rerope")
+
+
+def test_fine_tune_longer_keeps_the_trained_length_as_original(tiny_data, tmp_path):
+    """Position interpolation's recipe: resume at a longer block_size with a scaling; L is
+    the length the checkpoint was trained at, and the checkpoint remembers it."""
+    from tests.conftest import TINY_ARGS, run_py
+    common = [*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}"]
+    run_py("train.py", *common, "--max_iters=5")
+    run_py("train.py", *common, "--max_iters=10", "--init_from=resume", "--block_size=32",
+           "--rope_scaling=linear", "--rope_factor=2")
+    args = torch.load(tmp_path / "ckpt.pt", weights_only=False)["model_args"]
+    assert (args["block_size"], args["rope_scaling"], args["rope_original_max_position"]) == (32, "linear", 16)
