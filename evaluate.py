@@ -197,7 +197,7 @@ def plot(rows, path, train_len=None, title=""):
     for out_dir, enc, _, _ in series:
         dirs_of.setdefault(enc, set()).add(out_dir)
     modes = {k[3] for k in series}
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(10, 5))
     for (out_dir, enc, method, mode), by_len in series.items():
         pts = sorted((n, r["ppl"]) for n, r in by_len.items() if not math.isnan(r["ppl"]))
         if not pts:
@@ -220,7 +220,7 @@ def plot(rows, path, train_len=None, title=""):
     ax.set_ylabel("validation perplexity")
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))   # outside: lines stay visible
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
