@@ -87,7 +87,7 @@ class KVCache(nn.Module):
         self.length += T
 
     def reset(self):
-        self.length = 0
+        self.length, self.state = 0, {}
 
 
 class WindowKVCache(nn.Module):
