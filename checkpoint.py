@@ -5,20 +5,31 @@ renames it over the target: a crash at any moment leaves either the old or the n
 checkpoint on disk, never a mix. load() turns every way a file can be unusable into
 one sentence (CheckpointError) and never modifies the file.
 """
+import glob
 import os
 import tempfile
 
 import torch
 
 
+TMP_PREFIX = ".ckpt-"
+
+
 class CheckpointError(ValueError):
     pass
+
+
+def remove_partial(out_dir):
+    """Delete half-written temporary files left by a process killed while saving.
+    Only safe while holding out_dir's lock (guard.OutDirLock): nobody else is saving."""
+    for tmp in glob.glob(os.path.join(glob.escape(out_dir), TMP_PREFIX + "*.tmp")):
+        os.remove(tmp)
 
 
 def save(obj, path):
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".tmp", dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(obj, f)

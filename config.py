@@ -31,6 +31,8 @@ class Config(GPTConfig):
     eval_iters: int = 50
     eval_only: bool = False
     init_from: str = "scratch"             # 'scratch' or 'resume'
+    overwrite: bool = False                # allow a scratch run to replace an existing out_dir/ckpt.pt
+    on_nonfinite: str = "stop"             # a nan/inf loss: 'stop' (keep the last good checkpoint) or 'skip' the step
     # wandb
     wandb_log: bool = False
     wandb_project: str = "posgpt"
@@ -90,6 +92,7 @@ class Config(GPTConfig):
              f"{self.fire_mlp_width}, {self.fire_init_c}, {self.fire_init_L}"),
             (self.window >= 0 and self.sinks >= 0, f"window and sinks must be >= 0, got {self.window}, {self.sinks}"),
             (self.init_from in ("scratch", "resume"), f"init_from must be 'scratch' or 'resume', got {self.init_from!r}"),
+            (self.on_nonfinite in ("stop", "skip"), f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}"),
             (self.dtype in ("auto", "float32", "bfloat16", "float16"),
              f"dtype must be auto, float32, bfloat16 or float16, got {self.dtype!r}"),
         ]

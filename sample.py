@@ -65,7 +65,11 @@ def load_model(out_dir, overrides=None, device="cpu"):
     if model_args.get("sinks") and not model_args.get("window"):
         raise ConfigError(f"sinks={model_args['sinks']} needs a window: add --window=W")
     model = GPT(GPTConfig(**model_args))
-    model.load_state_dict(ckpt["model"])
+    try:
+        model.load_state_dict(ckpt["model"])
+    except RuntimeError as e:  # an override changed a weight shape (n_layer, n_embd, ...)
+        raise ConfigError(f"the checkpoint's weights do not fit the model with {overrides}: "
+                          f"{str(e).splitlines()[1].strip()}; drop the overrides that change shapes") from None
     return model.to(device).eval(), ckpt
 
 

@@ -10,6 +10,7 @@ encoding is trained: that lives in positional/.
 import math
 import os
 import random
+import shlex
 import sys
 import time
 from contextlib import nullcontext
@@ -17,12 +18,14 @@ from dataclasses import asdict
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import checkpoint
 from config import ConfigError, describe, load_config
 from data.loader import TokenData, ensure_prepared
+from guard import OutDirLock, StopSignal
 from model import GPT, GPTConfig
 from wandb_util import start_wandb
 
@@ -84,17 +87,28 @@ def fmt_time(s):
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-def setup(argv):
+def resume_hint(argv):
+    args = [a for a in argv if not a.startswith("--init_from=")]
+    return shlex.join(["python", "train.py", *args, "--init_from=resume"])
+
+
+def setup(cfg):
     """Everything a user can get wrong is checked here, before any training starts."""
-    cfg = load_config(argv)
     torch.manual_seed(cfg.seed)  # the model's initial weights depend on the seed alone
     ckpt = None
+    path = checkpoint.path_in(cfg.out_dir)
+    if cfg.init_from == "scratch" and not cfg.eval_only and not cfg.overwrite and os.path.exists(path):
+        raise ConfigError(f"{path} already exists and a scratch run would overwrite it; resume it with "
+                          f"--init_from=resume, start over with --overwrite=True, or use another --out_dir")
     if cfg.init_from == "resume":
         ckpt = checkpoint.load(cfg.out_dir)
+        if "optimizer" not in ckpt:
+            raise checkpoint.CheckpointError(f"checkpoint {path} has no optimizer state, so it cannot be resumed "
+                                             f"exactly; it can still be sampled from (sample.py)")
         for k in SHAPE_KEYS:
             have, want = ckpt["model_args"].get(k), getattr(cfg, k)
             if k != "vocab_size" and have != want:
-                raise ConfigError(f"checkpoint in {cfg.out_dir} has {k}={have!r}, config asks for {want!r}; "
+                raise ConfigError(f"checkpoint in {cfg.out_dir} has {k}={have}, config asks for {want}; "
                                   f"use the checkpoint's value or a new --out_dir")
         if cfg.rope_scaling and not cfg.rope_original_max_position:  # fine-tuning longer: L is the old length
             cfg.rope_original_max_position = ckpt["model_args"].get("rope_original_max_position") or \
@@ -112,14 +126,33 @@ def setup(argv):
             model.load_state_dict(ckpt["model"])
         except RuntimeError as e:
             raise ConfigError(f"checkpoint weights do not fit the configured model: {str(e).splitlines()[1].strip()}")
-    return cfg, ckpt, data, model
+    return ckpt, data, model
 
 
 def main(argv):
+    lock = None
     try:
-        cfg, ckpt, data, model = setup(argv)
+        cfg = load_config(argv)
+        if int(os.environ.get("RANK", 0)) == 0 and not cfg.eval_only:  # rank 0 alone writes out_dir
+            lock = OutDirLock(cfg.out_dir).acquire()
+            checkpoint.remove_partial(cfg.out_dir)  # tmp files of a save that was killed
+        ckpt, data, model = setup(cfg)
     except (ValueError, FileNotFoundError, RuntimeError) as e:
+        if lock:
+            lock.release()
         fail(e)
+    try:
+        with StopSignal() as stop:
+            code = train(argv, cfg, ckpt, data, model, stop)
+    finally:
+        if lock:
+            lock.release()
+    if code:
+        sys.exit(code)
+
+
+def train(argv, cfg, ckpt, data, model, stop):
+    """The training loop; returns the process exit code (0 done, 1 non-finite, 128+signal stopped)."""
 
     # ---- processes and devices -------------------------------------------------------
     ddp = int(os.environ.get("RANK", -1)) != -1
@@ -155,10 +188,11 @@ def main(argv):
 
     model.to(device)
     optimizer = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), device_type)
-    iter_num, best_val = 0, float("inf")
+    iter_num, best_val, skipped, last_saved = 0, float("inf"), 0, None
     if ckpt is not None:
         optimizer.load_state_dict(ckpt["optimizer"])
         iter_num, best_val = ckpt["iter_num"], ckpt.get("best_val_loss", best_val)
+        skipped, last_saved = ckpt.get("nonfinite_skipped", 0), iter_num
         if ckpt.get("rng") and ckpt["config"].get("seed") == cfg.seed and world == 1:
             set_rng_state(ckpt["rng"], data_gen)
         ckpt = None  # free memory
@@ -191,16 +225,31 @@ def main(argv):
         eval_model.train()
         return out
 
-    def save(losses):
+    def save(val_loss):
+        """Checkpoint the state at the top of iteration iter_num; False (and nothing written) if the
+        weights are not finite, so that NaNs never replace the last good checkpoint."""
+        if not all(torch.isfinite(p).all() for p in raw_model.parameters()):
+            return False
         checkpoint.save({"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(),
                          "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": iter_num,
-                         "best_val_loss": best_val, "val_loss": losses["val"], "rng": rng_state(data_gen)},
-                        checkpoint.path_in(cfg.out_dir))
+                         "best_val_loss": best_val, "val_loss": val_loss, "rng": rng_state(data_gen),
+                         "nonfinite_skipped": skipped}, checkpoint.path_in(cfg.out_dir))
+        nonlocal last_saved
+        last_saved = iter_num
+        return True
+
+    def stop_nonfinite(what, at):
+        if master:
+            kept = (f"the last good checkpoint (iter {last_saved}) is untouched" if last_saved is not None
+                    else "no checkpoint was written")
+            print(f"error: {what} at iter {at}; stopped without saving: {kept}. Lower --learning_rate, "
+                  f"check --grad_clip, or pass --on_nonfinite=skip to skip such steps", file=sys.stderr)
+        return 1
 
     run = start_wandb(cfg) if cfg.wandb_log and master else None
 
     # ---- the loop ------------------------------------------------------------------
-    t_start, t_last, it_start = time.time(), time.time(), iter_num
+    t_start, t_last, it_start, code = time.time(), time.time(), iter_num, 0
     while True:
         lr = lr_at(iter_num, cfg)
         for group in optimizer.param_groups:
@@ -212,11 +261,13 @@ def main(argv):
             if run:
                 run.log({"iter": iter_num, "train/loss": losses["train"], "val/loss": losses["val"], "lr": lr,
                          "tokens": iter_num * tokens_per_iter}, step=iter_num)
-            if iter_num > it_start and not cfg.eval_only:
-                save(losses)
+            if iter_num > it_start and not cfg.eval_only and not save(losses["val"]):
+                code = stop_nonfinite("the weights are not finite", iter_num)
+                break
         if iter_num >= cfg.max_iters or cfg.eval_only:
             break
 
+        loss_sum = torch.zeros((), device=device)
         for micro in range(cfg.gradient_accumulation_steps):
             if ddp:  # sync gradients on the last micro step only
                 model.require_backward_grad_sync = micro == cfg.gradient_accumulation_steps - 1
@@ -225,11 +276,27 @@ def main(argv):
                 _, loss = model(x, y)
                 loss = loss / cfg.gradient_accumulation_steps
             scaler.scale(loss).backward()
-        if cfg.grad_clip:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        scaler.step(optimizer)
-        scaler.update()
+            loss_sum += loss.detach()
+        # One host sync per step: a non-finite loss must be caught before it reaches the weights.
+        # Under DDP the ranks agree on it (and on a stop signal) with one small all-reduce.
+        bad, stopping = not torch.isfinite(loss_sum).item(), stop.requested
+        if ddp:
+            flags = torch.tensor([bad, stopping], dtype=torch.float32, device=device)
+            dist.all_reduce(flags)
+            bad, stopping = bool(flags[0]), bool(flags[1])
+        if bad and cfg.on_nonfinite == "stop":
+            code = stop_nonfinite(f"the training loss is {loss_sum.item()}", iter_num + 1)
+            break
+        if bad:  # skip: drop this step's gradients, count it, move on
+            skipped += 1
+            if master:
+                print(f"iter {iter_num + 1}: loss {loss_sum.item()}, step skipped ({skipped} so far)")
+        else:
+            if cfg.grad_clip:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            scaler.step(optimizer)
+            scaler.update()
         optimizer.zero_grad(set_to_none=True)
         iter_num += 1
 
@@ -237,7 +304,7 @@ def main(argv):
             now = time.time()
             dt = (now - t_last) / cfg.log_interval
             t_last = now
-            lossf = loss.item() * cfg.gradient_accumulation_steps
+            lossf = loss_sum.item()
             left = (now - t_start) / (iter_num - it_start) * (cfg.max_iters - iter_num)
             print(f"iter {iter_num}/{cfg.max_iters}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.0f} ms/it, "
                   f"{tokens_per_iter / dt:,.0f} tok/s, {fmt_time(left)} left")
@@ -245,14 +312,27 @@ def main(argv):
                 run.log({"iter": iter_num, "train/loss_step": lossf, "lr": lr, "tokens_per_sec": tokens_per_iter / dt},
                         step=iter_num)
 
-    if master:
+        if stopping:  # SIGINT/SIGTERM: save this step, so that a resume continues exactly from here
+            if master:
+                if save(None):
+                    print(f"stopped by {stop.name or 'a signal on another rank'} at iter {iter_num}: saved "
+                          f"{checkpoint.path_in(cfg.out_dir)}; resume with:\n  {resume_hint(argv)}", flush=True)
+                else:
+                    stop_nonfinite("the weights are not finite", iter_num)
+            code = stop.exit_code if stop.requested else 130
+            break
+
+    if master and not code:
         print(f"done: {iter_num} iterations in {fmt_time(time.time() - t_start)}, best val loss {best_val:.4f}; "
-              f"checkpoint in {checkpoint.path_in(cfg.out_dir)}")
+              f"checkpoint in {checkpoint.path_in(cfg.out_dir)}"
+              + (f"; {skipped} step(s) skipped for a non-finite loss" if skipped else ""))
     if run:
         run.summary["best_val_loss"] = best_val
-        run.finish()
+        run.summary["nonfinite_skipped"] = skipped
+        run.finish(exit_code=code)
     if ddp:
         destroy_process_group()
+    return code
 
 
 if __name__ == "__main__":

@@ -1,0 +1,99 @@
+"""Two guards that keep an unattended training run from losing work.
+
+OutDirLock: one training process per out_dir. An exclusive fcntl.flock on
+out_dir/train.lock; the kernel drops it when the process dies (even by SIGKILL), so
+there are no stale locks to clean up. A second process on the same folder gets a
+one-line OutDirBusy error instead of racing the first one for ckpt.pt. The lock file
+itself stays on disk: deleting it while another process waits on it would let two
+processes hold "the" lock on two different files. flock is advisory and local to one
+machine (on NFS it may not be shared between hosts).
+
+StopSignal: SIGINT and SIGTERM ask the loop to stop instead of killing it. The handler
+only records the signal; the loop finishes the step in progress, saves a checkpoint at
+that step and exits with 128 + the signal number (130, 143), the shell's convention for
+"stopped by a signal", so a job script can tell an interrupted run from a finished one.
+A second Ctrl-C stops at once (KeyboardInterrupt): ckpt.pt is written atomically, so
+the last saved checkpoint survives that too.
+"""
+import os
+import signal
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; training runs unguarded there
+    fcntl = None
+
+LOCK_NAME = "train.lock"
+
+
+class OutDirBusy(ValueError):
+    pass
+
+
+class OutDirLock:
+    def __init__(self, out_dir):
+        self.path = os.path.join(out_dir, LOCK_NAME)
+        self.fd = None
+
+    def acquire(self):
+        if fcntl is None:
+            return self
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise OutDirBusy(f"{os.path.dirname(self.path)} is in use by another training process (pid {holder}); "
+                             f"wait for it to finish or give this run another --out_dir") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self.fd = fd
+        return self
+
+    def release(self):
+        if self.fd is not None:
+            os.close(self.fd)  # closing the descriptor releases the flock
+            self.fd = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+class StopSignal:
+    """`with StopSignal() as stop:` ... `if stop.requested: save and exit(stop.exit_code)`."""
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.signum = None
+        self._previous = {}
+
+    @property
+    def requested(self):
+        return self.signum is not None
+
+    @property
+    def name(self):
+        return signal.Signals(self.signum).name if self.signum else None
+
+    @property
+    def exit_code(self):
+        return 128 + self.signum
+
+    def _handle(self, signum, frame):
+        if self.signum == signal.SIGINT and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # second Ctrl-C: stop now
+        self.signum = signum
+
+    def __enter__(self):
+        for s in self.SIGNALS:
+            self._previous[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for s, h in self._previous.items():
+            signal.signal(s, h)
