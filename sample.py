@@ -13,6 +13,8 @@ Any model key may be overridden (rope_scaling and its knobs, window, sinks). Wit
 window the KV cache is bounded (model.WindowKVCache): it keeps the sinks and the last
 window keys at their original positions, so memory is constant however long the text.
 """
+import dataclasses
+import difflib
 import os
 import sys
 from contextlib import nullcontext
@@ -24,6 +26,7 @@ from config import ConfigError, coerce, parse_override
 from data.tokenizer import load_tokenizer
 from model import GPT, GPTConfig
 
+GPT_KEYS = [f.name for f in dataclasses.fields(GPTConfig)]
 DEFAULTS = dict(out_dir="out", start="\n", num_samples=1, max_new_tokens=500, temperature=0.8, top_k=200,
                 seed=1337, device="auto", dtype="float32", compile=False)
 
@@ -42,8 +45,12 @@ def parse_args(argv):
             if not isinstance(value, want) or (want is int and isinstance(value, bool)):
                 raise ConfigError(f"--{key} wants a {want.__name__}, got {value!r}")
             args[key] = value
-        else:  # model keys that may change at sampling time (window, sinks, ...)
+        elif key in GPT_KEYS:  # model keys that may change at sampling time (window, sinks, ...)
             model_overrides[key] = coerce(key, value)
+        else:
+            close = difflib.get_close_matches(key, [*DEFAULTS, *GPT_KEYS], n=1)
+            hint = f"did you mean --{close[0]}?" if close else f"valid: {', '.join(DEFAULTS)} and model keys"
+            raise ConfigError(f"unknown argument --{key}; {hint}")
     if args["max_new_tokens"] < 0:
         raise ConfigError(f"--max_new_tokens must be >= 0, got {args['max_new_tokens']}")
     if args["num_samples"] < 1:

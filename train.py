@@ -95,11 +95,7 @@ def resume_hint(argv):
 def setup(cfg):
     """Everything a user can get wrong is checked here, before any training starts."""
     torch.manual_seed(cfg.seed)  # the model's initial weights depend on the seed alone
-    ckpt = None
-    path = checkpoint.path_in(cfg.out_dir)
-    if cfg.init_from == "scratch" and not cfg.eval_only and not cfg.overwrite and os.path.exists(path):
-        raise ConfigError(f"{path} already exists and a scratch run would overwrite it; resume it with "
-                          f"--init_from=resume, start over with --overwrite=True, or use another --out_dir")
+    ckpt, path = None, checkpoint.path_in(cfg.out_dir)
     if cfg.init_from == "resume":
         ckpt = checkpoint.load(cfg.out_dir)
         if "optimizer" not in ckpt:
@@ -126,6 +122,9 @@ def setup(cfg):
             model.load_state_dict(ckpt["model"])
         except RuntimeError as e:
             raise ConfigError(f"checkpoint weights do not fit the configured model: {str(e).splitlines()[1].strip()}")
+    if cfg.init_from == "scratch" and not cfg.eval_only and not cfg.overwrite and os.path.exists(path):
+        raise ConfigError(f"{path} already exists and a scratch run would overwrite it; resume it with "
+                          f"--init_from=resume, start over with --overwrite=True, or use another --out_dir")
     return ckpt, data, model
 
 

@@ -9,9 +9,14 @@ decays as zeta_j^((m - n) / gamma) with the distance:
     gamma  = xpos_scale_base (512 in the paper)
 
 Only relative distances survive in q.k, so positions are not re-centred (re-centring
-per call would break the KV cache). float32 holds the scales up to about 35k positions
-at gamma = 512 (0.29^(35000/512) ~ 1e-37).
+per call would break the KV cache). The key scales grow as (1/zeta_0)^(n / gamma) = 3.5^(n / gamma),
+so float32 and bfloat16 overflow near n = 36k at gamma = 512. set_length refuses lengths
+whose largest key scale passes MAX_SCALE (1e30, leaving headroom for the key values and
+the dot product): about 28k positions at gamma = 512 (max_finite_positions). float16
+(max 65504) holds only about 4.5k positions at gamma = 512.
 """
+import math
+
 import torch
 
 from . import rope_scaling
@@ -25,6 +30,15 @@ def xpos_scale(positions, head_dim: int, scale_base: float = 512.0) -> torch.Ten
     return (zeta ** (pos / scale_base)).float()
 
 
+MAX_SCALE = 1e30
+
+
+def max_finite_positions(scale_base: float) -> int:
+    """Positions 0..n-1 keep every key scale zeta_j^(-n / scale_base) below MAX_SCALE."""
+    zeta_min = 0.4 / 1.4
+    return int(scale_base * math.log(MAX_SCALE) / -math.log(zeta_min))
+
+
 class XPos(RoPE):
     name = "xpos"
     supports_attention_scaling = False  # ReRoPE's capped distances would need capped decay too
@@ -33,6 +47,7 @@ class XPos(RoPE):
     def __init__(self, head_dim, rotary_fraction=1.0, base=10000.0, scale_base=512.0, scaling=None):
         super().__init__(head_dim, rotary_fraction, base, scaling)
         self.scale_base = scale_base
+        self.max_finite_positions = max_finite_positions(scale_base)
         self.register_buffer("scale", torch.empty(0, self.rotary_dim // 2), persistent=False)
 
     @classmethod
@@ -41,6 +56,10 @@ class XPos(RoPE):
                    rope_scaling.scaling_from_config(cfg))
 
     def set_length(self, n_positions):
+        if n_positions > self.max_finite_positions:
+            raise ValueError(f"xpos scales overflow float32 past {self.max_finite_positions} positions at "
+                             f"xpos_scale_base={self.scale_base:g}, asked for {n_positions}; evaluate shorter "
+                             f"or train with a larger --xpos_scale_base")
         super().set_length(n_positions)
         if len(self.scale) != self.n_cached:
             pos = torch.arange(self.n_cached, device=self.inv_freq.device)

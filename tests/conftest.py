@@ -11,6 +11,11 @@ from model import GPT, GPTConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# The test models are tiny: extra intra-op threads only wait on each other, and on a busy
+# machine that made in-process training ~50x slower. Subprocesses inherit the variable.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
 TINY_TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
              "First Citizen:\nYou are all resolved rather to die than to famish?\n\nAll:\nResolved. resolved.\n\n") * 40
 
@@ -48,3 +53,13 @@ def run_py(*args, env=None, timeout=300, check=True):
     if check and r.returncode != 0:
         raise AssertionError(f"{args} exited {r.returncode}\nstdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}")
     return r
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tiny_data, tmp_path_factory):
+    """An out_dir holding the ckpt.pt of a 10-step run with TINY_ARGS (trained in this process).
+    Read-only: tests that damage or extend it work on a copy (tests.inproc.copy_run)."""
+    import train
+    out = tmp_path_factory.mktemp("tiny_run")
+    train.main([*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={out}", "--max_iters=10"])
+    return out
