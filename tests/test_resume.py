@@ -1,0 +1,98 @@
+"""Exact resume: stopping and resuming gives the losses of an uninterrupted run at every
+step, bitwise on CPU, whether the stop was planned (max_iters) or a signal (SIGINT, SIGTERM)."""
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import checkpoint
+from tests.conftest import ROOT, TINY_ARGS
+from tests.inproc import on_training_forward, run_train, train_error
+
+# dropout and gradient accumulation exercise the RNG states and the micro-step loop;
+# lr_decay_iters pins the schedule so that a 20-step run has the same lr as a 40-step one
+COMMON = [*TINY_ARGS, "--dropout=0.1", "--gradient_accumulation_steps=2", "--lr_decay_iters=40", "--max_iters=40"]
+
+
+@pytest.fixture(scope="module")
+def straight(tiny_data, tmp_path_factory):
+    """Losses of every micro step and the final weights of an uninterrupted 40-step run."""
+    out = tmp_path_factory.mktemp("straight")
+    with pytest.MonkeyPatch.context() as mp:
+        losses = on_training_forward(mp)
+        assert run_train([*COMMON, f"--data_dir={tiny_data}", f"--out_dir={out}"]) == 0
+    assert len(losses) == 80
+    return losses, checkpoint.load(out)["model"]
+
+
+def assert_same_run(straight, losses, out):
+    want_losses, want_weights = straight
+    assert losses == want_losses  # exact float equality, step by step
+    got = checkpoint.load(out)
+    assert got["iter_num"] == 40
+    for k, v in want_weights.items():
+        assert torch.equal(got["model"][k], v), k
+
+
+def test_stop_at_max_iters_then_resume_matches_every_step(straight, tiny_data, tmp_path, monkeypatch):
+    argv = [*COMMON, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}"]
+    losses = on_training_forward(monkeypatch)
+    assert run_train([*argv, "--max_iters=20"]) == 0
+    assert checkpoint.load(tmp_path)["iter_num"] == 20 and len(losses) == 40
+    assert run_train([*argv, "--init_from=resume"]) == 0
+    assert_same_run(straight, losses, tmp_path)
+
+
+def test_sigint_mid_interval_saves_that_step_and_resumes_exactly(straight, tiny_data, tmp_path, monkeypatch, capsys):
+    """Ctrl-C during step 13 (micro step 25 of 26): the run finishes that step, saves iter 13,
+    prints how to resume and exits 130; the resumed run continues bit for bit."""
+    def interrupt(n, loss):
+        if n == 25:
+            os.kill(os.getpid(), signal.SIGINT)
+        return loss
+
+    argv = [*COMMON, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}"]
+    losses = on_training_forward(monkeypatch, interrupt)
+    assert run_train(argv) == 130
+    out = capsys.readouterr().out
+    assert f"stopped by SIGINT at iter 13: saved {checkpoint.path_in(tmp_path)}; resume with:" in out
+    hint = out.split("resume with:")[1].strip().splitlines()[0]
+    assert shlex.split(hint)[:2] == ["python", "train.py"] and hint.endswith("--init_from=resume")
+    assert checkpoint.load(tmp_path)["iter_num"] == 13 and len(losses) == 26
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+    assert run_train(shlex.split(hint)[2:]) == 0  # the printed command, as printed
+    assert_same_run(straight, losses, tmp_path)
+
+
+def test_sigterm_from_outside_saves_and_exits_cleanly(tiny_data, tmp_path, capsys):
+    """A real training process gets SIGTERM at a random moment; meanwhile a second trainer on
+    the same out_dir is refused. The first saves the step it reached, exits 143, no traceback."""
+    argv = [*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}", "--max_iters=1000000",
+            "--eval_interval=1000000", "--log_interval=1"]
+    p = subprocess.Popen([sys.executable, "train.py", *argv], cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        for line in p.stdout:  # wait until it trains
+            if line.startswith("iter "):
+                break
+        err = train_error(argv, capsys)
+        assert f"{tmp_path} is in use by another training process (pid {p.pid}); wait for it" in err
+        time.sleep(torch.rand(()).item() * 0.3)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert p.returncode == 143 and "Traceback" not in err, err
+    stopped = re.search(r"stopped by SIGTERM at iter (\d+): saved (\S+); resume with:\n  (.*)", out)
+    assert stopped and stopped[2] == checkpoint.path_in(tmp_path), out[-2000:]
+    assert checkpoint.load(tmp_path)["iter_num"] == int(stopped[1]) >= 1
+    assert "--init_from=resume" in stopped[3]
+    # the lock died with the process: the resume command works right away
+    assert run_train([*shlex.split(stopped[3])[2:], f"--max_iters={int(stopped[1]) + 2}"]) == 0
+    assert checkpoint.load(tmp_path)["iter_num"] == int(stopped[1]) + 2
