@@ -39,7 +39,7 @@ def sample_error(argv, capsys):
 
 def on_training_forward(monkeypatch, hook=None):
     """Record the loss of every training forward pass (model.train(), targets given), in order.
-    hook(n, loss) -> loss is called with the 1-based count and may replace the loss or act."""
+    hook(n, loss, model) -> loss is called with the 1-based count and may replace the loss or act."""
     losses, real = [], GPT.forward
 
     def forward(self, idx, targets=None):
@@ -47,7 +47,7 @@ def on_training_forward(monkeypatch, hook=None):
         if self.training and targets is not None:
             losses.append(loss.item())
             if hook is not None:
-                loss = hook(len(losses), loss)
+                loss = hook(len(losses), loss, self)
         return logits, loss
 
     monkeypatch.setattr(GPT, "forward", forward)

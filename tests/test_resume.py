@@ -52,7 +52,7 @@ def test_stop_at_max_iters_then_resume_matches_every_step(straight, tiny_data, t
 def test_sigint_mid_interval_saves_that_step_and_resumes_exactly(straight, tiny_data, tmp_path, monkeypatch, capsys):
     """Ctrl-C during step 13 (micro step 25 of 26): the run finishes that step, saves iter 13,
     prints how to resume and exits 130; the resumed run continues bit for bit."""
-    def interrupt(n, loss):
+    def interrupt(n, loss, model):
         if n == 25:
             os.kill(os.getpid(), signal.SIGINT)
         return loss
