@@ -12,7 +12,6 @@ import torch
 
 import checkpoint
 import sample
-import train
 from tests.conftest import TINY_ARGS, tiny_gpt
 from tests.inproc import copy_run, run_train, sample_error, snapshot, train_error
 

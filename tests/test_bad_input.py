@@ -1,0 +1,129 @@
+"""Bad input, everywhere a user types something: one line on stderr starting with
+"error: ", exit status 2, and nothing already saved is lost (ckpt.pt keeps its bytes and
+mtime). train.py and sample.py run in this process, so each case costs milliseconds."""
+import os
+import pickle
+import signal
+
+import numpy as np
+import pytest
+
+import checkpoint
+import data.loader
+from guard import OutDirLock
+from tests.conftest import TINY_ARGS
+from tests.inproc import copy_run, sample_error, snapshot, train_error
+
+
+@pytest.fixture
+def saved_run(tiny_run, tmp_path):
+    """A private out_dir holding a good checkpoint, and its snapshot to compare with afterwards."""
+    out = copy_run(tiny_run, tmp_path / "run")
+    before = snapshot(checkpoint.path_in(out))
+    yield out
+    assert snapshot(checkpoint.path_in(out)) == before, "a bad input modified the saved checkpoint"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--pos_encoding=rotary"], "unknown pos_encoding 'rotary'; valid: none, learned, sinusoidal, t5, alibi, rope, xpos"),
+    (["--n_layr=2"], "unknown config key 'n_layr'; did you mean 'n_layer'?"),
+    (["--lerning_rate=1e-3"], "unknown config key 'lerning_rate'; did you mean 'learning_rate'?"),
+    (["--n_layer=two"], "config key 'n_layer' wants a int, got 'two'"),
+    (["--learning_rate=[1]"], "config key 'learning_rate' wants a float"),
+    (["--learning_rate=-1e-3"], "learning_rate must be >= 0, got -0.001"),
+    (["--batch_size=0"], "batch_size must be >= 1, got 0"),
+    (["--block_size=0"], "block_size must be >= 1, got 0"),
+    (["--n_embd=100", "--n_head=3"], "n_embd=100 is not divisible by n_head=3"),
+    (["--n_embd=24", "--n_head=2", "--rotary_fraction=0.25"], "rotary dimension must be even"),
+    (["--init_from=resum"], "init_from must be 'scratch' or 'resume', got 'resum'"),
+    (["--on_nonfinite=ignore"], "on_nonfinite must be 'stop' or 'skip', got 'ignore'"),
+    (["configs/nothere.py"], "config file 'configs/nothere.py' not found"),
+    (["n_layer=2"], "overrides look like --key=value"),
+    (["--dataset=nope"], "dataset 'nope' is not prepared"),
+    (["--block_size=100000"], "train.bin has 6300 tokens, fewer than block_size+1 = 100001"),
+])
+def test_train_bad_config(argv, message, saved_run, tiny_data, capsys):
+    err = train_error([*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={saved_run}", *argv], capsys)
+    assert message in err
+
+
+def test_config_file_that_raises(saved_run, tmp_path, capsys):
+    bad = tmp_path / "bad.py"
+    bad.write_text("n_layer = 1 / 0\n")
+    err = train_error([str(bad), f"--out_dir={saved_run}"], capsys)
+    assert f"config file '{bad}' raised ZeroDivisionError: division by zero" in err
+
+
+def test_dataset_that_cannot_be_prepared_says_why(saved_run, tmp_path, monkeypatch, capsys):
+    (tmp_path / "repo" / "broken").mkdir(parents=True)
+    (tmp_path / "repo" / "broken" / "prepare.py").write_text("import sys; sys.exit('corpus download failed: offline')\n")
+    monkeypatch.setattr(data.loader, "HERE", str(tmp_path / "repo"))  # stand-in for the repo's data/
+    err = train_error([*TINY_ARGS, f"--data_dir={tmp_path / 'data'}", "--dataset=broken", f"--out_dir={saved_run}"],
+                      capsys)
+    assert "broken/prepare.py --out_dir" in err and "failed: corpus download failed: offline" in err
+
+
+def write_dataset(d, train, val, vocab_size):
+    os.makedirs(d)
+    np.asarray(train, dtype=np.uint16).tofile(d / "train.bin")
+    np.asarray(val, dtype=np.uint16).tofile(d / "val.bin")
+    with open(d / "meta.pkl", "wb") as f:
+        pickle.dump({"vocab_size": vocab_size}, f)
+
+
+def test_token_ids_beyond_the_vocabulary(saved_run, tmp_path, capsys):
+    write_dataset(tmp_path / "d" / "odd", np.arange(200) % 90, np.arange(50) % 10, vocab_size=65)
+    err = train_error([*TINY_ARGS, f"--data_dir={tmp_path / 'd'}", "--dataset=odd", f"--out_dir={saved_run}"], capsys)
+    assert "train.bin has token id 89 but meta.pkl vocab_size is 65" in err
+
+
+def test_dataset_shorter_than_one_block(saved_run, tmp_path, capsys):
+    write_dataset(tmp_path / "d" / "short", np.arange(200) % 10, np.arange(12) % 10, vocab_size=10)
+    err = train_error([*TINY_ARGS, f"--data_dir={tmp_path / 'd'}", "--dataset=short", f"--out_dir={saved_run}"],
+                      capsys)
+    assert "val.bin has 12 tokens, fewer than block_size+1 = 17; use a smaller --block_size or more data" in err
+
+
+def test_resume_without_a_checkpoint(tiny_data, tmp_path, capsys):
+    err = train_error([*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}", "--init_from=resume"], capsys)
+    assert f"no checkpoint at {checkpoint.path_in(tmp_path)}; train one first" in err
+
+
+def test_second_trainer_on_the_same_out_dir_is_refused(saved_run, tiny_data, capsys):
+    """The lock is an flock: held while its process lives, gone when the process dies, even by SIGKILL."""
+    argv = [*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={saved_run}", "--init_from=resume"]
+    with OutDirLock(saved_run):
+        err = train_error(argv, capsys)
+    assert f"{saved_run} is in use by another training process (pid {os.getpid()})" in err
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a trainer that dies without cleaning up
+        try:
+            OutDirLock(saved_run).acquire()
+            os.write(w, b"locked")
+            signal.pause()
+        finally:
+            os._exit(1)
+    assert os.read(r, 6) == b"locked"
+    assert f"(pid {pid})" in train_error(argv, capsys)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    with OutDirLock(saved_run):  # free again
+        pass
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--start=Zebra €"], "prompt has characters not in the vocabulary: 'Z', 'b', '€'"),
+    (["--max_new_tokens=-5"], "--max_new_tokens must be >= 0, got -5"),
+    (["--num_samples=0"], "--num_samples must be >= 1, got 0"),
+    (["--temperature=hot"], "--temperature wants a float, got 'hot'"),
+    (["--temprature=0.5"], "unknown argument --temprature; did you mean --temperature?"),
+    (["--start=FILE:/nonexistent/prompt.txt"], "No such file or directory"),
+])
+def test_sample_bad_input(argv, message, saved_run, capsys):
+    assert message in sample_error([f"--out_dir={saved_run}", *argv], capsys)
+
+
+def test_sample_without_a_checkpoint(tmp_path, capsys):
+    err = sample_error([f"--out_dir={tmp_path}"], capsys)
+    assert f"no checkpoint at {checkpoint.path_in(tmp_path)}" in err
