@@ -143,6 +143,10 @@ def main(argv):
     try:
         with StopSignal() as stop:
             code = train(argv, cfg, ckpt, data, model, stop)
+    except KeyboardInterrupt:  # a second Ctrl-C: no save, but ckpt.pt is whole (atomic saves)
+        print(f"error: stopped at once by a second Ctrl-C; {checkpoint.path_in(cfg.out_dir)} holds the last "
+              f"save, if any", file=sys.stderr)
+        code = 130
     finally:
         if lock:
             lock.release()

@@ -96,3 +96,17 @@ def test_sigterm_from_outside_saves_and_exits_cleanly(tiny_data, tmp_path, capsy
     # the lock died with the process: the resume command works right away
     assert run_train([*shlex.split(stopped[3])[2:], f"--max_iters={int(stopped[1]) + 2}"]) == 0
     assert checkpoint.load(tmp_path)["iter_num"] == int(stopped[1]) + 2
+
+
+def test_second_ctrl_c_stops_at_once_and_keeps_the_last_save(tiny_data, tmp_path, monkeypatch, capsys):
+    def interrupt_twice(n, loss, model):
+        if n in (25, 26):  # both micro steps of step 13
+            os.kill(os.getpid(), signal.SIGINT)
+        return loss
+
+    on_training_forward(monkeypatch, interrupt_twice)
+    argv = [*COMMON, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}"]
+    err = train_error(argv, capsys, code=130)
+    assert "stopped at once by a second Ctrl-C" in err
+    assert checkpoint.load(tmp_path)["iter_num"] == 10  # the eval save before the interruption
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
