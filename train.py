@@ -6,6 +6,11 @@
 
 A flat script in the manner of nanoGPT's train.py. Nothing here depends on which
 encoding is trained: that lives in positional/.
+
+Exit status: 0 done; 2 bad input (one line, before anything is written); 1 a non-finite
+loss or weights (the last good checkpoint is kept); 130/143 stopped by SIGINT/SIGTERM
+after saving the step it reached (resume with --init_from=resume). One process per
+out_dir (guard.py); ckpt.pt is replaced atomically (checkpoint.py).
 """
 import math
 import os
