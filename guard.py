@@ -17,6 +17,7 @@ the last saved checkpoint survives that too.
 """
 import os
 import signal
+import threading
 
 try:
     import fcntl
@@ -90,6 +91,8 @@ class StopSignal:
         self.signum = signum
 
     def __enter__(self):
+        if threading.current_thread() is not threading.main_thread():
+            return self  # Python delivers signals to the main thread only; leave them alone
         for s in self.SIGNALS:
             self._previous[s] = signal.signal(s, self._handle)
         return self
