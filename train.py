@@ -320,7 +320,8 @@ def train(argv, cfg, ckpt, data, model, stop):
                 run.log({"iter": iter_num, "train/loss_step": lossf, "lr": lr, "tokens_per_sec": tokens_per_iter / dt},
                         step=iter_num)
 
-        if stopping:  # SIGINT/SIGTERM: save this step, so that a resume continues exactly from here
+        if stopping and iter_num < cfg.max_iters:  # SIGINT/SIGTERM: save this step, for an exact resume
+            # (in the last step, the run simply finishes: its final evaluation and save come next)
             if master:
                 if save(None):
                     print(f"stopped by {stop.name or 'a signal on another rank'} at iter {iter_num}: saved "
