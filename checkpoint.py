@@ -19,6 +19,10 @@ class CheckpointError(ValueError):
     pass
 
 
+class CheckpointWriteError(RuntimeError):
+    """The new checkpoint could not be written (disk full, quota, permissions); the old one is intact."""
+
+
 def remove_partial(out_dir):
     """Delete half-written temporary files left by a process killed while saving.
     Only safe while holding out_dir's lock (guard.OutDirLock): nobody else is saving."""
@@ -28,23 +32,29 @@ def remove_partial(out_dir):
 
 def save(obj, path):
     folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=".tmp", dir=folder)
+    tmp = None
     try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=".tmp", dir=folder)
         with os.fdopen(fd, "wb") as f:
             torch.save(obj, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)  # atomic on POSIX
-        dir_fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)   # make the rename itself durable
-        finally:
-            os.close(dir_fd)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as e:
+        if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
-        raise
+        if not isinstance(e, Exception):  # KeyboardInterrupt, SystemExit: as they are
+            raise
+        # torch reports a failed write as a RuntimeError about stream positions: say what it means
+        free = os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize if os.path.isdir(folder) else 0
+        raise CheckpointWriteError(f"could not write {path} ({type(e).__name__}: {str(e).splitlines()[0]}; "
+                                   f"{free / 1e6:,.0f} MB free there); the previous checkpoint is intact") from e
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # make the rename itself durable
+    finally:
+        os.close(dir_fd)
 
 
 def path_in(out_dir):

@@ -8,7 +8,7 @@ A flat script in the manner of nanoGPT's train.py. Nothing here depends on which
 encoding is trained: that lives in positional/.
 
 Exit status: 0 done; 2 bad input (one line, before anything is written); 1 a non-finite
-loss or weights (the last good checkpoint is kept); 130/143 stopped by SIGINT/SIGTERM
+loss or weights, or a checkpoint the disk refused (the last good checkpoint is kept); 130/143 stopped by SIGINT/SIGTERM
 after saving the step it reached (resume with --init_from=resume). One process per
 out_dir (guard.py); ckpt.pt is replaced atomically (checkpoint.py).
 """
@@ -148,6 +148,9 @@ def main(argv):
     try:
         with StopSignal() as stop:
             code = train(argv, cfg, ckpt, data, model, stop)
+    except checkpoint.CheckpointWriteError as e:  # disk full, quota: stop, the last checkpoint stays
+        print(f"error: {e}", file=sys.stderr)
+        code = 1
     except KeyboardInterrupt:  # a second Ctrl-C: no save, but ckpt.pt is whole (atomic saves)
         print(f"error: stopped at once by a second Ctrl-C; {checkpoint.path_in(cfg.out_dir)} holds the last "
               f"save, if any", file=sys.stderr)

@@ -3,6 +3,7 @@ checkpoint of another model. Every failure is one line, and ckpt.pt is never mod
 import glob
 import os
 import random
+import resource
 import signal
 import time
 
@@ -142,3 +143,28 @@ def test_sample_rebuilds_from_the_checkpoint_alone(tiny_run, capsys):
     assert out.startswith("All:") and len(out.split("---------------")[0]) >= 24
     err = sample_error([f"--out_dir={tiny_run}", "--n_layer=3"], capsys)
     assert "the checkpoint's weights do not fit the model with {'n_layer': 3}" in err
+
+
+def test_a_full_disk_stops_the_run_and_keeps_the_last_checkpoint(tiny_data, tmp_path, monkeypatch, capsys):
+    """The second save meets a real write error (RLIMIT_FSIZE makes the kernel refuse writes past
+    4 kB with EFBIG, as a full disk would with ENOSPC): one line, exit 1, iter 10 kept, no tmp file."""
+    real_save, path = checkpoint.save, checkpoint.path_in(tmp_path)
+    seen = {}
+
+    def save_on_a_full_disk(obj, dest):
+        if obj["iter_num"] < 20:
+            return real_save(obj, dest)
+        seen["before"] = snapshot(path)
+        old_limit, old_handler = resource.getrlimit(resource.RLIMIT_FSIZE), signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, old_limit[1]))
+        try:
+            return real_save(obj, dest)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
+            signal.signal(signal.SIGXFSZ, old_handler)
+
+    monkeypatch.setattr(checkpoint, "save", save_on_a_full_disk)
+    err = train_error([*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}"], capsys, code=1)
+    assert f"error: could not write {path} (" in err and "MB free there); the previous checkpoint is intact" in err
+    assert snapshot(path) == seen["before"] and checkpoint.load(tmp_path)["iter_num"] == 10
+    assert not glob.glob(str(tmp_path / ".ckpt-*.tmp"))
