@@ -137,10 +137,10 @@ def main(argv):
     lock = None
     try:
         cfg = load_config(argv)
+        ckpt, data, model = setup(cfg)
         if int(os.environ.get("RANK", 0)) == 0 and not cfg.eval_only:  # rank 0 alone writes out_dir
             lock = OutDirLock(cfg.out_dir).acquire()
             checkpoint.remove_partial(cfg.out_dir)  # tmp files of a save that was killed
-        ckpt, data, model = setup(cfg)
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         if lock:
             lock.release()

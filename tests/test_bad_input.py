@@ -88,6 +88,12 @@ def test_dataset_shorter_than_one_block(saved_run, tmp_path, capsys):
 def test_resume_without_a_checkpoint(tiny_data, tmp_path, capsys):
     err = train_error([*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}", "--init_from=resume"], capsys)
     assert f"no checkpoint at {checkpoint.path_in(tmp_path)}; train one first" in err
+    assert os.listdir(tmp_path) == []  # a refused run leaves no trace, not even its lock file
+
+
+def test_a_refused_run_creates_no_out_dir(tiny_data, tmp_path, capsys):
+    train_error([*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={tmp_path / 'new'}", "--dataset=nope"], capsys)
+    assert not os.path.exists(tmp_path / "new")
 
 
 def test_second_trainer_on_the_same_out_dir_is_refused(saved_run, tiny_data, capsys):
