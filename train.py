@@ -236,18 +236,19 @@ def train(argv, cfg, ckpt, data, model, stop):
         eval_model.train()
         return out
 
+    def finite_weights():
+        """Checked before every save, so that NaNs never replace the last good checkpoint. DDP keeps
+        the weights identical on every rank, so all ranks reach the same answer without talking."""
+        return all(torch.isfinite(p).all() for p in raw_model.parameters())
+
     def save(val_loss):
-        """Checkpoint the state at the top of iteration iter_num; False (and nothing written) if the
-        weights are not finite, so that NaNs never replace the last good checkpoint."""
-        if not all(torch.isfinite(p).all() for p in raw_model.parameters()):
-            return False
+        """Checkpoint the state at the top of iteration iter_num."""
         checkpoint.save({"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(),
                          "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": iter_num,
                          "best_val_loss": best_val, "val_loss": val_loss, "rng": rng_state(data_gen),
                          "nonfinite_skipped": skipped}, checkpoint.path_in(cfg.out_dir))
         nonlocal last_saved
         last_saved = iter_num
-        return True
 
     def stop_nonfinite(what, at):
         if master:
@@ -265,16 +266,19 @@ def train(argv, cfg, ckpt, data, model, stop):
         lr = lr_at(iter_num, cfg)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        if (iter_num % cfg.eval_interval == 0 or iter_num >= cfg.max_iters) and master:
+        at_eval = iter_num % cfg.eval_interval == 0 or iter_num >= cfg.max_iters
+        if at_eval and iter_num > it_start and not finite_weights():
+            code = stop_nonfinite("the weights are not finite", iter_num)
+            break
+        if at_eval and master:
             losses = estimate_loss()
             best_val = min(best_val, losses["val"])
             print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
             if run:
                 run.log({"iter": iter_num, "train/loss": losses["train"], "val/loss": losses["val"], "lr": lr,
                          "tokens": iter_num * tokens_per_iter}, step=iter_num)
-            if iter_num > it_start and not cfg.eval_only and not save(losses["val"]):
-                code = stop_nonfinite("the weights are not finite", iter_num)
-                break
+            if iter_num > it_start and not cfg.eval_only:
+                save(losses["val"])
         if iter_num >= cfg.max_iters or cfg.eval_only:
             break
 
@@ -325,13 +329,13 @@ def train(argv, cfg, ckpt, data, model, stop):
 
         if stopping and iter_num < cfg.max_iters:  # SIGINT/SIGTERM: save this step, for an exact resume
             # (in the last step, the run simply finishes: its final evaluation and save come next)
-            if master:
-                if save(None):
-                    print(f"stopped by {stop.name or 'a signal on another rank'} at iter {iter_num}: saved "
-                          f"{checkpoint.path_in(cfg.out_dir)}; resume with:\n  {resume_hint(argv)}", flush=True)
-                else:
-                    stop_nonfinite("the weights are not finite", iter_num)
             code = stop.exit_code if stop.requested else 130
+            if not finite_weights():
+                code = stop_nonfinite("the weights are not finite", iter_num)
+            elif master:
+                save(None)
+                print(f"stopped by {stop.name or 'a signal on another rank'} at iter {iter_num}: saved "
+                      f"{checkpoint.path_in(cfg.out_dir)}; resume with:\n  {resume_hint(argv)}", flush=True)
             break
 
     if master and not code:
@@ -343,6 +347,7 @@ def train(argv, cfg, ckpt, data, model, stop):
         run.summary["nonfinite_skipped"] = skipped
         run.finish(exit_code=code)
     if ddp:
+        dist.barrier()  # rank 0 may still be saving: leave together
         destroy_process_group()
     return code
 
