@@ -66,24 +66,12 @@ class OutDirLock:
 
 
 class StopSignal:
-    """`with StopSignal() as stop:` ... `if stop.requested: save and exit(stop.exit_code)`."""
+    """`with StopSignal() as stop:` ... `if stop.signum: save, then exit with 128 + stop.signum`."""
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self):
         self.signum = None
         self._previous = {}
-
-    @property
-    def requested(self):
-        return self.signum is not None
-
-    @property
-    def name(self):
-        return signal.Signals(self.signum).name if self.signum else None
-
-    @property
-    def exit_code(self):
-        return 128 + self.signum
 
     def _handle(self, signum, frame):
         if self.signum == signal.SIGINT and signum == signal.SIGINT:

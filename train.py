@@ -16,6 +16,7 @@ import math
 import os
 import random
 import shlex
+import signal
 import sys
 import time
 from contextlib import nullcontext
@@ -294,11 +295,11 @@ def train(argv, cfg, ckpt, data, model, stop):
             loss_sum += loss.detach()
         # One host sync per step: a non-finite loss must be caught before it reaches the weights.
         # Under DDP the ranks agree on it (and on a stop signal) with one small all-reduce.
-        bad, stopping = not torch.isfinite(loss_sum).item(), stop.requested
-        if ddp:
-            flags = torch.tensor([bad, stopping], dtype=torch.float32, device=device)
-            dist.all_reduce(flags)
-            bad, stopping = bool(flags[0]), bool(flags[1])
+        bad, signum = not torch.isfinite(loss_sum).item(), stop.signum or 0
+        if ddp:  # a signal that reached one rank stops them all
+            flags = torch.tensor([bad, signum], dtype=torch.float32, device=device)
+            dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+            bad, signum = bool(flags[0]), int(flags[1])
         if bad and cfg.on_nonfinite == "stop":
             code = stop_nonfinite(f"the training loss is {loss_sum.item()}", iter_num + 1)
             break
@@ -327,14 +328,14 @@ def train(argv, cfg, ckpt, data, model, stop):
                 run.log({"iter": iter_num, "train/loss_step": lossf, "lr": lr, "tokens_per_sec": tokens_per_iter / dt},
                         step=iter_num)
 
-        if stopping and iter_num < cfg.max_iters:  # SIGINT/SIGTERM: save this step, for an exact resume
+        if signum and iter_num < cfg.max_iters:  # SIGINT/SIGTERM: save this step, for an exact resume
             # (in the last step, the run simply finishes: its final evaluation and save come next)
-            code = stop.exit_code if stop.requested else 130
+            code = 128 + signum  # the shell's convention: 130 SIGINT, 143 SIGTERM
             if not finite_weights():
                 code = stop_nonfinite("the weights are not finite", iter_num)
             elif master:
                 save(None)
-                print(f"stopped by {stop.name or 'a signal on another rank'} at iter {iter_num}: saved "
+                print(f"stopped by {signal.Signals(signum).name} at iter {iter_num}: saved "
                       f"{checkpoint.path_in(cfg.out_dir)}; resume with:\n  {resume_hint(argv)}", flush=True)
             break
 

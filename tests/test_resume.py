@@ -110,3 +110,43 @@ def test_second_ctrl_c_stops_at_once_and_keeps_the_last_save(tiny_data, tmp_path
     assert "stopped at once by a second Ctrl-C" in err
     assert checkpoint.load(tmp_path)["iter_num"] == 10  # the eval save before the interruption
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def _worker_of_rank(launcher_pid, rank):
+    """The pid of the torchrun worker with RANK=rank, among the launcher's children."""
+    for _ in range(600):
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    env = f.read().split(b"\0")
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == launcher_pid and f"RANK={rank}".encode() in env:
+                return int(entry)
+        time.sleep(0.1)
+    raise AssertionError(f"no worker with RANK={rank} under pid {launcher_pid}")
+
+
+def test_sigterm_to_one_ddp_rank_stops_all_ranks_at_one_step(tiny_data, tmp_path):
+    """torchrun with 2 processes; SIGTERM reaches rank 1 only. The ranks agree on it in their
+    per-step all-reduce, so rank 0 saves the same step and every rank exits 143 without a hang."""
+    p = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          "train.py", *TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}",
+                          "--max_iters=1000000", "--eval_interval=1000000", "--log_interval=1"],
+                         cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        for line in p.stdout:
+            if line.startswith("iter "):
+                break
+        os.kill(_worker_of_rank(p.pid, 1), signal.SIGTERM)
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    stopped = re.search(r"stopped by SIGTERM at iter (\d+): saved", out)
+    assert stopped, out[-2000:] + err[-2000:]
+    assert checkpoint.load(tmp_path)["iter_num"] == int(stopped[1])
+    assert re.findall(r"exitcode\s*:\s*(-?\d+)", err) == ["143", "143"], err[-2000:]  # torchrun's summary
+    assert 'train.py", line' not in err  # no traceback from the training script itself
