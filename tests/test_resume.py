@@ -148,5 +148,6 @@ def test_sigterm_to_one_ddp_rank_stops_all_ranks_at_one_step(tiny_data, tmp_path
     stopped = re.search(r"stopped by SIGTERM at iter (\d+): saved", out)
     assert stopped, out[-2000:] + err[-2000:]
     assert checkpoint.load(tmp_path)["iter_num"] == int(stopped[1])
-    assert re.findall(r"exitcode\s*:\s*(-?\d+)", err) == ["143", "143"], err[-2000:]  # torchrun's summary
+    codes = re.findall(r"exitcode\s*:\s*(-?\d+)", err)  # as torchrun reports its workers
+    assert codes and set(codes) == {"143"}, err[-2000:]
     assert 'train.py", line' not in err  # no traceback from the training script itself
