@@ -11,6 +11,7 @@ import pytest
 import checkpoint
 import data.loader
 import positional
+from positional import rope_scaling
 from guard import OutDirLock
 from tests.conftest import TINY_ARGS
 from tests.inproc import copy_run, sample_error, snapshot, train_error
@@ -27,6 +28,7 @@ def saved_run(tiny_run, tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["--pos_encoding=rotary"], f"unknown pos_encoding 'rotary'; valid: {', '.join(positional.REGISTRY)}"),
+    (["--rope_scaling=yarnn"], f"unknown rope_scaling 'yarnn'; valid: {', '.join(rope_scaling.METHODS)}"),
     (["--n_layr=2"], "unknown config key 'n_layr'; did you mean 'n_layer'?"),
     (["--lerning_rate=1e-3"], "unknown config key 'lerning_rate'; did you mean 'learning_rate'?"),
     (["--n_layer=two"], "config key 'n_layer' wants a int, got 'two'"),
