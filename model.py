@@ -313,7 +313,7 @@ class GPT(nn.Module):
         end = start + T
         if self.pe.max_positions is not None and end > self.pe.max_positions:
             raise ValueError(f"the {self.pe.name} encoding knows {self.pe.max_positions} positions, got a "
-                             f"sequence reaching position {end}; crop the input or use a relative encoding")
+                             f"sequence reaching position {end}; crop the input or use an encoding without a limit")
         if cache is not None and end > cache.max_len:
             raise ValueError(f"KV cache holds {cache.max_len} positions, this call needs {end}; "
                              f"call setup_cache with a larger max_len")

@@ -30,7 +30,8 @@ score_bias is called once per forward pass and shared by all layers. It must spa
 full key length (Tk), never just the query length.
 
 Capabilities, read by model/train/sample code instead of encoding names:
-  max_positions        None if any position works, else the size of the table
+  max_positions        None if any position works, else how many it can represent
+                       (the size of a table, or where its numbers stop being finite)
   cache_rotated_keys   True: keys are cached after rotate(); False: cached raw and
                        re-rotated every call (for rotations that depend on the length)
   excluded_param_names parameter names left out of the reported model size (GPT-2's wpe)

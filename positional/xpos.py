@@ -10,10 +10,11 @@ decays as zeta_j^((m - n) / gamma) with the distance:
 
 Only relative distances survive in q.k, so positions are not re-centred (re-centring
 per call would break the KV cache). The key scales grow as (1/zeta_0)^(n / gamma) = 3.5^(n / gamma),
-so float32 and bfloat16 overflow near n = 36k at gamma = 512. set_length refuses lengths
-whose largest key scale passes MAX_SCALE (1e30, leaving headroom for the key values and
-the dot product): about 28k positions at gamma = 512 (max_finite_positions). float16
-(max 65504) holds only about 4.5k positions at gamma = 512.
+so float32 and bfloat16 overflow near n = 36k at gamma = 512. max_positions is therefore
+the last length whose largest key scale stays below MAX_SCALE (1e30, leaving headroom for
+the key values and the dot product): 28,231 positions at gamma = 512. Past it GPT.forward
+refuses, generation slides a window, and evaluate.py reports n/a, as for a position table.
+float16 (max 65504) holds only about 4.5k positions at gamma = 512.
 """
 import math
 
@@ -47,7 +48,7 @@ class XPos(RoPE):
     def __init__(self, head_dim, rotary_fraction=1.0, base=10000.0, scale_base=512.0, scaling=None):
         super().__init__(head_dim, rotary_fraction, base, scaling)
         self.scale_base = scale_base
-        self.max_finite_positions = max_finite_positions(scale_base)
+        self.max_positions = max_finite_positions(scale_base)  # where float32 scales stop being finite
         self.register_buffer("scale", torch.empty(0, self.rotary_dim // 2), persistent=False)
 
     @classmethod
@@ -56,10 +57,6 @@ class XPos(RoPE):
                    rope_scaling.scaling_from_config(cfg))
 
     def set_length(self, n_positions):
-        if n_positions > self.max_finite_positions:
-            raise ValueError(f"xpos scales overflow float32 past {self.max_finite_positions} positions at "
-                             f"xpos_scale_base={self.scale_base:g}, asked for {n_positions}; evaluate shorter "
-                             f"or train with a larger --xpos_scale_base")
         super().set_length(n_positions)
         if len(self.scale) != self.n_cached:
             pos = torch.arange(self.n_cached, device=self.inv_freq.device)

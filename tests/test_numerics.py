@@ -35,12 +35,13 @@ def test_forward_finite_at_16x_training_length(name, dtype):
 @pytest.mark.parametrize("name", positional.REGISTRY)
 def test_far_positions_finite_or_refused(name, dtype):
     """8 queries at positions 32760..32767 over a KV cache of 32768 keys (256 x the training
-    length): finite, or, where the encoding cannot represent them, a one-line ValueError before
-    any computation; and then finite at the longest length it accepts."""
+    length): finite, or, past the encoding's max_positions (learned: its table; xpos: 28,231,
+    where float32 scales would overflow), a one-line ValueError before any computation; and
+    then finite at the longest length it accepts."""
     model = tiny_gpt(name, block_size=TRAIN_LEN, n_layer=1, n_head=2, n_embd=16)
     idx = torch.randint(0, 40, (1, 8), generator=torch.Generator().manual_seed(0))
     n = 32768
-    limit = min(model.pe.max_positions or math.inf, getattr(model.pe, "max_finite_positions", math.inf))
+    limit = model.pe.max_positions or math.inf
     if n > limit:
         model.setup_cache(1, n)
         model.kv_cache.length = n - 8
@@ -56,6 +57,7 @@ def test_far_positions_finite_or_refused(name, dtype):
 def test_xpos_limit_is_where_float32_would_overflow():
     from positional.xpos import MAX_SCALE, max_finite_positions, xpos_scale
     n = max_finite_positions(512.0)
+    assert tiny_gpt("xpos", xpos_scale_base=512.0).pe.max_positions == n == 28231
     s = xpos_scale(torch.tensor([n, 2 * n]), 16, 512.0)
     assert (1 / s[0]).max() <= MAX_SCALE < torch.finfo(torch.float32).max / 1e8
     assert not torch.isfinite(1 / s[1]).all()  # twice as far, the key scales overflow
