@@ -12,6 +12,7 @@ loss or weights, or a checkpoint the disk refused (the last good checkpoint is k
 after saving the step it reached (resume with --init_from=resume). One process per
 out_dir (guard.py); ckpt.pt is replaced atomically (checkpoint.py).
 """
+import json
 import math
 import os
 import random
@@ -260,9 +261,17 @@ def train(argv, cfg, ckpt, data, model, stop):
         return 1
 
     run = start_wandb(cfg) if cfg.wandb_log and master else None
+    # a machine-readable log next to the checkpoint (compare.py reads it); appended on resume
+    log_file = open(os.path.join(cfg.out_dir, "log.jsonl"), "a" if cfg.init_from == "resume" or cfg.eval_only else "w") if master else None
+
+    def log_row(**row):
+        if log_file:
+            log_file.write(json.dumps(dict(row, elapsed=round(time.time() - t_start, 3))) + "\n")
+            log_file.flush()
 
     # ---- the loop ------------------------------------------------------------------
     t_start, t_last, it_start, code = time.time(), time.time(), iter_num, 0
+    log_row(event="start", iter=iter_num, params=raw_model.get_num_params(), tokens_per_iter=tokens_per_iter)
     while True:
         lr = lr_at(iter_num, cfg)
         for group in optimizer.param_groups:
@@ -275,6 +284,8 @@ def train(argv, cfg, ckpt, data, model, stop):
             losses = estimate_loss()
             best_val = min(best_val, losses["val"])
             print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+            log_row(event="eval", iter=iter_num, tokens=iter_num * tokens_per_iter, train_loss=losses["train"],
+                    val_loss=losses["val"], lr=lr)
             if run:
                 run.log({"iter": iter_num, "train/loss": losses["train"], "val/loss": losses["val"], "lr": lr,
                          "tokens": iter_num * tokens_per_iter}, step=iter_num)
@@ -324,6 +335,8 @@ def train(argv, cfg, ckpt, data, model, stop):
             left = (now - t_start) / (iter_num - it_start) * (cfg.max_iters - iter_num)
             print(f"iter {iter_num}/{cfg.max_iters}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.0f} ms/it, "
                   f"{tokens_per_iter / dt:,.0f} tok/s, {fmt_time(left)} left")
+            log_row(event="train", iter=iter_num, tokens=iter_num * tokens_per_iter, loss=lossf, lr=lr,
+                    tokens_per_sec=tokens_per_iter / dt)
             if run:
                 run.log({"iter": iter_num, "train/loss_step": lossf, "lr": lr, "tokens_per_sec": tokens_per_iter / dt},
                         step=iter_num)
@@ -343,6 +356,9 @@ def train(argv, cfg, ckpt, data, model, stop):
         print(f"done: {iter_num} iterations in {fmt_time(time.time() - t_start)}, best val loss {best_val:.4f}; "
               f"checkpoint in {checkpoint.path_in(cfg.out_dir)}"
               + (f"; {skipped} step(s) skipped for a non-finite loss" if skipped else ""))
+        log_row(event="done", iter=iter_num)
+    if log_file:
+        log_file.close()
     if run:
         run.summary["best_val_loss"] = best_val
         run.summary["nonfinite_skipped"] = skipped
