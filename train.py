@@ -262,7 +262,8 @@ def train(argv, cfg, ckpt, data, model, stop):
 
     run = start_wandb(cfg) if cfg.wandb_log and master else None
     # a machine-readable log next to the checkpoint (compare.py reads it); appended on resume
-    log_file = open(os.path.join(cfg.out_dir, "log.jsonl"), "a" if cfg.init_from == "resume" or cfg.eval_only else "w") if master else None
+    append = cfg.init_from == "resume" or cfg.eval_only
+    log_file = open(os.path.join(cfg.out_dir, "log.jsonl"), "a" if append else "w") if master else None
 
     def log_row(**row):
         if log_file:
