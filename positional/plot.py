@@ -1,0 +1,263 @@
+"""Pictures of what each positional encoding does, the way the RoPE and ALiBi papers show them.
+
+    python -m positional.plot --out=plots/                           # every figure, untrained encodings
+    python -m positional.plot --out=plots/ --ckpt=out-t5,out-learned  # plus trained tables from checkpoints
+    python -m positional.plot --out=plots/ --head_dim=64 --length=2048 --bases=1e4,5e5
+
+Every number drawn is computed by a small pure function here (tested in tests/test_plot.py);
+the draw_* functions only lay them out. The encodings are asked through their hooks
+(embed / rotate / score_bias / attention_logits), never by name, so a new encoding in
+positional.REGISTRY shows up in the pictures without a change here.
+"""
+import argparse
+import math
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+
+from . import REGISTRY  # noqa: E402
+from .rope import rope_inv_freq  # noqa: E402
+
+ROPE_METHODS = ("linear", "ntk", "yarn")  # extension methods drawn by draw_rope_angles
+
+
+# ---- numbers --------------------------------------------------------------------------
+def rope_decay_bound(distances, head_dim=128, base=10000.0):
+    """RoFormer's long-range decay bound (Su et al. 2021, section 3.4.3; Su's blog 8265).
+
+    With the Abel transform, |sum_j h_j e^{i m theta_j}| <= (max_j |h_{j+1} - h_j|) * sum_i |S_i(m)|,
+    S_i(m) = sum_{j<i} e^{i m theta_j}, theta_j = base^(-2j/d). The curve is the mean
+        B(m) = (2/d) * sum_{i=1..d/2} |S_i(m)|,      B(0) = (d/2 + 1) / 2.
+    distances: (M,) -> (M,) float64. Real arithmetic (cos, sin), no complex numbers."""
+    m = torch.as_tensor(distances, dtype=torch.float64)[:, None]                        # (M, 1)
+    theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)     # (d/2,)
+    re, im = torch.cumsum(torch.cos(m * theta), -1), torch.cumsum(torch.sin(m * theta), -1)  # S_i: (M, d/2)
+    return torch.sqrt(re ** 2 + im ** 2).mean(-1)
+
+
+def expected_logits(pe, n_distances, head_dim):
+    """E over x ~ N(0, I) of the attention logit when query and key carry the same content
+    x, for a query at position L = n-1 and a key m = 0 .. n-1 positions back, mean over heads.
+    Each head sees x plus its slice of the position embedding e (identity projections):
+
+        E[ f(x + e_L, x + e_{L-m}) ] = sum_b f(u_b, u_b) + mean_h f(e_L,h, e_{L-m},h),
+        f(q, k) = <rotate(q), rotate(k)> / sqrt(D)   (or the encoding's attention_logits)
+
+    plus mean_h bias_h(L, L-m). f is bilinear, so the expectation is exact: the u_b are
+    the unit basis vectors (sum_b u_b^T M u_b = tr M = E[x^T M x]); cross terms have mean 0.
+    Returns (n_distances,) float32, index m = distance."""
+    L = n_distances - 1
+    pe.set_length(n_distances)
+    q_pos, k_pos = torch.tensor([L]), torch.arange(n_distances)
+
+    def f(q, k):                                                   # (B, H, 1, D), (B, H, n, D) -> (B, H, 1, n)
+        q, k = pe.rotate(q, q_pos), pe.rotate(k, k_pos, is_key=True)
+        logits = pe.attention_logits(q, k, q_pos, k_pos, 0)
+        return logits if logits is not None else (q @ k.transpose(-1, -2)) / math.sqrt(head_dim)
+
+    with torch.no_grad():
+        u = torch.eye(head_dim)[:, None, None, :]                              # (D, 1, 1, D): B=D, H=1
+        score = f(u, u.expand(-1, 1, n_distances, head_dim)).sum(0)[0, 0]      # (n,) by key position
+        e_q, e_k = pe.embed(q_pos), pe.embed(k_pos)                            # (1, C), (n, C) or None
+        if e_k is not None:
+            H = e_k.shape[-1] // head_dim
+            a = e_q.view(1, H, head_dim)[:, :, None, :]                        # (1, H, 1, D)
+            b = e_k.view(n_distances, H, head_dim).transpose(0, 1)[None]       # (1, H, n, D)
+            score = score + f(a, b)[0, :, 0].mean(0)
+        bias = pe.score_bias(q_pos, k_pos)                                     # (H, 1, n) or None
+        if bias is not None:
+            score = score + bias[:, 0].mean(0)
+    return score.flip(0).float()                                               # index = distance
+
+
+def bias_by_distance(pe, n_distances):
+    """(H, n_distances) score bias of each head for a key m = 0 .. n-1 positions back, or None."""
+    pe.set_length(n_distances)
+    with torch.no_grad():
+        bias = pe.score_bias(torch.tensor([n_distances - 1]), torch.arange(n_distances))  # (H, 1, n)
+    return None if bias is None else bias[:, 0].flip(-1).float()
+
+
+def position_table(pe, n_positions):
+    """(n_positions, C) what the encoding adds to the token embeddings at 0 .. n-1, or None."""
+    pe.set_length(n_positions)
+    with torch.no_grad():
+        e = pe.embed(torch.arange(n_positions))
+    return None if e is None else e.float()
+
+
+def cosine_similarity_matrix(table):
+    """(T, C) -> (T, T) cosine similarity between the rows of a position table."""
+    unit = table / table.norm(dim=-1, keepdim=True).clamp(min=1e-12)
+    return unit @ unit.T
+
+
+def scaled_inv_freq(head_dim, base, method=None, factor=1.0, orig_len=None):
+    """(head_dim/2,) inverse frequencies of RoPE after an extension method (None: plain RoPE)."""
+    if method is None:
+        out = rope_inv_freq(head_dim, base)
+    else:
+        out = rope_inv_freq(head_dim, base, scaling=dict(type=method, factor=factor, orig_len=orig_len))
+    return (out[0] if isinstance(out, tuple) else out).double()
+
+
+def rope_angles(inv_freq, positions):
+    """(T,) positions, (d/2,) inverse frequencies -> (T, d/2) rotation angles m * theta_j."""
+    return torch.as_tensor(positions, dtype=torch.float64)[:, None] * inv_freq.double()[None, :]
+
+
+# ---- figures ----------------------------------------------------------------------------
+def _save(fig, path):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def draw_rope_decay(path, head_dim=128, length=1024, bases=(1e4, 1e5, 1e6)):
+    m = torch.arange(length)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for base in bases:
+        ax.plot(m, rope_decay_bound(m, head_dim, base), label=f"base {base:g}", lw=1)
+    ax.set(xlabel="relative distance m", ylabel="(2/d) Σ_i |S_i(m)|",
+           title=f"RoPE long-range decay bound (d = {head_dim})")
+    ax.legend()
+    return _save(fig, path)
+
+
+def draw_expected_logits(path, encodings, length=1024, head_dim=128):
+    """encodings: {label: PositionalEncoding}."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    top = 0.0
+    for label, pe in encodings.items():
+        curve = expected_logits(pe, length, head_dim)
+        ax.plot(curve, label=label, lw=1)
+        top = max(top, curve.max().item())
+    ax.set_ylim(-top, 1.1 * top)  # linear biases fall far below: keep the oscillating curves readable
+    ax.set(xlabel="relative distance i - j", ylabel="E[logit] for q = k ~ N(0, I)",
+           title=f"Expected attention logit against distance (head dim {head_dim})")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def draw_bias_per_head(path, bias, title):
+    """bias: (H, n) from bias_by_distance."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for h, row in enumerate(bias):
+        ax.plot(row, label=f"head {h}", lw=1)
+    ax.set(xlabel="relative distance i - j", ylabel="bias added to the logit", title=title)
+    ax.legend(fontsize=7, ncol=2)
+    return _save(fig, path)
+
+
+def draw_similarity(path, table, title):
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    im = ax.imshow(cosine_similarity_matrix(table), cmap="RdBu_r", vmin=-1, vmax=1)
+    fig.colorbar(im, ax=ax, label="cosine similarity")
+    ax.set(xlabel="position", ylabel="position", title=title)
+    return _save(fig, path)
+
+
+def draw_rope_angles(path, head_dim=128, base=10000.0, train_len=1024, factor=4.0, methods=ROPE_METHODS):
+    """Left: angle of the fastest and the slowest pair against position, per method.
+    Right: theta'_j / theta_j per pair: 1 = extrapolation, 1/factor = interpolation."""
+    curves = {"RoPE": scaled_inv_freq(head_dim, base)}
+    for method in methods:
+        try:
+            curves[method] = scaled_inv_freq(head_dim, base, method, factor, train_len)
+        except TypeError:  # rope_inv_freq without the scaling API: draw plain RoPE only
+            break
+    m = torch.arange(0, int(train_len * factor) + 1, max(1, int(train_len * factor) // 512))
+    pairs = {"fastest pair j=0": 0, f"slowest pair j={head_dim // 2 - 1}": head_dim // 2 - 1}
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    for ax, (pair_label, j) in zip(axes[:2], pairs.items()):
+        for label, inv in curves.items():
+            ax.plot(m, rope_angles(inv, m)[:, j], label=label, lw=1)
+        ax.axvline(train_len, color="grey", ls=":", label="training length")
+        ax.set(xlabel="position m", ylabel="angle m·θ_j (rad)", title=f"RoPE rotation angle, {pair_label}")
+        ax.legend(fontsize=8)
+    base_inv = curves["RoPE"]
+    for label, inv in curves.items():
+        axes[2].plot(inv / base_inv, label=label, lw=1)
+    axes[2].set(xlabel="pair index j (high → low frequency)", ylabel="θ'_j / θ_j", yscale="log",
+                title=f"Interpolation (1/{factor:g}) vs extrapolation (1) per frequency")
+    axes[2].legend(fontsize=8)
+    return _save(fig, path)
+
+
+def build_untrained(name, head_dim, n_head, length):
+    """An encoding from the registry, built for head_dim x n_head and `length` positions."""
+    from model import GPTConfig  # model imports positional: import here, not at the top
+    cfg = GPTConfig(block_size=length, n_head=n_head, n_embd=head_dim * n_head, pos_encoding=name)
+    return REGISTRY[name].from_config(cfg)
+
+
+def load_trained(out_dir):
+    """(label, encoding) of a checkpoint written by train.py."""
+    import checkpoint
+    from model import GPT, GPTConfig
+    ckpt = checkpoint.load(out_dir)
+    model = GPT(GPTConfig(**ckpt["model_args"]))
+    model.load_state_dict(ckpt["model"])
+    return f"{model.pe.name} (trained, {os.path.basename(os.path.normpath(out_dir))})", model.pe.eval()
+
+
+def draw_all(out, head_dim=128, n_head=8, length=1024, bases=(1e4, 1e5, 1e6), checkpoints=(), factor=4.0):
+    """Every figure into folder `out`; returns {figure name: path}. Encodings with
+    parameters are drawn only from trained checkpoints (an untrained table says nothing)."""
+    paths = {"rope_decay": draw_rope_decay(os.path.join(out, "rope_decay.png"), head_dim, length, bases),
+             "rope_angles": draw_rope_angles(os.path.join(out, "rope_angles.png"), head_dim, bases[0],
+                                             length // int(factor) or 1, factor)}
+    fixed = {}
+    for name in REGISTRY:
+        pe = build_untrained(name, head_dim, n_head, length)
+        if not any(True for _ in pe.parameters()):
+            fixed[name] = pe
+    trained = dict(load_trained(d) for d in checkpoints)
+    scored = {k: v for k, v in {**fixed, **trained}.items() if v.max_positions is None or v.max_positions >= length}
+    paths["expected_logits"] = draw_expected_logits(os.path.join(out, "expected_logits.png"), scored, length, head_dim)
+    for label, pe in {**fixed, **trained}.items():
+        slug = label.split(" ")[0] + ("_trained" if label in trained else "")
+        n = min(length, pe.max_positions or length)
+        bias = bias_by_distance(pe, n)
+        if bias is not None:
+            paths[f"{slug}_bias"] = draw_bias_per_head(os.path.join(out, f"{slug}_bias.png"), bias,
+                                                       f"{label}: bias per head against distance")
+        table = position_table(pe, min(n, 256))
+        if table is not None:
+            paths[f"{slug}_similarity"] = draw_similarity(os.path.join(out, f"{slug}_similarity.png"), table,
+                                                          f"{label}: cosine similarity of positions")
+    return paths
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m positional.plot", description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="plots", help="folder for the PNGs")
+    p.add_argument("--head_dim", type=int, default=128, help="head dimension d")
+    p.add_argument("--n_head", type=int, default=8)
+    p.add_argument("--length", type=int, default=1024, help="largest distance drawn")
+    p.add_argument("--bases", default="1e4,1e5,1e6", help="RoPE bases for the decay bound, comma-separated")
+    p.add_argument("--factor", type=float, default=4.0, help="extension factor of the RoPE angle plot")
+    p.add_argument("--ckpt", default="", help="comma-separated out_dirs of trained runs (T5, learned tables)")
+    a = p.parse_args(argv)
+    try:
+        bases = tuple(float(b) for b in a.bases.split(","))
+        if a.head_dim < 2 or a.head_dim % 2 or a.length < 2 or a.n_head < 1 or a.factor < 1:
+            raise ValueError(f"need an even --head_dim >= 2, --length >= 2, --n_head >= 1 and --factor >= 1, got "
+                             f"{a.head_dim}, {a.length}, {a.n_head}, {a.factor}")
+        paths = draw_all(a.out, a.head_dim, a.n_head, a.length, bases, [c for c in a.ckpt.split(",") if c], a.factor)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    for path in paths.values():
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
