@@ -102,7 +102,7 @@ def scaled_inv_freq(head_dim, base, method=None, factor=1.0, orig_len=None):
     if method is None:
         out = rope_inv_freq(head_dim, base)
     else:
-        out = rope_inv_freq(head_dim, base, scaling=dict(type=method, factor=factor, orig_len=orig_len))
+        out = rope_inv_freq(head_dim, base, scaling=dict(type=method, factor=factor, original_max_position=orig_len))
     return (out[0] if isinstance(out, tuple) else out).double()
 
 
@@ -131,17 +131,17 @@ def draw_rope_decay(path, head_dim=128, length=1024, bases=(1e4, 1e5, 1e6)):
     return _save(fig, path)
 
 
-def draw_expected_logits(path, encodings, length=1024, head_dim=128):
-    """encodings: {label: PositionalEncoding}."""
+def draw_expected_logits(path, encodings, length=1024):
+    """encodings: {label: (PositionalEncoding, head_dim)}."""
     fig, ax = plt.subplots(figsize=(7, 4))
     top = 0.0
-    for label, pe in encodings.items():
+    for label, (pe, head_dim) in encodings.items():
         curve = expected_logits(pe, length, head_dim)
         ax.plot(curve, label=label, lw=1)
         top = max(top, curve.max().item())
     ax.set_ylim(-top, 1.1 * top)  # linear biases fall far below: keep the oscillating curves readable
     ax.set(xlabel="relative distance i - j", ylabel="E[logit] for q = k ~ N(0, I)",
-           title=f"Expected attention logit against distance (head dim {head_dim})")
+           title="Expected attention logit against distance")
     ax.legend(fontsize=8)
     return _save(fig, path)
 
@@ -186,7 +186,7 @@ def draw_rope_angles(path, head_dim=128, base=10000.0, train_len=1024, factor=4.
     for label, inv in curves.items():
         axes[2].plot(inv / base_inv, label=label, lw=1)
     axes[2].set(xlabel="pair index j (high → low frequency)", ylabel="θ'_j / θ_j", yscale="log",
-                title=f"Interpolation (1/{factor:g}) vs extrapolation (1) per frequency")
+                title=f"θ'_j / θ_j: 1 extrapolates, 1/{factor:g} interpolates")
     axes[2].legend(fontsize=8)
     return _save(fig, path)
 
@@ -199,13 +199,14 @@ def build_untrained(name, head_dim, n_head, length):
 
 
 def load_trained(out_dir):
-    """(label, encoding) of a checkpoint written by train.py."""
+    """(label, (encoding, head_dim)) of a checkpoint written by train.py."""
     import checkpoint
     from model import GPT, GPTConfig
     ckpt = checkpoint.load(out_dir)
     model = GPT(GPTConfig(**ckpt["model_args"]))
     model.load_state_dict(ckpt["model"])
-    return f"{model.pe.name} (trained, {os.path.basename(os.path.normpath(out_dir))})", model.pe.eval()
+    label = f"{model.pe.name} (trained, {os.path.basename(os.path.normpath(out_dir))})"
+    return label, (model.pe.eval(), model.config.n_embd // model.config.n_head)
 
 
 def draw_all(out, head_dim=128, n_head=8, length=1024, bases=(1e4, 1e5, 1e6), checkpoints=(), factor=4.0):
@@ -218,11 +219,13 @@ def draw_all(out, head_dim=128, n_head=8, length=1024, bases=(1e4, 1e5, 1e6), ch
     for name in REGISTRY:
         pe = build_untrained(name, head_dim, n_head, length)
         if not any(True for _ in pe.parameters()):
-            fixed[name] = pe
+            fixed[name] = (pe, head_dim)
     trained = dict(load_trained(d) for d in checkpoints)
-    scored = {k: v for k, v in {**fixed, **trained}.items() if v.max_positions is None or v.max_positions >= length}
-    paths["expected_logits"] = draw_expected_logits(os.path.join(out, "expected_logits.png"), scored, length, head_dim)
-    for label, pe in {**fixed, **trained}.items():
+    trained = {k: v for k, v in trained.items() if any(True for _ in v[0].parameters())}  # fixed ones: drawn above
+    every = {**fixed, **trained}
+    unbounded = {k: v for k, v in every.items() if v[0].max_positions is None or v[0].max_positions >= length}
+    paths["expected_logits"] = draw_expected_logits(os.path.join(out, "expected_logits.png"), unbounded, length)
+    for label, (pe, _) in every.items():
         slug = label.split(" ")[0] + ("_trained" if label in trained else "")
         n = min(length, pe.max_positions or length)
         bias = bias_by_distance(pe, n)

@@ -1,0 +1,236 @@
+"""Train every positional encoding on the same recipe, evaluate each past its training
+length, and write one report folder (report.md, CSVs, PNGs).
+
+    python compare.py configs/compare.py                          # every encoding of the config
+    python compare.py configs/compare.py --only=rope,alibi --seeds=3
+    python compare.py configs/compare.py --max_iters=200 --out_root=out-quick   # any training key
+
+Each run is `train.py` in a subprocess (this interpreter) with the shared training keys and
+its own --pos_encoding, --seed and --out_dir=<out_root>/<encoding>-s<seed>; then
+evaluate.evaluate_checkpoint scores it at every eval length (and, for the encodings that
+support them, with each RoPE extension method of rope_scalings), cached in <run>/results.json.
+
+Restartable: a run whose checkpoint reached max_iters and whose results.json matches the
+evaluation settings is skipped; a run with an earlier checkpoint resumes (--init_from=resume).
+Nothing here depends on which encoding is trained; compare_report.py writes the report.
+"""
+import ast
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+import checkpoint
+import compare_report
+from config import FIELDS, Config, ConfigError, coerce, load_file, parse_override
+from train import fmt_time
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+# compare.py's own keys and their defaults; every other key is a training key (config.Config)
+DEFAULTS = dict(encodings="all", only="", seeds=1, out_root="out-compare", report_dir="",
+                eval_lengths=[256, 512, 1024], eval_tokens=8192, eval_mode="nonoverlap", eval_device="cpu",
+                rope_scalings=[], rope_factor=0.0, plots=True)
+PER_RUN = ("pos_encoding", "out_dir", "init_from", "wandb_run_name")   # set by compare.py for each run
+# training keys a finished run may differ in and still count (they do not change what is trained)
+NOT_COMPARED = {"max_iters", "lr_decay_iters", "eval_interval", "log_interval", "eval_iters", "device", "dtype",
+                "compile", "backend", "data_dir", "wandb_log", "wandb_project", "wandb_group", "eval_only"}
+
+
+def as_list(key, value):
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def parse(argv):
+    """argv: config files and --key=value -> (settings, training keys)."""
+    settings, train_keys = dict(DEFAULTS), {}
+    for arg in argv:
+        is_override = arg.startswith("--") or ("=" in arg and not arg.endswith(".py"))
+        for key, value in [parse_override(arg)] if is_override else load_file(arg).items():
+            if key in DEFAULTS:
+                want = type(DEFAULTS[key])
+                if want is list:
+                    value = as_list(key, value)
+                elif want is float and isinstance(value, int) and not isinstance(value, bool):
+                    value = float(value)
+                elif want is str and key in ("only", "encodings") and isinstance(value, (list, tuple)):
+                    value = ",".join(value)
+                if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+                    raise ConfigError(f"compare key {key!r} wants a {want.__name__}, got {value!r}")
+                settings[key] = value
+            elif key in PER_RUN:
+                raise ConfigError(f"{key!r} is set by compare.py for each run; choose encodings with "
+                                  f"--only=... and the output folder with --out_root=...")
+            else:
+                train_keys[key] = coerce(key, value)
+    return check(settings, train_keys)
+
+
+def check(settings, train_keys):
+    import positional
+    cfg = Config(**train_keys).validate()  # every training key checked before anything runs
+    names = list(positional.REGISTRY) if settings["encodings"] == "all" else as_list("encodings", settings["encodings"])
+    if settings["only"]:
+        names = as_list("only", settings["only"])
+    unknown = [n for n in names if n not in positional.REGISTRY]
+    if unknown:
+        raise ConfigError(f"unknown encoding {unknown[0]!r}; valid: {', '.join(positional.REGISTRY)}")
+    lengths = settings["eval_lengths"]
+    if not names or settings["seeds"] < 1 or not lengths or any(not isinstance(n, int) or n < 1 for n in lengths):
+        raise ConfigError(f"need at least one encoding, --seeds >= 1 and positive integer eval_lengths; got "
+                          f"{names}, {settings['seeds']}, {lengths}")
+    settings["encodings"] = names
+    settings["seed_list"] = [cfg.seed + i for i in range(settings["seeds"])]
+    settings["report_dir"] = settings["report_dir"] or os.path.join(settings["out_root"], "report")
+    settings["rope_factor"] = settings["rope_factor"] or max(lengths) / cfg.block_size
+    settings["wandb_group"] = cfg.wandb_group or f"compare-{os.path.basename(os.path.normpath(settings['out_root']))}"
+    return settings, train_keys, cfg
+
+
+# ---- one run --------------------------------------------------------------------------
+def as_arg(key, value):
+    """--key=value that config.parse_override reads back as `value` (a bare word stays a string)."""
+    if isinstance(value, str):
+        try:
+            ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return f"--{key}={value}"
+    return f"--{key}={value!r}"
+
+
+def train_command(train_keys, settings, enc, seed, run_dir, resume):
+    """train.py's argv for one run: the training keys that differ from config.Config's defaults."""
+    keys = dict(train_keys, seed=seed, wandb_group=settings["wandb_group"])
+    args = [as_arg(k, v) for k, v in keys.items() if v != FIELDS[k].default]
+    args += [f"--pos_encoding={enc}", f"--out_dir={run_dir}", f"--wandb_run_name={enc}-s{seed}"]
+    return [sys.executable, "train.py", *args] + (["--init_from=resume"] if resume else [])
+
+
+def trained_iters(run_dir, train_keys, cfg):
+    """Iterations of the run's checkpoint (0 if none); refuses a run trained on another recipe."""
+    if not os.path.exists(checkpoint.path_in(run_dir)):
+        return 0
+    ckpt = checkpoint.load(run_dir)
+    for key, want in train_keys.items():
+        have = ckpt["config"].get(key, getattr(cfg, key))
+        if key not in NOT_COMPARED and key != "seed" and have != want:
+            raise ConfigError(f"{run_dir} was trained with {key}={have!r}, this comparison asks for {want!r}; "
+                              f"use another --out_root (or delete {run_dir})")
+    return ckpt["iter_num"]
+
+
+def train_run(cmd, log_path, tag):
+    """Run train.py, echoing its progress lines with `tag`; the full output goes to log_path."""
+    with open(log_path, "a") as log:
+        log.write(f"$ {shlex.join(cmd)}\n")
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        tail = []
+        for line in proc.stdout:
+            log.write(line)
+            tail = (tail + [line.rstrip()])[-5:]
+            if line.startswith(("iter ", "step ", "done:", "error:")):
+                print(f"{tag} {line.rstrip()}", flush=True)
+        if proc.wait() != 0:
+            raise RuntimeError(f"train.py exited {proc.returncode}: {tail[-1] if tail else ''} (full log: {log_path})")
+
+
+def evaluate_run(run_dir, enc, settings, data_dir):
+    """Rows of evaluate.evaluate_checkpoint for this run, plus one set per RoPE extension
+    method; each row gets `label` (encoding, or encoding+method). Cached in results.json.
+    Returns (rows, whether they were computed now)."""
+    import evaluate
+    import positional
+    key = {k: settings[k] for k in ("eval_lengths", "eval_tokens", "eval_mode", "rope_factor")}
+    key["rope_scalings"] = settings["rope_scalings"] if getattr(positional.REGISTRY[enc], "supports_rope_scaling", False) else []
+    path = os.path.join(run_dir, "results.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            cached = json.load(f)
+        if cached.get("settings") == key:
+            return cached["rows"], False
+    variants = [(enc, None)] + [(f"{enc}+{m}", {"rope_scaling": m, "rope_factor": key["rope_factor"]})
+                                for m in key["rope_scalings"]]
+    rows = []
+    for label, overrides in variants:
+        got = evaluate.evaluate_checkpoint(run_dir, key["eval_lengths"], mode=key["eval_mode"], overrides=overrides,
+                                           tokens_per_point=key["eval_tokens"], device=settings["eval_device"],
+                                           data_dir=data_dir)
+        rows += [dict(row, label=label) for row in got]
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"settings": key, "rows": rows}, f, indent=1, default=float)
+    os.replace(tmp, path)
+    return rows, True
+
+
+def log_eval_to_wandb(run_dir, rows, enc, seed, settings):
+    """The evaluation curve of one run as a wandb table and line plot, in the comparison's group."""
+    from wandb_util import start_wandb
+    ckpt_cfg = checkpoint.load(run_dir)["config"]
+    cfg = Config(**{k: v for k, v in ckpt_cfg.items() if k in FIELDS})
+    cfg.wandb_group = settings["wandb_group"]
+    run = start_wandb(cfg, job_type="eval", name=f"{enc}-s{seed}-eval")
+    if run is None:
+        return
+    import wandb
+    table = wandb.Table(columns=["label", "length", "loss", "ppl"],
+                        data=[[r["label"], r["length"], r["loss"], r["ppl"]] for r in rows])
+    run.log({"eval/ppl_by_length": table,
+             "eval/ppl_plot": wandb.plot.line(table, "length", "ppl", stroke="label", title=f"{enc}: ppl vs length")})
+    for r in rows:
+        run.summary[f"eval/ppl@{r['length']}" + ("" if r["label"] == enc else f"/{r['label']}")] = r["ppl"]
+    run.finish()
+
+
+# ---- the comparison -------------------------------------------------------------------
+def main(argv):
+    try:
+        settings, train_keys, cfg = parse(argv)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    runs = [(enc, seed) for enc in settings["encodings"] for seed in settings["seed_list"]]
+    print(f"compare: {len(runs)} runs ({', '.join(settings['encodings'])} x seeds {settings['seed_list']}), "
+          f"{cfg.max_iters} iters of {cfg.batch_size * cfg.block_size:,} tokens each, in {settings['out_root']}/",
+          flush=True)
+    results, failed, trained_times = [], [], []
+    for i, (enc, seed) in enumerate(runs):
+        run_dir = os.path.join(settings["out_root"], f"{enc}-s{seed}")
+        tag = f"[{i + 1}/{len(runs)} {enc} s{seed}]"
+        try:
+            done_iters = trained_iters(run_dir, train_keys, cfg)
+            if done_iters < cfg.max_iters:
+                cmd = train_command(train_keys, settings, enc, seed, run_dir, resume=done_iters > 0)
+                print(f"{tag} {'resuming from iter ' + str(done_iters) if done_iters else 'training'}", flush=True)
+                os.makedirs(run_dir, exist_ok=True)
+                t0 = time.time()
+                train_run(cmd, os.path.join(run_dir, "train.out"), tag)
+                trained_times.append(time.time() - t0)
+                left = sum(trained_times) / len(trained_times) * (len(runs) - i - 1)
+                print(f"{tag} trained in {fmt_time(trained_times[-1])}; at most ~{fmt_time(left)} left for the rest",
+                      flush=True)
+            else:
+                print(f"{tag} already trained ({done_iters} iters): skipped", flush=True)
+            rows, fresh = evaluate_run(run_dir, enc, settings, cfg.data_dir)
+            if cfg.wandb_log and fresh:
+                log_eval_to_wandb(run_dir, rows, enc, seed, settings)
+            cmd = ["python"] + train_command(train_keys, settings, enc, seed, run_dir, resume=False)[1:]
+            results.append(dict(encoding=enc, seed=seed, run_dir=run_dir, rows=rows, command=shlex.join(cmd)))
+        except (ValueError, RuntimeError, FileNotFoundError) as e:
+            print(f"{tag} error: {e}", file=sys.stderr, flush=True)
+            failed.append((enc, seed, str(e)))
+    paths = compare_report.write(results, failed, settings, cfg, command=f"python {shlex.join(['compare.py', *argv])}")
+    print(f"compare: report in {paths['md']}" + (f"; {len(failed)} run(s) failed" if failed else ""), flush=True)
+    if failed:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,210 @@
+"""The report folder of compare.py: report.md, runs.csv, eval.csv and PNG plots, built from
+each run's log.jsonl (written by train.py) and results.json (written by compare.py).
+
+Several seeds of one encoding are summarised as mean ± sample standard deviation; the
+plots draw the mean with a min-max band.
+"""
+import csv
+import datetime
+import json
+import math
+import os
+import platform
+import subprocess
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def read_log(run_dir):
+    """Training metrics of one run from its log.jsonl. A resumed run has several segments
+    (one per process, each starting with a 'start' row): wall time is their sum, and a
+    step logged twice (redone after an interruption) keeps its latest value."""
+    rows = []
+    with open(os.path.join(run_dir, "log.jsonl")) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    wall, seg_end, params = 0.0, 0.0, None
+    evals, speeds = {}, []
+    for row in rows:
+        if row["event"] == "start":
+            wall, seg_end = wall + seg_end, 0.0
+            params = row.get("params", params)
+        seg_end = row["elapsed"]
+        if row["event"] == "eval":
+            evals[row["iter"]] = row
+        elif row["event"] == "train":
+            speeds.append(row["tokens_per_sec"])
+    curve = [(evals[it]["tokens"], evals[it]["val_loss"]) for it in sorted(evals)]
+    last = evals[max(evals)] if evals else {}
+    speeds = sorted(speeds[1:] or speeds)  # the first interval includes warm-up
+    return dict(params=params, train_loss=last.get("train_loss", math.nan), val_loss=last.get("val_loss", math.nan),
+                tokens_per_sec=speeds[len(speeds) // 2] if speeds else math.nan, wall_s=wall + seg_end, curve=curve)
+
+
+def mean_std(values):
+    vals = [v for v in values if v is not None and not math.isnan(v)]
+    if not vals:
+        return math.nan, math.nan
+    m = sum(vals) / len(vals)
+    sd = math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
+    return m, sd
+
+
+def fmt(values, spec):
+    m, sd = mean_std(values)
+    if math.isnan(m):
+        return "—"
+    return f"{m:{spec}}" + (f" ± {sd:{spec}}" if len([v for v in values if not math.isnan(v)]) > 1 else "")
+
+
+def git_commit():
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    if head.returncode != 0:
+        return "unknown"
+    return head.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+
+
+def collect(results):
+    """-> (labels in order, {label: [per-seed dict(seed, metrics, ppl={length: ppl})]})."""
+    labels, by_label = [], {}
+    for r in results:
+        metrics = read_log(r["run_dir"])
+        ppl = {}
+        for row in r["rows"]:
+            ppl.setdefault(row["label"], {})[row["length"]] = row["ppl"]
+        for label, by_len in ppl.items():
+            if label not in by_label:
+                labels.append(label)
+                by_label[label] = []
+            by_label[label].append(dict(seed=r["seed"], encoding=r["encoding"], metrics=metrics, ppl=by_len,
+                                        main=label == r["encoding"]))
+    return labels, by_label
+
+
+def plot_val_loss(path, results):
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colors, seen = {}, set()
+    for r in results:
+        curve = read_log(r["run_dir"])["curve"]
+        color = colors.setdefault(r["encoding"], f"C{len(colors) % 10}")
+        ax.plot([t for t, _ in curve], [v for _, v in curve], color=color, lw=1,
+                label=None if r["encoding"] in seen else r["encoding"])
+        seen.add(r["encoding"])
+    ax.set(xlabel="tokens seen", ylabel="validation loss", title="Validation loss against tokens seen")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_ppl(path, labels, by_label, lengths, train_len):
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, label in enumerate(labels):
+        per_seed = torch.tensor([[s["ppl"].get(L, math.nan) for L in lengths] for s in by_label[label]])  # (S, n)
+        mean = per_seed.nanmean(0)
+        if torch.isnan(mean).all():
+            continue
+        style = "-" if by_label[label][0]["main"] else "--"
+        ax.plot(lengths, mean, style, marker="o", ms=3, lw=1, color=f"C{i % 10}", label=label)
+        if len(per_seed) > 1:
+            ax.fill_between(lengths, per_seed.min(0).values, per_seed.max(0).values, color=f"C{i % 10}", alpha=0.2)
+    ax.axvline(train_len, color="grey", ls=":", label="training length")
+    ax.set(xscale="log", yscale="log", xlabel="evaluation length (tokens)", ylabel="perplexity",
+           title="Perplexity against evaluation length")
+    ax.set_xticks(lengths, [str(L) for L in lengths])
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write(results, failed, settings, cfg, command):
+    """Write the report folder; returns {'md', 'runs_csv', 'eval_csv', 'pngs'}."""
+    out = settings["report_dir"]
+    os.makedirs(out, exist_ok=True)
+    lengths = sorted({row["length"] for r in results for row in r["rows"]}) or settings["eval_lengths"]
+    labels, by_label = collect(results)
+
+    runs_csv = os.path.join(out, "runs.csv")
+    with open(runs_csv, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["label", "encoding", "seed", "params", "train_loss", "val_loss", "tokens_per_sec", "wall_s"]
+                   + [f"ppl@{L}" for L in lengths])
+        for label in labels:
+            for s in by_label[label]:
+                m = s["metrics"]
+                w.writerow([label, s["encoding"], s["seed"], m["params"], m["train_loss"], m["val_loss"],
+                            m["tokens_per_sec"], m["wall_s"]] + [s["ppl"].get(L, "") for L in lengths])
+    eval_csv = os.path.join(out, "eval.csv")
+    with open(eval_csv, "w", newline="") as f:
+        rows = [dict(row, seed=r["seed"]) for r in results for row in r["rows"]]
+        keys = list(dict.fromkeys(k for row in rows for k in row))
+        w = csv.DictWriter(f, fieldnames=keys or ["label"])
+        w.writeheader()
+        w.writerows(rows)
+
+    pngs = {}
+    if results:
+        pngs["val_loss"] = plot_val_loss(os.path.join(out, "val_loss.png"), results)
+        pngs["ppl_vs_length"] = plot_ppl(os.path.join(out, "ppl_vs_length.png"), labels, by_label, lengths,
+                                         cfg.block_size)
+    if settings.get("plots", True):
+        from positional.plot import draw_all
+        first_seed = [r["run_dir"] for r in results if r["seed"] == settings["seed_list"][0]]
+        pngs.update(draw_all(os.path.join(out, "encodings"), length=max(settings["eval_lengths"]),
+                             checkpoints=first_seed, factor=settings["rope_factor"]))
+
+    # ---- report.md ----
+    head = ["encoding", "params", "train loss", "val loss", "tok/s", "wall"] + [
+        f"ppl@{L}" + (" (train)" if L == cfg.block_size else "") for L in lengths]
+    table = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label in labels:
+        seeds = by_label[label]
+        ms = [s["metrics"] for s in seeds]
+        train_cols = [f"{ms[0]['params'] / 1e6:.3f}M" if ms[0]["params"] else "—",
+                      fmt([m["train_loss"] for m in ms], ".4f"), fmt([m["val_loss"] for m in ms], ".4f"),
+                      fmt([m["tokens_per_sec"] for m in ms], ",.0f"), fmt([m["wall_s"] for m in ms], ".0f") + " s"]
+        if not seeds[0]["main"]:
+            train_cols = ["(same runs)", "", "", "", ""]
+        table.append("| " + " | ".join([label] + train_cols + [fmt([s["ppl"].get(L, math.nan) for s in seeds], ".2f")
+                                                                for L in lengths]) + " |")
+    rel = lambda p: os.path.relpath(p, out)  # noqa: E731
+    n_seeds = len(settings["seed_list"])
+    md = [f"# Positional encoding comparison", "",
+          f"- commit: `{git_commit()}`; written {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC "
+          f"on {platform.machine()} ({os.cpu_count()} CPUs), torch {torch.__version__}",
+          f"- recipe: dataset `{cfg.dataset}`, {cfg.n_layer} layers x {cfg.n_head} heads x {cfg.n_embd} wide, "
+          f"block_size {cfg.block_size}, {cfg.max_iters} iters x {cfg.batch_size * cfg.block_size:,} tokens "
+          f"= {cfg.max_iters * cfg.batch_size * cfg.block_size:,} tokens per run, seeds {settings['seed_list']}",
+          f"- evaluation: {settings['eval_mode']} windows, {settings['eval_tokens']:,} tokens per point, "
+          f"split val; RoPE extension methods use factor {settings['rope_factor']:g}",
+          "", "## Results", "",
+          f"Loss is per token (nats). {'Values are mean ± std over ' + str(n_seeds) + ' seeds. ' if n_seeds > 1 else ''}"
+          f"ppl@L is the perplexity of windows of L tokens; '—' means the run cannot be evaluated there "
+          f"(e.g. a position table shorter than L). tok/s is the median training throughput.", "",
+          *table, ""]
+    if failed:
+        md += ["**Failed runs** (rerun the command to retry):", ""] + [f"- {e} seed {s}: {msg}" for e, s, msg in failed]
+        md.append("")
+    md += ["## Plots", ""] + [f"![{name}]({rel(p)})" for name, p in pngs.items() if name in ("val_loss", "ppl_vs_length")]
+    md += ["", "## What each encoding does", ""] + [
+        f"![{name}]({rel(p)})" for name, p in pngs.items() if name not in ("val_loss", "ppl_vs_length")]
+    md += ["", "## Commands", "", "```", command, "```", "", "Each run:", "", "```"] + [
+        r["command"] for r in results] + ["```", "",
+        f"Files: [runs.csv](runs.csv) (one row per run), [eval.csv](eval.csv) (every evaluation point).", ""]
+    md_path = os.path.join(out, "report.md")
+    with open(md_path, "w") as f:
+        f.write("\n".join(md))
+    return dict(md=md_path, runs_csv=runs_csv, eval_csv=eval_csv, pngs=pngs)
