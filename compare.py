@@ -141,13 +141,14 @@ def train_run(cmd, log_path, tag):
             raise RuntimeError(f"train.py exited {proc.returncode}: {tail[-1] if tail else ''} (full log: {log_path})")
 
 
-def evaluate_run(run_dir, enc, settings, data_dir):
+def evaluate_run(run_dir, enc, settings, data_dir, iter_num):
     """Rows of evaluate.evaluate_checkpoint for this run, plus one set per RoPE extension
     method; each row gets `label` (encoding, or encoding+method). Cached in results.json.
     Returns (rows, whether they were computed now)."""
     import evaluate
     import positional
     key = {k: settings[k] for k in ("eval_lengths", "eval_tokens", "eval_mode", "rope_factor")}
+    key["iter_num"] = iter_num  # a run trained further is evaluated again
     key["rope_scalings"] = settings["rope_scalings"] if getattr(positional.REGISTRY[enc], "supports_rope_scaling", False) else []
     path = os.path.join(run_dir, "results.json")
     if os.path.exists(path):
@@ -193,40 +194,43 @@ def log_eval_to_wandb(run_dir, rows, enc, seed, settings):
 def main(argv):
     try:
         settings, train_keys, cfg = parse(argv)
+        runs = [(enc, seed, os.path.join(settings["out_root"], f"{enc}-s{seed}"))
+                for enc in settings["encodings"] for seed in settings["seed_list"]]
+        done = {run_dir: trained_iters(run_dir, train_keys, cfg) for _, _, run_dir in runs}  # checked up front
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    runs = [(enc, seed) for enc in settings["encodings"] for seed in settings["seed_list"]]
+    to_train = sum(done[d] < cfg.max_iters for _, _, d in runs)
     print(f"compare: {len(runs)} runs ({', '.join(settings['encodings'])} x seeds {settings['seed_list']}), "
-          f"{cfg.max_iters} iters of {cfg.batch_size * cfg.block_size:,} tokens each, in {settings['out_root']}/",
-          flush=True)
-    results, failed, trained_times = [], [], []
-    for i, (enc, seed) in enumerate(runs):
-        run_dir = os.path.join(settings["out_root"], f"{enc}-s{seed}")
+          f"{to_train} to train, {cfg.max_iters} iters of {cfg.batch_size * cfg.block_size:,} tokens each, "
+          f"in {settings['out_root']}/", flush=True)
+    results, failed, times = [], [], []
+    for i, (enc, seed, run_dir) in enumerate(runs):
         tag = f"[{i + 1}/{len(runs)} {enc} s{seed}]"
         try:
-            done_iters = trained_iters(run_dir, train_keys, cfg)
-            if done_iters < cfg.max_iters:
-                cmd = train_command(train_keys, settings, enc, seed, run_dir, resume=done_iters > 0)
-                print(f"{tag} {'resuming from iter ' + str(done_iters) if done_iters else 'training'}", flush=True)
+            if done[run_dir] < cfg.max_iters:
+                cmd = train_command(train_keys, settings, enc, seed, run_dir, resume=done[run_dir] > 0)
+                print(f"{tag} " + (f"resuming from iter {done[run_dir]}" if done[run_dir] else "training"), flush=True)
                 os.makedirs(run_dir, exist_ok=True)
                 t0 = time.time()
                 train_run(cmd, os.path.join(run_dir, "train.out"), tag)
-                trained_times.append(time.time() - t0)
-                left = sum(trained_times) / len(trained_times) * (len(runs) - i - 1)
-                print(f"{tag} trained in {fmt_time(trained_times[-1])}; at most ~{fmt_time(left)} left for the rest",
-                      flush=True)
+                times.append(time.time() - t0)
+                left = sum(times) / len(times) * (to_train - len(times))
+                print(f"{tag} trained in {fmt_time(times[-1])}; {to_train - len(times)} run(s) left to train, "
+                      f"about {fmt_time(left)}", flush=True)
             else:
-                print(f"{tag} already trained ({done_iters} iters): skipped", flush=True)
-            rows, fresh = evaluate_run(run_dir, enc, settings, cfg.data_dir)
+                print(f"{tag} already trained ({done[run_dir]} iters): training skipped", flush=True)
+            rows, fresh = evaluate_run(run_dir, enc, settings, cfg.data_dir, checkpoint.load(run_dir)["iter_num"])
+            print(f"{tag} " + ("evaluated" if fresh else "evaluation cached: skipped") + ": " + ", ".join(
+                f"ppl@{r['length']} {r['ppl']:.2f}" for r in rows if r["label"] == enc), flush=True)
             if cfg.wandb_log and fresh:
                 log_eval_to_wandb(run_dir, rows, enc, seed, settings)
             cmd = ["python"] + train_command(train_keys, settings, enc, seed, run_dir, resume=False)[1:]
             results.append(dict(encoding=enc, seed=seed, run_dir=run_dir, rows=rows, command=shlex.join(cmd)))
-        except (ValueError, RuntimeError, FileNotFoundError) as e:
+        except (ValueError, RuntimeError, FileNotFoundError) as e:  # one broken run does not stop the others
             print(f"{tag} error: {e}", file=sys.stderr, flush=True)
             failed.append((enc, seed, str(e)))
-    paths = compare_report.write(results, failed, settings, cfg, command=f"python {shlex.join(['compare.py', *argv])}")
+    paths = compare_report.write(results, failed, settings, cfg, command=shlex.join(["python", "compare.py", *argv]))
     print(f"compare: report in {paths['md']}" + (f"; {len(failed)} run(s) failed" if failed else ""), flush=True)
     if failed:
         sys.exit(1)

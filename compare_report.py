@@ -116,9 +116,9 @@ def plot_ppl(path, labels, by_label, lengths, train_len):
         if torch.isnan(mean).all():
             continue
         style = "-" if by_label[label][0]["main"] else "--"
-        ax.plot(lengths, mean, style, marker="o", ms=3, lw=1, color=f"C{i % 10}", label=label)
+        ax.plot(lengths, mean.numpy(), style, marker="o", ms=3, lw=1, color=f"C{i % 10}", label=label)
         if len(per_seed) > 1:
-            ax.fill_between(lengths, per_seed.min(0).values, per_seed.max(0).values, color=f"C{i % 10}", alpha=0.2)
+            ax.fill_between(lengths, per_seed.min(0).values.numpy(), per_seed.max(0).values.numpy(), color=f"C{i % 10}", alpha=0.2)
     ax.axvline(train_len, color="grey", ls=":", label="training length")
     ax.set(xscale="log", yscale="log", xlabel="evaluation length (tokens)", ylabel="perplexity",
            title="Perplexity against evaluation length")

@@ -124,7 +124,7 @@ def draw_rope_decay(path, head_dim=128, length=1024, bases=(1e4, 1e5, 1e6)):
     m = torch.arange(length)
     fig, ax = plt.subplots(figsize=(7, 4))
     for base in bases:
-        ax.plot(m, rope_decay_bound(m, head_dim, base), label=f"base {base:g}", lw=1)
+        ax.plot(m.numpy(), rope_decay_bound(m, head_dim, base).numpy(), label=f"base {base:g}", lw=1)
     ax.set(xlabel="relative distance m", ylabel="(2/d) Σ_i |S_i(m)|",
            title=f"RoPE long-range decay bound (d = {head_dim})")
     ax.legend()
@@ -137,7 +137,7 @@ def draw_expected_logits(path, encodings, length=1024):
     top = 0.0
     for label, (pe, head_dim) in encodings.items():
         curve = expected_logits(pe, length, head_dim)
-        ax.plot(curve, label=label, lw=1)
+        ax.plot(curve.numpy(), label=label, lw=1)
         top = max(top, curve.max().item())
     ax.set_ylim(-top, 1.1 * top)  # linear biases fall far below: keep the oscillating curves readable
     ax.set(xlabel="relative distance i - j", ylabel="E[logit] for q = k ~ N(0, I)",
@@ -150,7 +150,7 @@ def draw_bias_per_head(path, bias, title):
     """bias: (H, n) from bias_by_distance."""
     fig, ax = plt.subplots(figsize=(7, 4))
     for h, row in enumerate(bias):
-        ax.plot(row, label=f"head {h}", lw=1)
+        ax.plot(row.numpy(), label=f"head {h}", lw=1)
     ax.set(xlabel="relative distance i - j", ylabel="bias added to the logit", title=title)
     ax.legend(fontsize=7, ncol=2)
     return _save(fig, path)
@@ -158,7 +158,7 @@ def draw_bias_per_head(path, bias, title):
 
 def draw_similarity(path, table, title):
     fig, ax = plt.subplots(figsize=(5.5, 4.5))
-    im = ax.imshow(cosine_similarity_matrix(table), cmap="RdBu_r", vmin=-1, vmax=1)
+    im = ax.imshow(cosine_similarity_matrix(table).numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
     fig.colorbar(im, ax=ax, label="cosine similarity")
     ax.set(xlabel="position", ylabel="position", title=title)
     return _save(fig, path)
@@ -178,13 +178,13 @@ def draw_rope_angles(path, head_dim=128, base=10000.0, train_len=1024, factor=4.
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
     for ax, (pair_label, j) in zip(axes[:2], pairs.items()):
         for label, inv in curves.items():
-            ax.plot(m, rope_angles(inv, m)[:, j], label=label, lw=1)
+            ax.plot(m.numpy(), rope_angles(inv, m)[:, j].numpy(), label=label, lw=1)
         ax.axvline(train_len, color="grey", ls=":", label="training length")
         ax.set(xlabel="position m", ylabel="angle m·θ_j (rad)", title=f"RoPE rotation angle, {pair_label}")
         ax.legend(fontsize=8)
     base_inv = curves["RoPE"]
     for label, inv in curves.items():
-        axes[2].plot(inv / base_inv, label=label, lw=1)
+        axes[2].plot((inv / base_inv).numpy(), label=label, lw=1)
     axes[2].set(xlabel="pair index j (high → low frequency)", ylabel="θ'_j / θ_j", yscale="log",
                 title=f"θ'_j / θ_j: 1 extrapolates, 1/{factor:g} interpolates")
     axes[2].legend(fontsize=8)

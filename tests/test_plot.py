@@ -1,0 +1,111 @@
+"""positional/plot.py: the numbers behind each picture against formulas, and every figure
+written as a readable PNG."""
+import math
+
+import pytest
+import torch
+
+from positional import plot
+from positional.alibi import ALiBi, alibi_slopes
+from positional.nope import NoPE
+from positional.rope import RoPE
+from positional.sinusoidal import Sinusoidal, sinusoidal_table
+from positional.t5 import T5Bias, relative_position_bucket
+from positional.xpos import XPos
+from tests.conftest import run_py
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_rope_decay_bound_at_zero_and_by_hand():
+    # m = 0: S_i = i, so the mean over i = 1..d/2 is (d/2 + 1) / 2 = 32.5 for d = 128
+    assert plot.rope_decay_bound([0], head_dim=128).item() == pytest.approx(32.5)
+    # d = 4, m = 1: theta = (1, 0.01); |S_1| = 1, |S_2| = |e^i + e^0.01i| = 2 cos(0.495)
+    assert plot.rope_decay_bound([1], head_dim=4).item() == pytest.approx((1 + 2 * math.cos(0.495)) / 2)
+    far = plot.rope_decay_bound(torch.arange(500, 1000), head_dim=128)
+    assert far.max() < 32.5 / 2  # the long-range decay the picture is about
+    # a larger base keeps more of the bound at long range (the point of raising the base)
+    assert plot.rope_decay_bound(torch.arange(200, 1000), 128, 1e6).mean() > far.mean()
+
+
+def test_expected_logits_rope_and_xpos_by_hand():
+    D, n = 8, 40
+    m = torch.arange(n, dtype=torch.float64)[:, None]
+    theta = 10000.0 ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    # E[<R_L x, R_{L-m} x>] = tr(R_m) = sum_j 2 cos(m theta_j), divided by sqrt(D)
+    want = (2 * torch.cos(m * theta)).sum(-1) / math.sqrt(D)
+    torch.testing.assert_close(plot.expected_logits(RoPE(D), n, D).double(), want, atol=1e-5, rtol=1e-5)
+    # xPos: pair j also decays by zeta_j^(m / gamma)
+    zeta = (torch.arange(0, D, 2, dtype=torch.float64) / D + 0.4) / 1.4
+    want = (2 * torch.cos(m * theta) * zeta ** (m / 16.0)).sum(-1) / math.sqrt(D)
+    torch.testing.assert_close(plot.expected_logits(XPos(D, scale_base=16.0), n, D).double(), want,
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_expected_logits_bias_and_embedding_by_hand():
+    D, H, n = 8, 4, 30
+    dist = torch.arange(n, dtype=torch.float32)
+    # no position signal: E[|x|^2] / sqrt(D) at every distance
+    torch.testing.assert_close(plot.expected_logits(NoPE(), n, D), torch.full((n,), math.sqrt(D)))
+    # ALiBi: that, plus the mean over heads of -slope * distance
+    want = math.sqrt(D) - alibi_slopes(H).mean() * dist
+    torch.testing.assert_close(plot.expected_logits(ALiBi(H), n, D), want, atol=1e-5, rtol=1e-5)
+    # sinusoidal: each head sees its D channels of the table: (D + mean_h <p_L,h, p_L-m,h>) / sqrt(D)
+    table = sinusoidal_table(n, D * H).double()
+    dots = (table[-1].view(H, D) * table.flip(0).view(n, H, D)).sum(-1).mean(-1)  # (n,) by distance
+    want = (D + dots) / math.sqrt(D)
+    torch.testing.assert_close(plot.expected_logits(Sinusoidal(D * H), n, D).double(), want, atol=1e-5, rtol=1e-5)
+
+
+def test_bias_by_distance_alibi_and_t5():
+    bias = plot.bias_by_distance(ALiBi(4), 50)
+    assert bias.shape == (4, 50)
+    torch.testing.assert_close(bias, -alibi_slopes(4)[:, None] * torch.arange(50.0)[None, :])
+    t5 = T5Bias(2, num_buckets=8, max_distance=20)
+    with torch.no_grad():
+        t5.table.weight.copy_(torch.arange(16.0).view(8, 2))
+    buckets = relative_position_bucket(-torch.arange(30), False, 8, 20)
+    torch.testing.assert_close(plot.bias_by_distance(t5, 30), t5.table.weight[buckets].T)
+    assert plot.bias_by_distance(RoPE(8), 10) is None
+
+
+def test_similarity_and_angles():
+    sim = plot.cosine_similarity_matrix(torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, -2.0]]))
+    want = torch.tensor([[1, 1 / math.sqrt(2), 0], [1 / math.sqrt(2), 1, -1 / math.sqrt(2)],
+                         [0, -1 / math.sqrt(2), 1]])
+    torch.testing.assert_close(sim, want)
+    table = plot.position_table(Sinusoidal(16), 10)
+    torch.testing.assert_close(table, sinusoidal_table(10, 16))
+    assert plot.position_table(ALiBi(2), 10) is None
+    inv = torch.tensor([1.0, 0.5])
+    assert plot.rope_angles(inv, [0, 3]).tolist() == [[0.0, 0.0], [3.0, 1.5]]
+
+
+def test_scaled_inv_freq_interpolates_and_extrapolates():
+    base = plot.scaled_inv_freq(32, 10000.0)
+    torch.testing.assert_close(plot.scaled_inv_freq(32, 10000.0, "linear", 4.0, 64), base / 4)  # PI: all interpolated
+    yarn = plot.scaled_inv_freq(32, 10000.0, "yarn", 4.0, 4096) / base
+    # YaRN keeps pairs that turn > beta_fast times in the original length (the fastest:
+    # 4096 / 2pi) and interpolates those that turn < beta_slow times (the slowest: 0.12)
+    assert yarn[0].item() == pytest.approx(1.0) and yarn[-1].item() == pytest.approx(0.25)
+
+
+def test_draw_all_writes_every_figure(tmp_path):
+    paths = plot.draw_all(str(tmp_path), head_dim=16, n_head=4, length=64, bases=(1e4, 1e5))
+    assert {"rope_decay", "rope_angles", "expected_logits", "alibi_bias", "sinusoidal_similarity"} <= set(paths)
+    for path in paths.values():
+        data = open(path, "rb").read()
+        assert data.startswith(PNG) and len(data) > 5000, path
+    t5 = T5Bias(3)
+    with torch.no_grad():
+        t5.table.weight.normal_()
+    data = open(plot.draw_bias_per_head(str(tmp_path / "t5.png"), plot.bias_by_distance(t5, 200), "t5"), "rb").read()
+    assert data.startswith(PNG) and len(data) > 5000
+
+
+def test_cli(tmp_path):
+    r = run_py("-m", "positional.plot", f"--out={tmp_path}", "--head_dim=16", "--length=64", "--n_head=2")
+    assert len(r.stdout.split()) >= 5 and all(p.endswith(".png") for p in r.stdout.split())
+    r = run_py("-m", "positional.plot", f"--out={tmp_path}", "--head_dim=15", check=False)
+    assert r.returncode == 2 and r.stderr.strip().startswith("error: need an even --head_dim")
+    assert len(r.stderr.strip().splitlines()) == 1
