@@ -1,0 +1,130 @@
+"""compare.py end to end on tiny data: report, CSVs and PNGs with both runs; a second
+invocation skips finished runs; a longer budget resumes; bad input gets one line."""
+import csv
+import glob
+import json
+import os
+import subprocess
+
+import pytest
+import torch
+
+import compare
+import compare_report
+from tests.conftest import ROOT, TINY_ARGS, run_py
+from tests.wandb_reader import history
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def args(tiny_data, out_root, *extra):
+    tiny = [a for a in TINY_ARGS if not a.startswith(("--max_iters", "--eval_interval"))]
+    return ["compare.py", "configs/compare.py", *tiny, f"--data_dir={tiny_data}", f"--out_root={out_root}",
+            "--only=rope,learned", "--max_iters=20", "--eval_interval=10", "--lr_decay_iters=0",
+            "--eval_lengths=[16,32,64]", "--eval_tokens=256", *extra]
+
+
+def test_compare_trains_reports_skips_and_resumes(tiny_data, tmp_path):
+    out = tmp_path / "cmp"
+    env = {"OMP_NUM_THREADS": "1"}
+    r = run_py(*args(tiny_data, out), env=env)
+    assert "[1/2 rope s1337] training" in r.stdout and "[2/2 learned s1337] iter 20/20" in r.stdout
+
+    report = (out / "report" / "report.md").read_text()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert f"`{head}" in report and "python compare.py configs/compare.py" in report
+    table = [line for line in report.splitlines() if line.startswith("| ")]
+    assert table[0].startswith("| encoding | params | train loss | val loss | tok/s | wall | ppl@16 (train)")
+    rows = {line.split(" | ")[0][2:]: line for line in table[1:]}
+    assert {"rope", "learned", "rope+linear", "rope+ntk", "rope+yarn"} <= set(rows)
+    assert rows["learned"].rstrip(" |").endswith("— | —")  # a 16-position table cannot reach 32 or 64
+    assert "—" not in rows["rope"]
+
+    with open(out / "report" / "runs.csv") as f:
+        runs = {row["label"]: row for row in csv.DictReader(f)}
+    for label in ("rope", "learned"):
+        run = runs[label]
+        ckpt = torch.load(out / f"{label}-s1337" / "ckpt.pt", weights_only=False)
+        assert float(run["val_loss"]) == pytest.approx(ckpt["val_loss"])  # the log agrees with the checkpoint
+        assert float(run["ppl@16"]) > 1 and float(run["tokens_per_sec"]) > 0 and float(run["wall_s"]) > 0
+    assert float(runs["learned"]["params"]) > 0 and runs["learned"]["ppl@64"] in ("", "nan")
+    with open(out / "report" / "eval.csv") as f:
+        labels = {row["label"] for row in csv.DictReader(f)}
+    assert labels == {"rope", "rope+linear", "rope+ntk", "rope+yarn", "learned"}
+    pngs = ["val_loss", "ppl_vs_length", "encodings/rope_decay", "encodings/expected_logits",
+            "encodings/rope_angles", "encodings/alibi_bias", "encodings/learned_trained_similarity"]
+    for name in pngs:
+        data = (out / "report" / f"{name}.png").read_bytes()
+        assert data.startswith(PNG) and len(data) > 5000, name
+        assert f"({name}.png)" in report, name
+
+    # second invocation: nothing trained or evaluated again
+    stamp = {p: os.path.getmtime(p) for p in glob.glob(str(out / "*-s1337" / "*.*"))}
+    r = run_py(*args(tiny_data, out), env=env)
+    assert r.stdout.count("training skipped") == 2 and r.stdout.count("evaluation cached") == 2, r.stdout
+    assert "iter " not in r.stdout
+    assert stamp == {p: os.path.getmtime(p) for p in glob.glob(str(out / "*-s1337" / "*.*"))}
+
+    # a larger budget resumes the rope run from its checkpoint, and logs the evaluation to wandb
+    wenv = dict(env, WANDB_MODE="offline", HOME=str(tmp_path), NETRC=str(tmp_path / "none"))
+    r = run_py(*args(tiny_data, out, "--only=rope", "--max_iters=30", "--wandb_log=True"), env=wenv)
+    assert "[1/1 rope s1337] resuming from iter 20" in r.stdout and "iter 30/30" in r.stdout
+    assert torch.load(out / "rope-s1337" / "ckpt.pt", weights_only=False)["iter_num"] == 30
+    log = [json.loads(line) for line in open(out / "rope-s1337" / "log.jsonl")]
+    assert [row["iter"] for row in log if row["event"] == "start"] == [0, 20]
+    tables = [row for f in glob.glob(str(out / "rope-s1337" / "wandb" / "offline-run-*" / "run-*.wandb"))
+              for row in history(f) if "eval/ppl_by_length/nrows" in row]
+    assert len(tables) == 1 and tables[0]["eval/ppl_by_length/nrows"] == 4 * 3  # 4 labels x 3 lengths
+
+
+def main_error(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        compare.main(argv)
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and err.startswith("error: "), err
+    return err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--only=rotary"], "unknown encoding 'rotary'; valid: none, learned"),
+    (["--out_dir=x"], "'out_dir' is set by compare.py"),
+    (["--seeds=two"], "compare key 'seeds' wants a int"),
+    (["--eval_lengths=[0]"], "positive integer eval_lengths"),
+    (["--n_layr=2"], "did you mean 'n_layer'?"),
+])
+def test_bad_input_one_line(extra, message, tiny_data, tmp_path, capsys):
+    assert message in main_error(args(tiny_data, tmp_path / "cmp", *extra)[1:], capsys)
+    assert not os.listdir(tmp_path)
+
+
+def test_changed_recipe_is_refused_before_training(tiny_data, tmp_path, capsys):
+    run_dir = tmp_path / "rope-s1337"
+    run_py("train.py", *TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={run_dir}", "--max_iters=5")
+    before = (run_dir / "ckpt.pt").read_bytes()
+    err = main_error(args(tiny_data, tmp_path, "--only=rope", "--n_embd=64")[1:], capsys)
+    assert "was trained with n_embd=32, this comparison asks for 64; use another --out_root" in err
+    assert (run_dir / "ckpt.pt").read_bytes() == before
+
+
+def test_read_log_sums_segments_and_keeps_the_latest_eval(tmp_path):
+    rows = [dict(event="start", iter=0, params=100, elapsed=0.0),
+            dict(event="eval", iter=0, tokens=0, train_loss=4.0, val_loss=4.1, elapsed=1.0),
+            dict(event="train", iter=5, tokens=50, tokens_per_sec=10.0, elapsed=2.0),
+            dict(event="train", iter=10, tokens=100, tokens_per_sec=30.0, elapsed=4.0),
+            dict(event="eval", iter=10, tokens=100, train_loss=3.0, val_loss=3.1, elapsed=5.0),
+            dict(event="train", iter=15, tokens=150, tokens_per_sec=20.0, elapsed=7.0),   # then interrupted
+            dict(event="start", iter=10, params=100, elapsed=0.0),
+            dict(event="train", iter=15, tokens=150, tokens_per_sec=40.0, elapsed=3.0),
+            dict(event="eval", iter=20, tokens=200, train_loss=2.0, val_loss=2.5, elapsed=6.0)]
+    (tmp_path / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    m = compare_report.read_log(tmp_path)
+    assert m["wall_s"] == 7.0 + 6.0 and m["params"] == 100
+    assert (m["train_loss"], m["val_loss"]) == (2.0, 2.5)
+    assert m["curve"] == [(0, 4.1), (100, 3.1), (200, 2.5)]
+    assert m["tokens_per_sec"] == 30.0  # median of 30, 20, 40 (the first interval is warm-up)
+
+
+def test_mean_and_spread():
+    assert compare_report.fmt([1.0, 2.0, 3.0], ".2f") == "2.00 ± 1.00"
+    assert compare_report.fmt([5.0], ".1f") == "5.0"
+    assert compare_report.fmt([float("nan")], ".1f") == "—"
