@@ -25,13 +25,13 @@ import time
 import checkpoint
 import compare_report
 from config import FIELDS, Config, ConfigError, coerce, load_file, parse_override
-from train import fmt_time
+from train import fmt_time, pick_device
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 # compare.py's own keys and their defaults; every other key is a training key (config.Config)
 DEFAULTS = dict(encodings="all", only="", seeds=1, out_root="out-compare", report_dir="",
-                eval_lengths=[256, 512, 1024], eval_tokens=8192, eval_mode="nonoverlap", eval_device="cpu",
+                eval_lengths=[256, 512, 1024], eval_tokens=8192, eval_mode="nonoverlap", eval_device="auto",
                 rope_scalings=[], rope_factor=0.0, plots=True)
 PER_RUN = ("pos_encoding", "out_dir", "init_from", "wandb_run_name")   # set by compare.py for each run
 # training keys a finished run may differ in and still count (they do not change what is trained)
@@ -39,7 +39,7 @@ NOT_COMPARED = {"max_iters", "lr_decay_iters", "eval_interval", "log_interval", 
                 "compile", "backend", "data_dir", "wandb_log", "wandb_project", "wandb_group", "eval_only"}
 
 
-def as_list(key, value):
+def as_list(value):
     if isinstance(value, str):
         return [v.strip() for v in value.split(",") if v.strip()]
     if isinstance(value, (list, tuple)):
@@ -56,7 +56,7 @@ def parse(argv):
             if key in DEFAULTS:
                 want = type(DEFAULTS[key])
                 if want is list:
-                    value = as_list(key, value)
+                    value = as_list(value)
                 elif want is float and isinstance(value, int) and not isinstance(value, bool):
                     value = float(value)
                 elif want is str and key in ("only", "encodings") and isinstance(value, (list, tuple)):
@@ -75,9 +75,9 @@ def parse(argv):
 def check(settings, train_keys):
     import positional
     cfg = Config(**train_keys).validate()  # every training key checked before anything runs
-    names = list(positional.REGISTRY) if settings["encodings"] == "all" else as_list("encodings", settings["encodings"])
+    names = list(positional.REGISTRY) if settings["encodings"] == "all" else as_list(settings["encodings"])
     if settings["only"]:
-        names = as_list("only", settings["only"])
+        names = as_list(settings["only"])
     unknown = [n for n in names if n not in positional.REGISTRY]
     if unknown:
         raise ConfigError(f"unknown encoding {unknown[0]!r}; valid: {', '.join(positional.REGISTRY)}")
@@ -149,7 +149,8 @@ def evaluate_run(run_dir, enc, settings, data_dir, iter_num):
     import positional
     key = {k: settings[k] for k in ("eval_lengths", "eval_tokens", "eval_mode", "rope_factor")}
     key["iter_num"] = iter_num  # a run trained further is evaluated again
-    key["rope_scalings"] = settings["rope_scalings"] if getattr(positional.REGISTRY[enc], "supports_rope_scaling", False) else []
+    scalable = getattr(positional.REGISTRY[enc], "supports_rope_scaling", False)  # a capability, not a name
+    key["rope_scalings"] = settings["rope_scalings"] if scalable else []
     path = os.path.join(run_dir, "results.json")
     if os.path.exists(path):
         with open(path) as f:
@@ -158,11 +159,10 @@ def evaluate_run(run_dir, enc, settings, data_dir, iter_num):
             return cached["rows"], False
     variants = [(enc, None)] + [(f"{enc}+{m}", {"rope_scaling": m, "rope_factor": key["rope_factor"]})
                                 for m in key["rope_scalings"]]
-    rows = []
+    rows, device = [], pick_device(settings["eval_device"])
     for label, overrides in variants:
         got = evaluate.evaluate_checkpoint(run_dir, key["eval_lengths"], mode=key["eval_mode"], overrides=overrides,
-                                           tokens_per_point=key["eval_tokens"], device=settings["eval_device"],
-                                           data_dir=data_dir)
+                                           tokens_per_point=key["eval_tokens"], device=device, data_dir=data_dir)
         rows += [dict(row, label=label) for row in got]
     tmp = path + ".tmp"
     with open(tmp, "w") as f:

@@ -13,12 +13,20 @@ import platform
 import subprocess
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+CAPTIONS = {
+    "val_loss": "Validation loss against tokens seen, every run.",
+    "ppl_vs_length": "Perplexity against evaluation length (dashed: RoPE extension methods, no retraining).",
+    "rope_decay": "RoPE's long-range decay bound (RoFormer section 3.4.3), d = 128, for several bases.",
+    "rope_angles": "RoPE rotation angles, and how each extension method rescales each frequency.",
+    "expected_logits": "Expected attention logit against distance for identical random q = k.",
+}
 
 
 def read_log(run_dir):
@@ -109,21 +117,30 @@ def plot_val_loss(path, results):
 
 
 def plot_ppl(path, labels, by_label, lengths, train_len):
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, label in enumerate(labels):
-        per_seed = torch.tensor([[s["ppl"].get(L, math.nan) for L in lengths] for s in by_label[label]])  # (S, n)
+    """One colour per encoding; its RoPE extension methods in the same colour, dashed."""
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    colors, dashes = {}, {}
+    for label in labels:
+        seeds = by_label[label]
+        per_seed = torch.tensor([[s["ppl"].get(L, math.nan) for L in lengths] for s in seeds])  # (S, n)
         mean = per_seed.nanmean(0)
+        color = colors.setdefault(seeds[0]["encoding"], f"C{len(colors) % 10}")
+        k = dashes[color] = dashes.get(color, -1) + (0 if seeds[0]["main"] else 1)
+        style = "-" if seeds[0]["main"] else ["--", ":", "-."][k % 3]
         if torch.isnan(mean).all():
             continue
-        style = "-" if by_label[label][0]["main"] else "--"
-        ax.plot(lengths, mean.numpy(), style, marker="o", ms=3, lw=1, color=f"C{i % 10}", label=label)
+        ax.plot(lengths, mean.numpy(), style, marker="o", ms=3, lw=1.2, color=color, label=label)
         if len(per_seed) > 1:
-            ax.fill_between(lengths, per_seed.min(0).values.numpy(), per_seed.max(0).values.numpy(), color=f"C{i % 10}", alpha=0.2)
+            lo, hi = per_seed.min(0).values.numpy(), per_seed.max(0).values.numpy()
+            ax.fill_between(lengths, lo, hi, color=color, alpha=0.2)
     ax.axvline(train_len, color="grey", ls=":", label="training length")
-    ax.set(xscale="log", yscale="log", xlabel="evaluation length (tokens)", ylabel="perplexity",
+    ax.set(xscale="log", yscale="log", xlabel="evaluation length (tokens)", ylabel="validation perplexity",
            title="Perplexity against evaluation length")
     ax.set_xticks(lengths, [str(L) for L in lengths])
-    ax.legend(fontsize=7)
+    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -191,16 +208,18 @@ def write(results, failed, settings, cfg, command):
           f"- evaluation: {settings['eval_mode']} windows, {settings['eval_tokens']:,} tokens per point, "
           f"split val; RoPE extension methods use factor {settings['rope_factor']:g}",
           "", "## Results", "",
-          f"Loss is per token (nats). {'Values are mean ± std over ' + str(n_seeds) + ' seeds. ' if n_seeds > 1 else ''}"
+          "Loss is per token (nats). " + (f"Values are mean ± std over {n_seeds} seeds. " if n_seeds > 1 else "") +
           f"ppl@L is the perplexity of windows of L tokens; '—' means the run cannot be evaluated there "
           f"(e.g. a position table shorter than L). tok/s is the median training throughput.", "",
           *table, ""]
     if failed:
-        md += ["**Failed runs** (rerun the command to retry):", ""] + [f"- {e} seed {s}: {msg}" for e, s, msg in failed]
+        md += ["**Failed runs** (rerun the command to retry):", ""]
+        md += [f"- {e} seed {s}: {msg}" for e, s, msg in failed]
         md.append("")
-    md += ["## Plots", ""] + [f"![{name}]({rel(p)})" for name, p in pngs.items() if name in ("val_loss", "ppl_vs_length")]
-    md += ["", "## What each encoding does", ""] + [
-        f"![{name}]({rel(p)})" for name, p in pngs.items() if name not in ("val_loss", "ppl_vs_length")]
+    runs_plots = ("val_loss", "ppl_vs_length")
+    figure = lambda name, p: f"{CAPTIONS.get(name, name.replace('_', ' ') + '.')}\n\n![{name}]({rel(p)})\n"  # noqa
+    md += ["## Plots", ""] + [figure(name, p) for name, p in pngs.items() if name in runs_plots]
+    md += ["## What each encoding does", ""] + [figure(name, p) for name, p in pngs.items() if name not in runs_plots]
     md += ["", "## Commands", "", "```", command, "```", "", "Each run:", "", "```"] + [
         r["command"] for r in results] + ["```", "",
         f"Files: [runs.csv](runs.csv) (one row per run), [eval.csv](eval.csv) (every evaluation point).", ""]

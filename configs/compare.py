@@ -19,7 +19,6 @@ warmup_iters = 50
 eval_interval = 50            # points of the validation-loss-against-tokens curve
 eval_iters = 10
 log_interval = 25
-device = "cpu"
 wandb_log = False             # True: every run (and its length evaluation) in one wandb group
 wandb_group = ""              # "": "compare-<out_root>"
 

@@ -205,7 +205,7 @@ def load_trained(out_dir):
     ckpt = checkpoint.load(out_dir)
     model = GPT(GPTConfig(**ckpt["model_args"]))
     model.load_state_dict(ckpt["model"])
-    label = f"{model.pe.name} (trained, {os.path.basename(os.path.normpath(out_dir))})"
+    label = f"{model.pe.name} (trained)"
     return label, (model.pe.eval(), model.config.n_embd // model.config.n_head)
 
 
