@@ -192,6 +192,9 @@ def log_eval_to_wandb(run_dir, rows, enc, seed, settings):
 
 # ---- the comparison -------------------------------------------------------------------
 def main(argv):
+    if {"-h", "--help"} & set(argv):
+        print(__doc__ + "\nKeys of compare.py: " + ", ".join(DEFAULTS) + "; any other key is a training key (config.py).")
+        return
     try:
         settings, train_keys, cfg = parse(argv)
         runs = [(enc, seed, os.path.join(settings["out_root"], f"{enc}-s{seed}"))
