@@ -109,7 +109,8 @@ def train_command(train_keys, settings, enc, seed, run_dir, resume):
     keys = dict(train_keys, seed=seed, wandb_group=settings["wandb_group"])
     args = [as_arg(k, v) for k, v in keys.items() if v != FIELDS[k].default]
     args += [f"--pos_encoding={enc}", f"--out_dir={run_dir}", f"--wandb_run_name={enc}-s{seed}"]
-    return [sys.executable, "train.py", *args] + (["--init_from=resume"] if resume else [])
+    train_py = os.path.relpath(os.path.join(ROOT, "train.py"))  # paths in the keys are relative to the cwd
+    return [sys.executable, train_py, *args] + (["--init_from=resume"] if resume else [])
 
 
 def trained_iters(run_dir, train_keys, cfg):
@@ -129,7 +130,7 @@ def train_run(cmd, log_path, tag):
     """Run train.py, echoing its progress lines with `tag`; the full output goes to log_path."""
     with open(log_path, "a") as log:
         log.write(f"$ {shlex.join(cmd)}\n")
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env=dict(os.environ, PYTHONUNBUFFERED="1"))
         tail = []
         for line in proc.stdout:
