@@ -45,24 +45,29 @@ def expected_logits(pe, n_distances, head_dim):
     x, for a query at position L = n-1 and a key m = 0 .. n-1 positions back, mean over heads.
     Each head sees x plus its slice of the position embedding e (identity projections):
 
-        E[ f(x + e_L, x + e_{L-m}) ] = sum_b f(u_b, u_b) + mean_h f(e_L,h, e_{L-m},h),
+        E[ f(x + e_L, x + e_{L-m}) ] = E[f(x, x)] + mean_h f(e_L,h, e_{L-m},h)
         f(q, k) = <rotate(q), rotate(k)> / sqrt(D)   (or the encoding's attention_logits)
 
-    plus mean_h bias_h(L, L-m). f is bilinear, so the expectation is exact: the u_b are
-    the unit basis vectors (sum_b u_b^T M u_b = tr M = E[x^T M x]); cross terms have mean 0.
+    plus mean_h bias_h(L, L-m). f is at most quadratic in x, so E[f(x, x)] is exact from
+    the 2D vectors +-sqrt(D) u_b (u_b the unit basis): their mean is 0 and their covariance
+    I, so averaging f over them gives tr(M) + c for f = x^T M x + (linear) + c, no sampling.
+    The split of the embedding term assumes f bilinear (true without attention_logits).
     Returns (n_distances,) float32, index m = distance."""
     L = n_distances - 1
     pe.set_length(n_distances)
     q_pos, k_pos = torch.tensor([L]), torch.arange(n_distances)
 
-    def f(q, k):                                                   # (B, H, 1, D), (B, H, n, D) -> (B, H, 1, n)
+    def f(q, k):                                                   # (B, H, 1, D), (B, H, n, D) -> (B, H', 1, n)
         q, k = pe.rotate(q, q_pos), pe.rotate(k, k_pos, is_key=True)
         logits = pe.attention_logits(q, k, q_pos, k_pos, 0)
         return logits if logits is not None else (q @ k.transpose(-1, -2)) / math.sqrt(head_dim)
 
     with torch.no_grad():
-        u = torch.eye(head_dim)[:, None, None, :]                              # (D, 1, 1, D): B=D, H=1
-        score = f(u, u.expand(-1, 1, n_distances, head_dim)).sum(0)[0, 0]      # (n,) by key position
+        basis = torch.eye(head_dim) * math.sqrt(head_dim)
+        x = torch.cat([basis, -basis])[:, None, None, :]                       # (2D, 1, 1, D): B=2D, H=1
+        score = torch.zeros(n_distances)
+        for chunk in x.split(32):                                              # bounds memory at long lengths
+            score += f(chunk, chunk.expand(-1, 1, n_distances, head_dim)).sum(0).mean(0)[0] / len(x)
         e_q, e_k = pe.embed(q_pos), pe.embed(k_pos)                            # (1, C), (n, C) or None
         if e_k is not None:
             H = e_k.shape[-1] // head_dim

@@ -57,6 +57,20 @@ def test_expected_logits_bias_and_embedding_by_hand():
     torch.testing.assert_close(plot.expected_logits(Sinusoidal(D * H), n, D).double(), want, atol=1e-5, rtol=1e-5)
 
 
+class AffineLogits(NoPE):
+    """Logits q.k / sqrt(D) + <w, k> - c * distance: a linear term whose mean is 0."""
+    def attention_logits(self, q, k, q_pos, k_pos, layer):
+        dist = (q_pos[:, None] - k_pos[None, :]).float()                        # (Tq, Tk)
+        w = torch.arange(k.shape[-1], dtype=k.dtype)
+        return q @ k.transpose(-1, -2) / math.sqrt(k.shape[-1]) + (k @ w)[..., None, :] - 0.5 * dist
+
+
+def test_expected_logits_through_attention_logits():
+    D = 8
+    want = math.sqrt(D) - 0.5 * torch.arange(20.0)
+    torch.testing.assert_close(plot.expected_logits(AffineLogits(), 20, D), want, atol=1e-5, rtol=1e-5)
+
+
 def test_bias_by_distance_alibi_and_t5():
     bias = plot.bias_by_distance(ALiBi(4), 50)
     assert bias.shape == (4, 50)
