@@ -137,17 +137,17 @@ def draw_rope_decay(path, head_dim=128, length=1024, bases=(1e4, 1e5, 1e6)):
 
 
 def draw_expected_logits(path, encodings, length=1024):
-    """encodings: {label: (PositionalEncoding, head_dim)}."""
-    fig, ax = plt.subplots(figsize=(7, 4))
-    top = 0.0
+    """encodings: {label: (PositionalEncoding, head_dim)}. Drawn relative to distance 0,
+    so that heads of different widths (sqrt(D) at distance 0) share one axis."""
+    fig, ax = plt.subplots(figsize=(8.5, 4.5))
     for label, (pe, head_dim) in encodings.items():
         curve = expected_logits(pe, length, head_dim)
-        ax.plot(curve.numpy(), label=label, lw=1)
-        top = max(top, curve.max().item())
-    ax.set_ylim(-top, 1.1 * top)  # linear biases fall far below: keep the oscillating curves readable
-    ax.set(xlabel="relative distance i - j", ylabel="E[logit] for q = k ~ N(0, I)",
-           title="Expected attention logit against distance")
-    ax.legend(fontsize=8)
+        ax.plot((curve - curve[0]).numpy(), label=f"{label}, D={head_dim}", lw=1)
+    ax.set_yscale("symlog", linthresh=4)  # linear near 0; ALiBi's straight fall stays on the page
+    ax.set(xlabel="relative distance m = i - j", ylabel="E[logit(m)] - E[logit(0)]",
+           title="Expected attention logit against distance, identical q = k ~ N(0, I)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return _save(fig, path)
 
 
