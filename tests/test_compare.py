@@ -128,3 +128,31 @@ def test_mean_and_spread():
     assert compare_report.fmt([1.0, 2.0, 3.0], ".2f") == "2.00 ± 1.00"
     assert compare_report.fmt([5.0], ".1f") == "5.0"
     assert compare_report.fmt([float("nan")], ".1f") == "—"
+
+
+def test_report_of_several_seeds(tmp_path):
+    """Two seeds of one encoding: the table shows mean ± std, the CSV one row per seed."""
+    from types import SimpleNamespace
+    results = []
+    for seed, val, ppl in [(1, 2.0, 10.0), (2, 3.0, 14.0)]:
+        run_dir = tmp_path / f"rope-s{seed}"
+        run_dir.mkdir()
+        rows = [dict(event="start", iter=0, params=1000, elapsed=0.0),
+                dict(event="train", iter=5, tokens=80, tokens_per_sec=100.0, elapsed=1.0),
+                dict(event="eval", iter=10, tokens=160, train_loss=val - 0.1, val_loss=val, elapsed=2.0)]
+        (run_dir / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        evals = [dict(label="rope", length=16, ppl=ppl), dict(label="rope", length=32, ppl=2 * ppl),
+                 dict(label="rope+yarn", length=16, ppl=ppl + 1), dict(label="rope+yarn", length=32, ppl=ppl + 2)]
+        results.append(dict(encoding="rope", seed=seed, run_dir=str(run_dir), rows=evals, command="python train.py"))
+    settings = dict(report_dir=str(tmp_path / "report"), eval_lengths=[16, 32], seed_list=[1, 2], plots=False,
+                    eval_mode="nonoverlap", eval_tokens=64, rope_factor=2.0)
+    cfg = SimpleNamespace(block_size=16, dataset="tiny", n_layer=1, n_head=2, n_embd=32, max_iters=10, batch_size=1)
+    paths = compare_report.write(results, [("alibi", 1, "train.py exited 1")], settings, cfg, "python compare.py")
+    md = open(paths["md"]).read()
+    assert "| rope | 0.001M | 2.4000 ± 0.7071 | 2.5000 ± 0.7071 | 100 ± 0 | 2 ± 0 s | 12.00 ± 2.83 | 24.00 ± 5.66 |" in md
+    assert "| rope+yarn | (same runs) |  |  |  |  | 13.00 ± 2.83 | 14.00 ± 2.83 |" in md
+    assert "mean ± std over 2 seeds" in md and "- alibi seed 1: train.py exited 1" in md
+    with open(paths["runs_csv"]) as f:
+        assert [(r["label"], r["seed"]) for r in csv.DictReader(f)] == [("rope", "1"), ("rope", "2"),
+                                                                         ("rope+yarn", "1"), ("rope+yarn", "2")]
+    assert open(paths["pngs"]["ppl_vs_length"], "rb").read().startswith(PNG)
