@@ -150,8 +150,8 @@ def evaluate_run(run_dir, enc, settings, data_dir, iter_num):
     import positional
     key = {k: settings[k] for k in ("eval_lengths", "eval_tokens", "eval_mode", "rope_factor")}
     key["iter_num"] = iter_num  # a run trained further is evaluated again
-    scalable = getattr(positional.REGISTRY[enc], "supports_rope_scaling", False)  # a capability, not a name
-    key["rope_scalings"] = settings["rope_scalings"] if scalable else []
+    cls = positional.REGISTRY[enc]  # asked by capability, never by name
+    key["rope_scalings"] = [m for m in settings["rope_scalings"] if cls.accepts_rope_scaling(m)]
     path = os.path.join(run_dir, "results.json")
     if os.path.exists(path):
         with open(path) as f:

@@ -28,6 +28,6 @@ eval_lengths = [64, 128, 256, 512, 1024]
 eval_tokens = 8192            # tokens scored per (run, length) point
 eval_mode = "nonoverlap"      # or "sliding" (see evaluate.py)
 # RoPE extension methods, evaluated (no retraining) on the runs of every encoding that
-# supports them (positional capability supports_rope_scaling: rope, xpos)
+# accepts it (capability accepts_rope_scaling of positional/: rope and xpos)
 rope_scalings = ["linear", "ntk", "yarn"]
 rope_factor = 0.0             # 0: max(eval_lengths) / block_size
