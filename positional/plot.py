@@ -103,12 +103,10 @@ def cosine_similarity_matrix(table):
 
 
 def scaled_inv_freq(head_dim, base, method=None, factor=1.0, orig_len=None):
-    """(head_dim/2,) inverse frequencies of RoPE after an extension method (None: plain RoPE)."""
-    if method is None:
-        out = rope_inv_freq(head_dim, base)
-    else:
-        out = rope_inv_freq(head_dim, base, scaling=dict(type=method, factor=factor, original_max_position=orig_len))
-    return (out[0] if isinstance(out, tuple) else out).double()
+    """(head_dim/2,) inverse frequencies of RoPE after an extension method of
+    positional/rope_scaling (None: plain RoPE); orig_len is the trained length."""
+    scaling = dict(type=method, factor=factor, original_max_position=orig_len) if method else None
+    return rope_inv_freq(head_dim, base, scaling=scaling)[0].double()
 
 
 def rope_angles(inv_freq, positions):
@@ -174,10 +172,7 @@ def draw_rope_angles(path, head_dim=128, base=10000.0, train_len=1024, factor=4.
     Right: theta'_j / theta_j per pair: 1 = extrapolation, 1/factor = interpolation."""
     curves = {"RoPE": scaled_inv_freq(head_dim, base)}
     for method in methods:
-        try:
-            curves[method] = scaled_inv_freq(head_dim, base, method, factor, train_len)
-        except TypeError:  # rope_inv_freq without the scaling API: draw plain RoPE only
-            break
+        curves[method] = scaled_inv_freq(head_dim, base, method, factor, train_len)
     m = torch.arange(0, int(train_len * factor) + 1, max(1, int(train_len * factor) // 512))
     pairs = {"fastest pair j=0": 0, f"slowest pair j={head_dim // 2 - 1}": head_dim // 2 - 1}
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
