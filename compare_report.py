@@ -33,9 +33,11 @@ def read_log(run_dir):
     """Training metrics of one run from its log.jsonl. A resumed run has several segments
     (one per process, each starting with a 'start' row): wall time is their sum, and a
     step logged twice (redone after an interruption) keeps its latest value."""
+    path = os.path.join(run_dir, "log.jsonl")
     rows = []
-    with open(os.path.join(run_dir, "log.jsonl")) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    if os.path.exists(path):  # absent for a run trained before train.py wrote it: metrics show as '—'
+        with open(path) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
     wall, seg_end, params = 0.0, 0.0, None
     evals, speeds = {}, []
     for row in rows:

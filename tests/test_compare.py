@@ -3,6 +3,7 @@ invocation skips finished runs; a longer budget resumes; bad input gets one line
 import csv
 import glob
 import json
+import math
 import os
 import subprocess
 
@@ -122,6 +123,8 @@ def test_read_log_sums_segments_and_keeps_the_latest_eval(tmp_path):
     assert (m["train_loss"], m["val_loss"]) == (2.0, 2.5)
     assert m["curve"] == [(0, 4.1), (100, 3.1), (200, 2.5)]
     assert m["tokens_per_sec"] == 30.0  # median of 30, 20, 40 (the first interval is warm-up)
+    (tmp_path / "log.jsonl").unlink()  # a run from before log.jsonl existed: no numbers, no crash
+    assert math.isnan(compare_report.read_log(tmp_path)["val_loss"])
 
 
 def test_mean_and_spread():
