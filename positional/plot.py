@@ -211,10 +211,12 @@ def load_trained(out_dir):
 
 def draw_all(out, head_dim=128, n_head=8, length=1024, bases=(1e4, 1e5, 1e6), checkpoints=(), factor=4.0):
     """Every figure into folder `out`; returns {figure name: path}. Encodings with
-    parameters are drawn only from trained checkpoints (an untrained table says nothing)."""
+    parameters are drawn only from trained checkpoints (an untrained table says nothing).
+    The RoPE angle plot extends a training length of length / factor to `length`."""
+    train_len = max(1, round(length / factor))
     paths = {"rope_decay": draw_rope_decay(os.path.join(out, "rope_decay.png"), head_dim, length, bases),
              "rope_angles": draw_rope_angles(os.path.join(out, "rope_angles.png"), head_dim, bases[0],
-                                             length // int(factor) or 1, factor)}
+                                             train_len, factor)}
     fixed = {}
     for name in REGISTRY:
         pe = build_untrained(name, head_dim, n_head, length)
