@@ -101,12 +101,19 @@ def collect(results):
     return labels, by_label
 
 
+def palette(encodings):
+    """{encoding: colour}, distinct for up to 20 encodings."""
+    names = list(dict.fromkeys(encodings))
+    cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
+    return {name: cmap(i % cmap.N) for i, name in enumerate(names)}
+
+
 def plot_val_loss(path, results):
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    colors, seen = {}, set()
+    colors, seen = palette(r["encoding"] for r in results), set()
     for r in results:
         curve = read_log(r["run_dir"])["curve"]
-        color = colors.setdefault(r["encoding"], f"C{len(colors) % 10}")
+        color = colors[r["encoding"]]
         ax.plot([t for t, _ in curve], [v for _, v in curve], color=color, lw=1,
                 label=None if r["encoding"] in seen else r["encoding"])
         seen.add(r["encoding"])
@@ -121,12 +128,12 @@ def plot_val_loss(path, results):
 def plot_ppl(path, labels, by_label, lengths, train_len):
     """One colour per encoding; its RoPE extension methods in the same colour, dashed."""
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    colors, dashes = {}, {}
+    colors, dashes = palette(by_label[label][0]["encoding"] for label in labels), {}
     for label in labels:
         seeds = by_label[label]
         per_seed = torch.tensor([[s["ppl"].get(L, math.nan) for L in lengths] for s in seeds])  # (S, n)
         mean = per_seed.nanmean(0)
-        color = colors.setdefault(seeds[0]["encoding"], f"C{len(colors) % 10}")
+        color = colors[seeds[0]["encoding"]]
         k = dashes[color] = dashes.get(color, -1) + (0 if seeds[0]["main"] else 1)
         style = "-" if seeds[0]["main"] else ["--", ":", "-."][k % 3]
         if torch.isnan(mean).all():
