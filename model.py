@@ -21,6 +21,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 import positional
+from attention import attend
 from linear_attention import LinearSelfAttention
 
 
@@ -212,10 +213,8 @@ class CausalSelfAttention(nn.Module):
             extra = pe.attention_values(probs, pos, k_pos, self.layer)
             if extra is not None:
                 y = y + extra
-        else:
-            if mask is not None and mask.dtype != torch.bool:
-                mask = mask.to(q.dtype)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, dropout_p=dropout)
+        else:  # the kernel follows from the mask: see attention.py
+            y = attend(q, k, v, mask, dropout, self.training)
         y = y.transpose(1, 2).contiguous().view(B, T, C)                           # (B, T, C)
         return self.resid_dropout(self.c_proj(y))
 

@@ -1,0 +1,86 @@
+"""The attention kernels, and the one place that picks between them.
+
+GPT.forward builds the mask once per forward (model.attention_mask) and every layer calls
+attend(q, k, v, mask, ...). What the encoding provides decides the kernel; no encoding
+is named here:
+
+  mask is None        plain causal, queries and keys at the same positions
+                      -> SDPA with is_causal=True (the fused flash kernel on CPU and CUDA)
+  mask is bool        a window, or cached decoding (Tq != Tk)
+                      -> SDPA with the bool mask
+  mask is float       a score bias (H, Tq, Tk) with -inf where a key is hidden
+      no gradient     -> SDPA with the mask passed as (1, H, Tq, Tk)            [ALiBi; eval]
+      gradient        -> explicit_attention: one baddbmm, softmax, bmm          [T5 training]
+      on CUDA         -> FlexAttention, the bias read by a score_mod             [unmeasured]
+
+Measured on a 2-core CPU (benchmarks/), the choices rest on two facts of PyTorch 2.13's
+CPU SDPA: a 3-D float mask (H, Tq, Tk) sends it to the unfused math kernel while the same
+mask as 4-D (1, H, Tq, Tk) takes the flash kernel, which is then as fast as is_causal; and
+a mask that needs a gradient always falls back to the math kernel, which is slower than
+the hand-written baddbmm path below. FlexAttention has no backward on CPU, and without
+torch.compile it materialises the scores, so it is used on CUDA only.
+
+Tensor contract: q (B, H, Tq, D), k and v (B, H, Tk, D) -> (B, H, Tq, D).
+"""
+import math
+
+import torch
+from torch.nn import functional as F
+
+_flex = None  # compiled FlexAttention, built on first use on CUDA
+
+
+def _flex_attention():
+    global _flex
+    if _flex is None:
+        from torch.nn.attention.flex_attention import flex_attention
+        _flex = torch.compile(flex_attention, dynamic=False)
+    return _flex
+
+
+def use_flex(q, mask):
+    """FlexAttention pays off for score biases on CUDA, where it has a backward pass."""
+    return q.is_cuda and mask is not None and mask.dtype != torch.bool
+
+
+def flex_attention(q, k, v, mask):
+    """FlexAttention with the shared bias as a score_mod and its -inf entries as a block
+    mask, so the kernel skips hidden blocks and never stores (B, H, Tq, Tk).
+    mask: (H, Tq, Tk) float."""
+    from torch.nn.attention.flex_attention import create_block_mask
+    bias = mask.to(q.dtype)
+    visible = ~torch.isneginf(mask).all(0)                                # (Tq, Tk)
+    block_mask = create_block_mask(lambda b, h, qi, ki: visible[qi, ki], None, None,
+                                   q.shape[2], k.shape[2], device=q.device)
+    return _flex_attention()(q, k, v, score_mod=lambda s, b, h, qi, ki: s + bias[h, qi, ki],
+                             block_mask=block_mask)
+
+
+def explicit_attention(q, k, v, mask, dropout=0.0, training=False):
+    """softmax(q k^T / sqrt(D) + mask) v written out, the bias added by the matmul itself
+    (baddbmm). Used where the mask needs a gradient (a learned bias). Stores the
+    (B*H, Tq, Tk) probabilities for backward, as any unfused path must.
+    mask: (H, Tq, Tk) float or (Tq, Tk) bool."""
+    B, H, Tq, D = q.shape
+    Tk = k.shape[2]
+    if mask.dtype == torch.bool:
+        mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
+    bias = mask.to(q.dtype).expand(B, H, Tq, Tk).reshape(B * H, Tq, Tk)
+    scores = torch.baddbmm(bias, q.reshape(B * H, Tq, D), k.reshape(B * H, Tk, D).transpose(1, 2),
+                           alpha=1.0 / math.sqrt(D))                        # (B*H, Tq, Tk)
+    p = F.dropout(torch.softmax(scores.float(), dim=-1).to(v.dtype), dropout, training)
+    return torch.bmm(p, v.reshape(B * H, Tk, D)).view(B, H, Tq, D)
+
+
+def attend(q, k, v, mask, dropout=0.0, training=False):
+    """Attention of q over k, v under the shared mask (see the module docstring)."""
+    if mask is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout if training else 0.0)
+    if mask.dtype != torch.bool:
+        if use_flex(q, mask) and dropout == 0.0:
+            return flex_attention(q, k, v, mask)
+        if mask.requires_grad and torch.is_grad_enabled():
+            return explicit_attention(q, k, v, mask, dropout, training)
+        mask = mask.to(q.dtype)
+    mask = mask.view((1,) * (4 - mask.dim()) + tuple(mask.shape))          # (1, H or 1, Tq, Tk)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout if training else 0.0)

@@ -1,0 +1,291 @@
+"""Benchmark every positional encoding on this machine; print one table, write JSON.
+
+    python bench.py                                  # the default config (configs/base.py shape)
+    python bench.py --block_size=256 --batch_size=16 --sections=train
+    python bench.py --sections=gen --block_size=256 --gen_tokens=2000
+    python bench.py --sections=eval --n_layer=6 --n_head=6 --n_embd=384 --block_size=256 --batch_size=1
+
+Sections (--sections=peak,train,gen,eval; all by default):
+  peak   the machine's float32 matrix-multiply peak, measured here, so that MFU means
+         something on a CPU too
+  train  one training step (forward, backward, AdamW step) per encoding, all in this
+         process, alternating between encodings over --rounds rounds; the median, tokens/s,
+         the ratio to `none`, achieved FLOP/s and the fraction of the measured peak
+  gen    tokens/s generating --gen_tokens new tokens with the KV cache, against recomputing
+         the full context for every token (nanoGPT's way), with the same seed; and whether
+         the two texts are identical
+  eval   time and peak memory of one no-grad forward pass at 1x, 4x and 16x block_size
+
+Memory on CPU is the growth of the process's peak resident set (VmHWM, reset through
+/proc/self/clear_refs) over the resident set just before the pass; on CUDA it is
+torch.cuda.max_memory_allocated. Timings on a shared machine are noisy: compare ratios
+within one run. FLOPs follow nanoGPT/PaLM: 6N per token plus 12 * L * C * T for attention
+(training), a third of that for a forward pass.
+"""
+import argparse
+import gc
+import json
+import os
+import statistics
+import time
+from contextlib import nullcontext
+
+import torch
+from torch.nn import functional as F
+
+import positional
+from model import GPT, GPTConfig
+
+RELATIVE = [n for n in positional.REGISTRY if positional.REGISTRY[n].max_positions is None and n != "none"]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sections", default="peak,train,gen,eval")
+    p.add_argument("--encodings", default=",".join(positional.REGISTRY))
+    for key, default in [("n_layer", 4), ("n_head", 4), ("n_embd", 128), ("block_size", 128), ("batch_size", 32),
+                         ("vocab_size", 65), ("rounds", 7), ("steps", 3), ("gen_tokens", 2000), ("seed", 1337)]:
+        p.add_argument(f"--{key}", type=int, default=default)
+    p.add_argument("--gen_encodings", default=",".join(RELATIVE))
+    p.add_argument("--eval_lengths", default="1,4,16", help="multiples of block_size")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="autocast dtype (CUDA)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
+    p.add_argument("--json", default="bench.json", help="where to write the figures")
+    args = p.parse_args(argv)
+    for name in args.encodings.split(",") + args.gen_encodings.split(","):
+        if name not in positional.REGISTRY:
+            p.error(f"unknown encoding {name!r}; valid: {', '.join(positional.REGISTRY)}")
+    unknown = set(args.sections.split(",")) - {"peak", "train", "gen", "eval"}
+    if unknown:
+        p.error(f"unknown section(s) {', '.join(sorted(unknown))}; valid: peak, train, gen, eval")
+    return args
+
+
+def sync(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def build(args, pos):
+    torch.manual_seed(args.seed)
+    cfg = GPTConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, block_size=args.block_size,
+                    vocab_size=args.vocab_size, pos_encoding=pos, dropout=0.0, bias=False)
+    model = GPT(cfg).to(args.device)
+    return (torch.compile(model) if args.compile else model), model
+
+
+def autocast(args):
+    if args.dtype == "float32":
+        return nullcontext()
+    return torch.autocast(device_type=args.device.split(":")[0], dtype=torch.bfloat16)
+
+
+def matmul_peak(device, n=1024, reps=10):
+    """Best float32 matmul FLOP/s over reps (n x n) @ (n x n) products."""
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    best = float("inf")
+    for _ in range(reps):
+        sync(device)
+        t = time.perf_counter()
+        a @ b
+        sync(device)
+        best = min(best, time.perf_counter() - t)
+    return 2 * n ** 3 / best
+
+
+def flops_per_token(model, T, train=True):
+    cfg = model.config
+    fwd_bwd = 6 * model.get_num_params() + 12 * cfg.n_layer * cfg.n_embd * T
+    return fwd_bwd if train else fwd_bwd / 3
+
+
+def bench_train(args, peak):
+    names = args.encodings.split(",")
+    gen = torch.Generator().manual_seed(args.seed)
+    x = torch.randint(args.vocab_size, (args.batch_size, args.block_size), generator=gen).to(args.device)
+    y = torch.randint(args.vocab_size, (args.batch_size, args.block_size), generator=gen).to(args.device)
+    runs = {}
+    for name in names:
+        model, raw = build(args, name)
+        opt = raw.configure_optimizers(0.1, 1e-4, (0.9, 0.99), args.device.split(":")[0])
+        runs[name] = (model, raw, opt)
+
+    def step(model, opt):
+        with autocast(args):
+            _, loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    times = {name: [] for name in names}
+    for r in range(args.rounds + 1):  # round 0 warms up (and compiles)
+        for name in names:
+            model, _, opt = runs[name]
+            sync(args.device)
+            t = time.perf_counter()
+            for _ in range(args.steps):
+                step(model, opt)
+            sync(args.device)
+            if r:
+                times[name].append((time.perf_counter() - t) / args.steps)
+    tokens = args.batch_size * args.block_size
+    base = statistics.median(times[names[0]]) if "none" not in times else statistics.median(times["none"])
+    out = {}
+    for name in names:
+        dt = statistics.median(times[name])
+        flops = flops_per_token(runs[name][1], args.block_size) * tokens / dt
+        out[name] = dict(ms=dt * 1e3, tokens_per_s=tokens / dt, ratio_to_none=dt / base, flops=flops,
+                         mfu=flops / peak if peak else None, all_ms=[t * 1e3 for t in times[name]])
+    return out
+
+
+@torch.no_grad()
+def recompute_generate(model, idx, n, gen):
+    """nanoGPT's way: the whole context through the model for every new token."""
+    for _ in range(n):
+        logits, _ = model(idx)
+        nxt = torch.multinomial(F.softmax(logits[:, -1, :], dim=-1), 1, generator=gen)
+        idx = torch.cat((idx, nxt), dim=1)
+    return idx
+
+
+def bench_gen(args):
+    out = {}
+    for name in args.gen_encodings.split(","):
+        _, model = build(args, name)
+        model.eval()
+        prompt = torch.zeros(1, 1, dtype=torch.long, device=args.device)
+        res = {}
+        texts = {}
+        for mode in ("cache", "recompute"):
+            gen = torch.Generator(device=args.device).manual_seed(args.seed)
+            sync(args.device)
+            t = time.perf_counter()
+            with autocast(args):
+                if mode == "cache":
+                    texts[mode] = model.generate(prompt, args.gen_tokens, generator=gen)
+                else:
+                    texts[mode] = recompute_generate(model, prompt, args.gen_tokens, gen)
+            sync(args.device)
+            res[f"{mode}_tokens_per_s"] = args.gen_tokens / (time.perf_counter() - t)
+        res["speedup"] = res["cache_tokens_per_s"] / res["recompute_tokens_per_s"]
+        res["same_text"] = bool(torch.equal(texts["cache"], texts["recompute"]))
+        out[name] = res
+    return out
+
+
+def _rss_kib(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return None
+
+
+def measure_pass(fn, device):
+    """(seconds, peak bytes) of fn()."""
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+    else:
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # resets VmHWM, the peak resident set
+        except OSError:
+            pass
+        before = _rss_kib("VmRSS")
+    sync(device)
+    t = time.perf_counter()
+    fn()
+    sync(device)
+    dt = time.perf_counter() - t
+    if device.startswith("cuda"):
+        peak = torch.cuda.max_memory_allocated() - before
+    else:
+        hwm = _rss_kib("VmHWM")
+        peak = (hwm - before) * 1024 if hwm is not None and before is not None else None
+    return dt, peak
+
+
+def bench_eval(args):
+    out = {}
+    mults = [int(m) for m in args.eval_lengths.split(",")]
+    for name in args.encodings.split(","):
+        model, raw = build(args, name)
+        raw.eval()
+        res = {}
+        for m in mults:
+            T = m * args.block_size
+            if raw.pe.max_positions is not None and T > raw.pe.max_positions:
+                res[f"{m}x"] = None  # a position table ends at block_size
+                continue
+            idx = torch.randint(args.vocab_size, (args.batch_size, T), device=args.device)
+            with torch.no_grad(), autocast(args):
+                model(idx[:, :args.block_size])  # warm up
+                dt, peak = measure_pass(lambda: model(idx), args.device)
+            res[f"{m}x"] = dict(T=T, s=dt, peak_bytes=peak)
+        out[name] = res
+    return out
+
+
+def table(results, args):
+    lines = []
+    if "peak" in results:
+        lines.append(f"matmul peak (float32): {results['peak'] / 1e9:.1f} GFLOP/s")
+    if "train" in results:
+        lines.append(f"\ntraining step: {args.n_layer}L {args.n_head}H {args.n_embd}C, block {args.block_size}, "
+                     f"batch {args.batch_size}, median of {args.rounds} rounds x {args.steps} steps")
+        lines.append(f"{'encoding':<12}{'ms/step':>9}{'tok/s':>10}{'vs none':>9}{'GFLOP/s':>9}{'MFU':>7}")
+        for name, r in results["train"].items():
+            mfu = f"{r['mfu'] * 100:6.1f}%" if r["mfu"] else "      -"
+            lines.append(f"{name:<12}{r['ms']:9.1f}{r['tokens_per_s']:10.0f}{r['ratio_to_none']:9.2f}"
+                         f"{r['flops'] / 1e9:9.1f}{mfu:>7}")
+    if "gen" in results:
+        lines.append(f"\ngeneration of {args.gen_tokens} tokens (batch 1, block {args.block_size})")
+        lines.append(f"{'encoding':<12}{'cache tok/s':>12}{'recompute':>11}{'speedup':>9}  same text")
+        for name, r in results["gen"].items():
+            lines.append(f"{name:<12}{r['cache_tokens_per_s']:12.1f}{r['recompute_tokens_per_s']:11.1f}"
+                         f"{r['speedup']:8.1f}x  {'yes' if r['same_text'] else 'NO'}")
+    if "eval" in results:
+        mults = args.eval_lengths.split(",")
+        lines.append(f"\nevaluation forward pass, batch {args.batch_size}: seconds / peak MiB")
+        lines.append(f"{'encoding':<12}" + "".join(f"{m + 'x':>18}" for m in mults))
+        for name, r in results["eval"].items():
+            cells = []
+            for m in mults:
+                c = r[f"{m}x"]
+                mib = f"{c['peak_bytes'] / 2 ** 20:.0f}" if c and c["peak_bytes"] is not None else "?"
+                cells.append(f"{c['s']:9.3f} / {mib:>6}" if c else f"{'n/a':>16}")
+            lines.append(f"{name:<12}" + "".join(f"{c:>18}" for c in cells))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    sections = args.sections.split(",")
+    results = {"args": vars(args), "machine": {"torch": torch.__version__, "threads": torch.get_num_threads(),
+                                               "cpus": os.cpu_count(), "device": args.device}}
+    peak = None
+    if "peak" in sections:
+        peak = results["peak"] = matmul_peak(args.device)
+    if "train" in sections:
+        results["train"] = bench_train(args, peak)
+    if "gen" in sections:
+        results["gen"] = bench_gen(args)
+    if "eval" in sections:
+        results["eval"] = bench_eval(args)
+    print(table(results, args))
+    with open(args.json, "w") as f:
+        json.dump(results, f, indent=1)
+    print(f"\nfigures written to {args.json}")
+
+
+if __name__ == "__main__":
+    main()
