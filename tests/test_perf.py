@@ -1,0 +1,147 @@
+"""The fast attention paths give what the plain reference path gives, for every encoding:
+in training (loss and every gradient) and in cached generation; the bias is built once per
+forward; a compiled model agrees with the eager one."""
+import math
+
+import pytest
+import torch
+
+import attention
+import bench
+import model as model_mod
+import positional
+from tests.conftest import tiny_gpt
+
+ALL = list(positional.REGISTRY)
+
+
+def reference_attend(q, k, v, mask, dropout=0.0, training=False):
+    """softmax(q k^T / sqrt(D) + mask) v, written out in float64: the plain path every
+    kernel must match. mask: None (causal, Tq == Tk), bool (Tq, Tk) or float (H, Tq, Tk)."""
+    Tq, Tk = q.shape[2], k.shape[2]
+    s = (q.double() @ k.double().transpose(-1, -2)) / math.sqrt(q.shape[-1])   # (B, H, Tq, Tk)
+    if mask is None:
+        mask = torch.ones(Tq, Tk, dtype=torch.bool).tril()
+    s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.double()
+    return (torch.softmax(s, dim=-1) @ v.double()).to(q.dtype)
+
+
+def loss_and_grads(m, x, y):
+    m.zero_grad(set_to_none=True)
+    _, loss = m(x, y)
+    loss.backward()
+    return loss.detach(), {n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("window", [0, 5])
+def test_training_fast_path_matches_reference(name, window, monkeypatch):
+    m = tiny_gpt(name, window=window).train()
+    x, y = torch.randint(40, (3, 24)), torch.randint(40, (3, 24))
+    fast_loss, fast = loss_and_grads(m, x, y)
+    monkeypatch.setattr(model_mod, "attend", reference_attend)
+    ref_loss, ref = loss_and_grads(m, x, y)
+    torch.testing.assert_close(fast_loss, ref_loss, rtol=1e-5, atol=1e-5)
+    assert fast.keys() == ref.keys() and len(fast) > 0
+    for n in ref:
+        torch.testing.assert_close(fast[n], ref[n], rtol=1e-4, atol=1e-5, msg=lambda s: f"{n}: {s}")
+    if any(p.requires_grad for p in m.pe.parameters()) and name != "learned":
+        assert all(n in fast for n, _ in m.named_parameters() if n.startswith("pe."))  # a learned bias gets gradients
+
+
+@pytest.mark.parametrize("name", ["none", "learned", "rope", "alibi", "t5", "xpos"])
+def test_generation_fast_path_matches_reference(name, monkeypatch):
+    m = tiny_gpt(name)
+    prompt = torch.randint(40, (2, 5))
+    fast = m.generate(prompt, 20, generator=torch.Generator().manual_seed(3))
+    m.setup_cache(2, 25)  # and the cached logits themselves, step by step
+    fast_logits = [m(prompt)[0]] + [m(fast[:, t:t + 1])[0] for t in range(5, 24)]
+    monkeypatch.setattr(model_mod, "attend", reference_attend)
+    ref = m.generate(prompt, 20, generator=torch.Generator().manual_seed(3))
+    m.setup_cache(2, 25)
+    ref_logits = [m(prompt)[0]] + [m(fast[:, t:t + 1])[0] for t in range(5, 24)]
+    assert torch.equal(fast, ref)
+    torch.testing.assert_close(torch.cat(fast_logits, 1), torch.cat(ref_logits, 1), rtol=1e-5, atol=1e-5)
+
+
+def test_kernel_choice_follows_the_mask(monkeypatch):
+    """No encoding names: plain causal -> SDPA is_causal; a fixed bias -> SDPA with a 4-D
+    mask (its flash kernel on CPU); a bias that needs a gradient -> the explicit path."""
+    calls = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, is_causal=False, **kw):
+        calls.append(("sdpa", None if attn_mask is None else attn_mask.dim(), is_causal))
+        return sdpa(q, k, v, attn_mask=attn_mask, is_causal=is_causal, **kw)
+
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", spy)
+    explicit = attention.explicit_attention
+    monkeypatch.setattr(attention, "explicit_attention", lambda *a: calls.append(("explicit",)) or explicit(*a))
+    x = torch.randint(40, (2, 12))
+    for name, want in [("rope", ("sdpa", None, True)), ("alibi", ("sdpa", 4, False)), ("t5", ("explicit",))]:
+        calls.clear()
+        tiny_gpt(name, n_layer=1).train()(x, x)[1].backward()
+        assert calls == [want], name
+    calls.clear()
+    with torch.no_grad():  # evaluation: a learned bias needs no gradient, SDPA takes the mask
+        tiny_gpt("t5", n_layer=1)(x)
+    assert calls == [("sdpa", 4, False)]
+
+
+@pytest.mark.parametrize("name", ["t5", "alibi"])
+def test_bias_is_built_once_per_forward(name, monkeypatch):
+    m = tiny_gpt(name, n_layer=3).train()
+    calls = []
+    score_bias = m.pe.score_bias
+    monkeypatch.setattr(m.pe, "score_bias", lambda q, k: calls.append(1) or score_bias(q, k))
+    x = torch.randint(40, (2, 16))
+    m(x, x)[1].backward()
+    assert len(calls) == 1
+    m.eval()
+    m.setup_cache(2, 20)
+    with torch.no_grad():
+        m(x)
+        m(x[:, :1])
+    assert len(calls) == 3  # prefill and one decode step: once each
+
+
+def test_flex_attention_is_chosen_for_biases_on_cuda_only():
+    q = torch.zeros(1, 2, 4, 8)
+    bias = torch.zeros(2, 4, 4)
+    assert not attention.use_flex(q, bias)            # CPU: no FlexAttention backward
+    assert not attention.use_flex(q, None)
+    assert not attention.use_flex(q, torch.ones(4, 4, dtype=torch.bool))
+
+
+def test_explicit_attention_matches_reference_with_long_alibi_bias():
+    """float32 at 16x a 64-token block: the explicit path stays within float tolerance."""
+    pe = tiny_gpt("alibi", n_head=4).pe
+    T = 1024
+    pos = torch.arange(T)
+    mask = model_mod.attention_mask(pe.score_bias(pos, pos), pos, pos)     # (H, T, T)
+    q, k, v = (torch.randn(1, 4, T, 8) for _ in range(3))
+    want = reference_attend(q, k, v, mask)
+    torch.testing.assert_close(attention.explicit_attention(q, k, v, mask), want, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(attention.attend(q, k, v, mask), want, rtol=1e-4, atol=1e-5)
+
+
+def test_compiled_model_matches_eager():
+    m = tiny_gpt("t5", n_layer=1)
+    x = torch.randint(40, (2, 16))
+    with torch.no_grad():
+        want = m(x)[0]
+        got = torch.compile(m)(x)[0]
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_bench_runs_every_section_and_writes_json(tmp_path):
+    out = tmp_path / "b.json"
+    bench.main(["--n_layer=1", "--n_head=2", "--n_embd=16", "--block_size=8", "--batch_size=2", "--rounds=2",
+                "--steps=1", "--gen_tokens=6", "--gen_encodings=alibi,rope", "--encodings=none,t5,learned",
+                f"--json={out}"])
+    import json
+    r = json.loads(out.read_text())
+    assert r["peak"] > 0
+    assert set(r["train"]) == {"none", "t5", "learned"} and r["train"]["none"]["ratio_to_none"] == 1.0
+    assert all(g["same_text"] and g["cache_tokens_per_s"] > 0 for g in r["gen"].values())
+    assert r["eval"]["learned"]["4x"] is None and r["eval"]["t5"]["16x"]["T"] == 128
