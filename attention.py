@@ -27,33 +27,34 @@ import math
 import torch
 from torch.nn import functional as F
 
-_flex = None  # compiled FlexAttention, built on first use on CUDA
+_flex = None           # compiled FlexAttention, built on first use (CUDA)
+_block_mask = (None, None)  # (mask, its BlockMask): one per forward, shared by the layers
 
 
-def _flex_attention():
-    global _flex
-    if _flex is None:
-        from torch.nn.attention.flex_attention import flex_attention
-        _flex = torch.compile(flex_attention, dynamic=False)
-    return _flex
+def use_flex(q, k, mask, dropout=0.0):
+    """FlexAttention for a score bias on CUDA, where it has a backward pass; full-length
+    passes only (a decode step has one query: SDPA with the mask row is cheap, and a
+    compiled kernel per cache length is not)."""
+    return (q.is_cuda and mask is not None and mask.dtype != torch.bool and dropout == 0.0
+            and q.shape[2] == k.shape[2])
 
 
-def use_flex(q, mask):
-    """FlexAttention pays off for score biases on CUDA, where it has a backward pass."""
-    return q.is_cuda and mask is not None and mask.dtype != torch.bool
-
-
-def flex_attention(q, k, v, mask):
-    """FlexAttention with the shared bias as a score_mod and its -inf entries as a block
-    mask, so the kernel skips hidden blocks and never stores (B, H, Tq, Tk).
-    mask: (H, Tq, Tk) float."""
-    from torch.nn.attention.flex_attention import create_block_mask
+def flex_attention(q, k, v, mask, compiled=True):
+    """FlexAttention with the shared bias read by a score_mod and its -inf entries turned
+    into a block mask, so hidden blocks are skipped and no (B, H, Tq, Tk) is stored; the
+    bias gets its gradient through the score_mod. mask: (H, Tq, Tk) float.
+    Unmeasured: no GPU was available when this was written (see benchmarks/)."""
+    global _flex, _block_mask
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention as flex
+    if _block_mask[0] is not mask:
+        visible = ~torch.isneginf(mask.detach()).all(0)                   # (Tq, Tk)
+        _block_mask = (mask, create_block_mask(lambda b, h, qi, ki: visible[qi, ki], None, None,
+                                               q.shape[2], k.shape[2], device=q.device))
+    if compiled and _flex is None:
+        _flex = torch.compile(flex, dynamic=False)
     bias = mask.to(q.dtype)
-    visible = ~torch.isneginf(mask).all(0)                                # (Tq, Tk)
-    block_mask = create_block_mask(lambda b, h, qi, ki: visible[qi, ki], None, None,
-                                   q.shape[2], k.shape[2], device=q.device)
-    return _flex_attention()(q, k, v, score_mod=lambda s, b, h, qi, ki: s + bias[h, qi, ki],
-                             block_mask=block_mask)
+    return (_flex if compiled else flex)(q, k, v, score_mod=lambda s, b, h, qi, ki: s + bias[h, qi, ki],
+                                         block_mask=_block_mask[1])
 
 
 def explicit_attention(q, k, v, mask, dropout=0.0, training=False):
@@ -77,7 +78,7 @@ def attend(q, k, v, mask, dropout=0.0, training=False):
     if mask is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout if training else 0.0)
     if mask.dtype != torch.bool:
-        if use_flex(q, mask) and dropout == 0.0:
+        if use_flex(q, k, mask, dropout if training else 0.0):
             return flex_attention(q, k, v, mask)
         if mask.requires_grad and torch.is_grad_enabled():
             return explicit_attention(q, k, v, mask, dropout, training)

@@ -43,14 +43,43 @@ def rope_inv_freq(head_dim: int, base: float = 10000.0, scaling=None, seq_len=No
     return rope_scaling.apply(inv, scaling, base=base, dim=head_dim, seq_len=seq_len)
 
 
+def _rotate_into(x, cos, sin):
+    """The rotation written into one preallocated output: no slices concatenated."""
+    r2 = cos.shape[-1]
+    out = torch.empty_like(x)
+    x1, x2, o1, o2 = x[..., :r2], x[..., r2:2 * r2], out[..., :r2], out[..., r2:2 * r2]
+    torch.mul(x1, cos, out=o1).addcmul_(x2, sin, value=-1)      # x1 cos - x2 sin
+    torch.mul(x2, cos, out=o2).addcmul_(x1, sin)                # x2 cos + x1 sin
+    if x.shape[-1] > 2 * r2:
+        out[..., 2 * r2:] = x[..., 2 * r2:]
+    return out
+
+
+class _Rotate(torch.autograd.Function):
+    """Per pair, the Jacobian is s * [[cos, -sin], [sin, cos]], so the backward pass is the
+    same rotation with -sin. About twice as fast on CPU as autograd through slices and a
+    torch.cat (measured in benchmarks/), and it saves only the (T, r/2) tables."""
+
+    @staticmethod
+    def forward(ctx, x, cos, sin):
+        ctx.save_for_backward(cos, sin)
+        return _rotate_into(x, cos, sin)
+
+    @staticmethod
+    def backward(ctx, grad):
+        cos, sin = ctx.saved_tensors
+        return _rotate_into(grad, cos, -sin), None, None
+
+
 def rotate_half_split(x, cos, sin):
     """Rotate the first 2*cos.shape[-1] channels of x (half-split pairs), pass the rest.
     x: (B, H, T, D); cos, sin: (T, r/2) -> (B, H, T, D)."""
-    r2 = cos.shape[-1]
-    x1, x2, rest = x[..., :r2], x[..., r2:2 * r2], x[..., 2 * r2:]
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
-    out = (x1 * cos - x2 * sin, x2 * cos + x1 * sin)
-    return torch.cat(out + (rest,), dim=-1) if rest.shape[-1] else torch.cat(out, dim=-1)
+    if cos.requires_grad or sin.requires_grad:  # learned angles: let autograd see everything
+        r2 = cos.shape[-1]
+        x1, x2, rest = x[..., :r2], x[..., r2:2 * r2], x[..., 2 * r2:]
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest), dim=-1)
+    return _Rotate.apply(x, cos, sin)
 
 
 class RoPE(PositionalEncoding):

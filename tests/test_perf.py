@@ -1,7 +1,9 @@
 """The fast attention paths give what the plain reference path gives, for every encoding:
 in training (loss and every gradient) and in cached generation; the bias is built once per
 forward; a compiled model agrees with the eager one."""
+import json
 import math
+import warnings
 
 import pytest
 import torch
@@ -118,9 +120,22 @@ def test_bias_is_built_once_per_forward(name, monkeypatch):
 def test_flex_attention_is_chosen_for_biases_on_cuda_only():
     q = torch.zeros(1, 2, 4, 8)
     bias = torch.zeros(2, 4, 4)
-    assert not attention.use_flex(q, bias)            # CPU: no FlexAttention backward
-    assert not attention.use_flex(q, None)
-    assert not attention.use_flex(q, torch.ones(4, 4, dtype=torch.bool))
+    assert not attention.use_flex(q, q, bias)            # CPU: no FlexAttention backward
+    assert not attention.use_flex(q, q, None)
+    assert not attention.use_flex(q, q, torch.ones(4, 4, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("name", ["alibi", "t5"])
+def test_flex_attention_score_mod_matches_reference(name):
+    """The CUDA path's score_mod and block mask, run by FlexAttention's eager CPU version."""
+    pe = tiny_gpt(name, n_head=2, n_embd=32).pe
+    pos = torch.arange(40)
+    mask = model_mod.attention_mask(pe.score_bias(pos, pos), pos, pos, window=9, sinks=2)   # (H, T, T)
+    q, k, v = (torch.randn(1, 2, 40, 16) * 2 for _ in range(3))
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "flex_attention called without torch.compile()"
+        got = attention.flex_attention(q, k, v, mask, compiled=False)
+    torch.testing.assert_close(got, reference_attend(q, k, v, mask), rtol=1e-4, atol=1e-5)
 
 
 def test_explicit_attention_matches_reference_with_long_alibi_bias():
@@ -149,9 +164,22 @@ def test_bench_runs_every_section_and_writes_json(tmp_path):
     bench.main(["--n_layer=1", "--n_head=2", "--n_embd=16", "--block_size=8", "--batch_size=2", "--rounds=2",
                 "--steps=1", "--gen_tokens=6", "--gen_encodings=alibi,rope", "--encodings=none,t5,learned",
                 f"--json={out}"])
-    import json
     r = json.loads(out.read_text())
     assert r["peak"] > 0
     assert set(r["train"]) == {"none", "t5", "learned"} and r["train"]["none"]["ratio_to_none"] == 1.0
     assert all(g["same_text"] and g["cache_tokens_per_s"] > 0 for g in r["gen"].values())
     assert r["eval"]["learned"]["4x"] is None and r["eval"]["t5"]["16x"]["T"] == 128
+
+
+@pytest.mark.parametrize("fraction", [1.0, 0.5])
+def test_fast_rotation_gradient_is_the_inverse_rotation(fraction):
+    """RoPE/xPos rotate through a custom autograd Function: check it against finite
+    differences, with scaled tables as xPos uses them (cos, sin not on the unit circle)."""
+    from positional.rope import rotate_half_split
+    x = torch.randn(2, 3, 5, 8, dtype=torch.float64, requires_grad=True)
+    r2 = int(8 * fraction) // 2
+    cos, sin = torch.randn(5, r2, dtype=torch.float64), torch.randn(5, r2, dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda t: rotate_half_split(t, cos, sin), (x,))
+    want = torch.cat((x[..., :r2] * cos - x[..., r2:2 * r2] * sin, x[..., r2:2 * r2] * cos + x[..., :r2] * sin,
+                      x[..., 2 * r2:]), dim=-1)
+    torch.testing.assert_close(rotate_half_split(x, cos, sin), want)
