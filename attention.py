@@ -23,12 +23,14 @@ torch.compile it materialises the scores, so it is used on CUDA only.
 Tensor contract: q (B, H, Tq, D), k and v (B, H, Tk, D) -> (B, H, Tq, D).
 """
 import math
+import warnings
 
 import torch
 from torch.nn import functional as F
 
 _flex = None           # compiled FlexAttention, built on first use (CUDA)
 _block_mask = (None, None)  # (mask, its BlockMask): one per forward, shared by the layers
+_flex_failed = []           # the error, once FlexAttention has failed in this process
 
 
 def use_flex(q, k, mask, dropout=0.0):
@@ -52,7 +54,7 @@ def flex_attention(q, k, v, mask, compiled=True):
                                                q.shape[2], k.shape[2], device=q.device))
     if compiled and _flex is None:
         _flex = torch.compile(flex, dynamic=False)
-    bias = mask.to(q.dtype)
+    bias = mask  # kept in float32: FlexAttention forms the scores in float32 whatever q's dtype
     return (_flex if compiled else flex)(q, k, v, score_mod=lambda s, b, h, qi, ki: s + bias[h, qi, ki],
                                          block_mask=_block_mask[1])
 
@@ -78,8 +80,12 @@ def attend(q, k, v, mask, dropout=0.0, training=False):
     if mask is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout if training else 0.0)
     if mask.dtype != torch.bool:
-        if use_flex(q, k, mask, dropout if training else 0.0):
-            return flex_attention(q, k, v, mask)
+        if use_flex(q, k, mask, dropout if training else 0.0) and not _flex_failed:
+            try:
+                return flex_attention(q, k, v, mask)
+            except Exception as e:  # an older torch, an unsupported head size: the paths below still work
+                _flex_failed.append(e)
+                warnings.warn(f"FlexAttention failed ({type(e).__name__}: {e}); using SDPA for this run")
         if mask.requires_grad and torch.is_grad_enabled():
             return explicit_attention(q, k, v, mask, dropout, training)
         mask = mask.to(q.dtype)
