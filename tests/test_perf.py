@@ -61,7 +61,7 @@ def test_training_fast_path_matches_reference(name, window, monkeypatch):
         assert all(n in fast for n, _ in m.named_parameters() if n.startswith("pe."))  # a learned bias gets gradients
 
 
-@pytest.mark.parametrize("name", ["none", "learned", "rope", "alibi", "t5", "xpos"])
+@pytest.mark.parametrize("name", ALL)
 def test_generation_fast_path_matches_reference(name, monkeypatch):
     m = sharp_gpt(name)
     prompt = torch.randint(40, (2, 5))
