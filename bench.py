@@ -18,12 +18,14 @@ Sections (--sections=peak,train,gen,eval; all by default):
   eval   time and peak memory of one no-grad forward pass at 1x, 4x and 16x block_size
 
 Memory on CPU is the growth of the process's peak resident set (VmHWM, reset through
-/proc/self/clear_refs) over the resident set just before the pass; on CUDA it is
+/proc/self/clear_refs) over the resident set just before the pass, after malloc_trim has
+returned freed heap pages to the OS (Linux; elsewhere it is left out); on CUDA it is
 torch.cuda.max_memory_allocated. Timings on a shared machine are noisy: compare ratios
 within one run. FLOPs follow nanoGPT/PaLM: 6N per token plus 12 * L * C * T for attention
 (training), a third of that for a forward pass.
 """
 import argparse
+import ctypes
 import gc
 import json
 import os
@@ -211,6 +213,10 @@ def measure_pass(fn, device):
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
     else:
+        try:  # hand freed heap pages back to the OS, so the pass's allocations show in the peak
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except OSError:
+            pass
         try:
             with open("/proc/self/clear_refs", "w") as f:
                 f.write("5")  # resets VmHWM, the peak resident set
