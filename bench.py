@@ -11,7 +11,9 @@ Sections (--sections=peak,train,gen,eval; all by default):
   train  one training step (forward, backward, AdamW step) per encoding, all in this
          process, alternating between encodings over --rounds rounds; the median, tokens/s,
          the ratio to `none`, achieved FLOP/s and the fraction of the measured peak; also the
-         best round, the least disturbed by other processes on a shared machine
+         best round, the least disturbed by other processes on a shared machine, and the
+         median CPU time of this process per step (with --threads=1 it does not count the
+         time other processes hold the core: the steadiest ratio on a shared machine)
   gen    tokens/s generating --gen_tokens new tokens with the KV cache, against recomputing
          the full context for every token (nanoGPT's way), with the same seed; and whether
          the two texts are identical
@@ -133,6 +135,7 @@ def bench_train(args, peak):
         opt.zero_grad(set_to_none=True)
 
     times = {name: [] for name in names}
+    cpu_times = {name: [] for name in names}
     peaks = [peak] if peak else []
     for r in range(args.rounds + 1):  # round 0 warms up (and compiles)
         if peak:  # the peak is re-measured every round, between the same encodings
@@ -140,21 +143,24 @@ def bench_train(args, peak):
         for name in names:
             model, _, opt = runs[name]
             sync(args.device)
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             for _ in range(args.steps):
                 step(model, opt)
             sync(args.device)
             if r:
                 times[name].append((time.perf_counter() - t) / args.steps)
+                cpu_times[name].append((time.process_time() - c) / args.steps)
     tokens = args.batch_size * args.block_size
-    base = statistics.median(times[names[0]]) if "none" not in times else statistics.median(times["none"])
-    best_base = min(times["none"] if "none" in times else times[names[0]])
+    first = "none" if "none" in times else names[0]
+    best_base, cpu_base = min(times[first]), statistics.median(cpu_times[first])
     peak = max(peaks) if peaks else None
     out = {}
     for name in names:
         dt = statistics.median(times[name])
         flops = flops_per_token(runs[name][1], args.block_size) * tokens / dt
-        out[name] = dict(ms=dt * 1e3, tokens_per_s=tokens / dt, ratio_to_none=dt / base, flops=flops,
+        cpu = statistics.median(cpu_times[name])
+        out[name] = dict(ms=dt * 1e3, tokens_per_s=tokens / dt, ratio_to_none=dt / statistics.median(times[first]),
+                         cpu_ms=cpu * 1e3, cpu_ratio_to_none=cpu / cpu_base, flops=flops,
                          mfu=flops / peak if peak else None, best_ms=min(times[name]) * 1e3,
                          best_ratio_to_none=min(times[name]) / best_base, all_ms=[t * 1e3 for t in times[name]])
     return out, peak
@@ -264,29 +270,30 @@ def table(results, args):
     if "train" in results:
         lines.append(f"\ntraining step: {args.n_layer}L {args.n_head}H {args.n_embd}C, block {args.block_size}, "
                      f"batch {args.batch_size}, median of {args.rounds} rounds x {args.steps} steps")
-        lines.append(f"{'encoding':<12}{'ms/step':>9}{'tok/s':>10}{'vs none':>9}{'GFLOP/s':>9}{'MFU':>7}"
-                     f"{'best ms':>9}{'vs none':>9}")
+        lines.append(f"{'encoding':<16}{'ms/step':>9}{'tok/s':>10}{'vs none':>9}{'GFLOP/s':>9}{'MFU':>7}"
+                     f"{'best ms':>9}{'vs none':>9}{'CPU ms':>9}{'vs none':>9}")
         for name, r in results["train"].items():
             mfu = f"{r['mfu'] * 100:6.1f}%" if r["mfu"] else "      -"
-            lines.append(f"{name:<12}{r['ms']:9.1f}{r['tokens_per_s']:10.0f}{r['ratio_to_none']:9.2f}"
-                         f"{r['flops'] / 1e9:9.1f}{mfu:>7}{r['best_ms']:9.1f}{r['best_ratio_to_none']:9.2f}")
+            lines.append(f"{name:<16}{r['ms']:9.1f}{r['tokens_per_s']:10.0f}{r['ratio_to_none']:9.2f}"
+                         f"{r['flops'] / 1e9:9.1f}{mfu:>7}{r['best_ms']:9.1f}{r['best_ratio_to_none']:9.2f}"
+                         f"{r['cpu_ms']:9.1f}{r['cpu_ratio_to_none']:9.2f}")
     if "gen" in results:
         lines.append(f"\ngeneration of {args.gen_tokens} tokens (batch 1, block {args.block_size})")
-        lines.append(f"{'encoding':<12}{'cache tok/s':>12}{'recompute':>11}{'speedup':>9}  same text")
+        lines.append(f"{'encoding':<16}{'cache tok/s':>12}{'recompute':>11}{'speedup':>9}  same text")
         for name, r in results["gen"].items():
-            lines.append(f"{name:<12}{r['cache_tokens_per_s']:12.1f}{r['recompute_tokens_per_s']:11.1f}"
+            lines.append(f"{name:<16}{r['cache_tokens_per_s']:12.1f}{r['recompute_tokens_per_s']:11.1f}"
                          f"{r['speedup']:8.1f}x  {'yes' if r['same_text'] else 'NO'}")
     if "eval" in results:
         mults = args.eval_lengths.split(",")
         lines.append(f"\nevaluation forward pass, batch {args.batch_size}: seconds / peak MiB")
-        lines.append(f"{'encoding':<12}" + "".join(f"{m + 'x':>18}" for m in mults))
+        lines.append(f"{'encoding':<16}" + "".join(f"{m + 'x':>18}" for m in mults))
         for name, r in results["eval"].items():
             cells = []
             for m in mults:
                 c = r[f"{m}x"]
                 mib = f"{c['peak_bytes'] / 2 ** 20:.0f}" if c and c["peak_bytes"] is not None else "?"
                 cells.append(f"{c['s']:9.3f} / {mib:>6}" if c else f"{'n/a':>16}")
-            lines.append(f"{name:<12}" + "".join(f"{c:>18}" for c in cells))
+            lines.append(f"{name:<16}" + "".join(f"{c:>18}" for c in cells))
     return "\n".join(lines)
 
 
