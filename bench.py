@@ -265,7 +265,7 @@ def bench_eval(args):
 
 def table(results, args):
     lines = []
-    if "peak" in results:
+    if results.get("peak"):
         lines.append(f"matmul peak (float32): {results['peak'] / 1e9:.1f} GFLOP/s")
     if "train" in results:
         lines.append(f"\ntraining step: {args.n_layer}L {args.n_head}H {args.n_embd}C, block {args.block_size}, "
