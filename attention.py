@@ -11,14 +11,17 @@ is named here:
   mask is float       a score bias (H, Tq, Tk) with -inf where a key is hidden
       no gradient     -> SDPA with the mask passed as (1, H, Tq, Tk)            [ALiBi; eval]
       gradient        -> explicit_attention: one baddbmm, softmax, bmm          [T5 training]
-      on CUDA         -> FlexAttention, the bias read by a score_mod             [unmeasured]
+      CUDA, Tq == Tk  -> FlexAttention, the bias read by a score_mod             [unmeasured]
 
 Measured on a 2-core CPU (benchmarks/), the choices rest on two facts of PyTorch 2.13's
 CPU SDPA: a 3-D float mask (H, Tq, Tk) sends it to the unfused math kernel while the same
 mask as 4-D (1, H, Tq, Tk) takes the flash kernel, which is then as fast as is_causal; and
 a mask that needs a gradient always falls back to the math kernel, which is slower than
 the hand-written baddbmm path below. FlexAttention has no backward on CPU, and without
-torch.compile it materialises the scores, so it is used on CUDA only.
+torch.compile it materialises the scores, so it is used on CUDA only. Rewriting ALiBi's
+bias into the q.k product (one extra channel) was measured too: slower than the 4-D mask,
+because SDPA then needs v padded to the same head size, and less precise far from the
+centre; it is not used.
 
 Tensor contract: q (B, H, Tq, D), k and v (B, H, Tk, D) -> (B, H, Tq, D).
 """
