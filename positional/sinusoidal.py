@@ -4,10 +4,18 @@ https://arxiv.org/abs/1706.03762, section 3.5):
     PE(pos, 2i)   = sin(pos / 10000^(2i / C))
     PE(pos, 2i+1) = cos(pos / 10000^(2i / C))
 
-Added to the token embeddings. Defined for every position, so nothing stops a model
-from being run past its training length (whether it works there is another matter).
+Added to the token embeddings, times a learned scalar gain g (as x-transformers'
+ScaledSinusoidalEmbedding). The gain matters here: the table's entries are +-1 while
+GPT-2-style token embeddings start at std 0.02, and an unscaled table drowns the tokens
+(measured: a 4x128 char model stayed at the unigram loss, 3.32, for 300 steps). g starts
+at 0.02 * sqrt(2), so that position and token vectors start with the same RMS.
+Defined for every position, so nothing stops a model from being run past its training
+length (whether it works there is another matter).
 """
+import math
+
 import torch
+from torch import nn
 
 from .base import PositionalEncoding
 
@@ -33,6 +41,7 @@ class Sinusoidal(PositionalEncoding):
         super().__init__()
         self.n_embd, self.base = n_embd, base
         self.register_buffer("table", sinusoidal_table(0, n_embd, base), persistent=False)
+        self.gain = nn.Parameter(torch.tensor(0.02 * math.sqrt(2.0)))
 
     @classmethod
     def from_config(cls, cfg):
@@ -44,4 +53,4 @@ class Sinusoidal(PositionalEncoding):
             self.table = sinusoidal_table(n, self.n_embd, self.base).to(self.table.device)
 
     def embed(self, pos):
-        return self.table[pos]  # (T, C)
+        return self.gain * self.table[pos]  # (T, C)
