@@ -50,11 +50,14 @@ def test_expected_logits_bias_and_embedding_by_hand():
     # ALiBi: that, plus the mean over heads of -slope * distance
     want = math.sqrt(D) - alibi_slopes(H).mean() * dist
     torch.testing.assert_close(plot.expected_logits(ALiBi(H), n, D), want, atol=1e-5, rtol=1e-5)
-    # sinusoidal: each head sees its D channels of the table: (D + mean_h <p_L,h, p_L-m,h>) / sqrt(D)
+    # sinusoidal: each head sees its D channels of g * table: (D + g^2 mean_h <p_L,h, p_L-m,h>) / sqrt(D)
+    pe = Sinusoidal(D * H)
+    with torch.no_grad():
+        pe.gain.fill_(0.7)
     table = sinusoidal_table(n, D * H).double()
     dots = (table[-1].view(H, D) * table.flip(0).view(n, H, D)).sum(-1).mean(-1)  # (n,) by distance
-    want = (D + dots) / math.sqrt(D)
-    torch.testing.assert_close(plot.expected_logits(Sinusoidal(D * H), n, D).double(), want, atol=1e-5, rtol=1e-5)
+    want = (D + 0.49 * dots) / math.sqrt(D)
+    torch.testing.assert_close(plot.expected_logits(pe, n, D).double(), want, atol=1e-5, rtol=1e-5)
 
 
 class AffineLogits(NoPE):
