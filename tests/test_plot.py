@@ -92,7 +92,7 @@ def test_similarity_and_angles():
                          [0, -1 / math.sqrt(2), 1]])
     torch.testing.assert_close(sim, want)
     table = plot.position_table(Sinusoidal(16), 10)
-    torch.testing.assert_close(table, sinusoidal_table(10, 16))
+    torch.testing.assert_close(table, 0.02 * math.sqrt(2) * sinusoidal_table(10, 16))   # initial gain
     assert plot.position_table(ALiBi(2), 10) is None
     inv = torch.tensor([1.0, 0.5])
     assert plot.rope_angles(inv, [0, 3]).tolist() == [[0.0, 0.0], [3.0, 1.5]]
