@@ -4,18 +4,17 @@ https://arxiv.org/abs/1706.03762, section 3.5):
     PE(pos, 2i)   = sin(pos / 10000^(2i / C))
     PE(pos, 2i+1) = cos(pos / 10000^(2i / C))
 
-Added to the token embeddings, times a learned scalar gain g (as x-transformers'
-ScaledSinusoidalEmbedding). The gain matters here: the table's entries are +-1 while
-GPT-2-style token embeddings start at std 0.02, and an unscaled table drowns the tokens
-(measured: a 4x128 char model stayed at the unigram loss, 3.32, for 300 steps). g starts
-at 0.02 * sqrt(2), so that position and token vectors start with the same RMS.
+Added to the token embeddings, times a fixed gain g = 0.02 * sqrt(2), so that position
+and token vectors start with the same RMS (the paper instead multiplies the token
+embeddings by sqrt(C)). The gain matters: the table's entries are +-1 while GPT-2-style
+token embeddings start at std 0.02, and an unscaled table drowns the tokens (measured: a
+4x128 char model stayed at the unigram loss, 3.32, for 300 steps).
 Defined for every position, so nothing stops a model from being run past its training
 length (whether it works there is another matter).
 """
 import math
 
 import torch
-from torch import nn
 
 from .base import PositionalEncoding
 
@@ -41,7 +40,7 @@ class Sinusoidal(PositionalEncoding):
         super().__init__()
         self.n_embd, self.base = n_embd, base
         self.register_buffer("table", sinusoidal_table(0, n_embd, base), persistent=False)
-        self.gain = nn.Parameter(torch.tensor(0.02 * math.sqrt(2.0)))
+        self.register_buffer("gain", torch.tensor(0.02 * math.sqrt(2.0)), persistent=False)
 
     @classmethod
     def from_config(cls, cfg):
