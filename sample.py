@@ -107,6 +107,11 @@ def main(argv):
     if limit is not None and len(ids) + args["max_new_tokens"] > limit:
         print(f"[{model.pe.name} knows only {limit} positions: past them, each token is predicted from the "
               f"last {limit} tokens, re-encoded at positions 0..{limit - 1} (no KV cache)]", file=sys.stderr)
+    elif not model.config.window and len(ids) + args["max_new_tokens"] > model.config.block_size:
+        trained = ckpt["model_args"]["block_size"]
+        print(f"[going past the training length ({trained} tokens): encodings that do not extrapolate degrade "
+              f"there (README: Length extrapolation); --window={trained} keeps every distance in the trained "
+              f"range]", file=sys.stderr)
     if args["compile"]:
         model = torch.compile(model)
     ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[args["dtype"]]
