@@ -78,6 +78,19 @@ def explicit_attention(q, k, v, mask, dropout=0.0, training=False):
     return torch.bmm(p, v.reshape(B * H, Tk, D)).view(B, H, Tq, D)
 
 
+def attend_scores(scores, v, mask, dropout=0.0, training=False):
+    """softmax(scores + mask) v for scores an encoding formed itself (attention_logits:
+    ReRoPE, Shaw, Transformer-XL). scores: (B, H, Tq, Tk), 1/sqrt(D) included; mask as in
+    attend (None: plain causal with Tq == Tk). Returns y (B, H, Tq, D) and the
+    probabilities, which attention_values may use."""
+    if mask is None:
+        Tq, Tk = scores.shape[-2:]
+        mask = torch.ones(Tq, Tk, dtype=torch.bool, device=scores.device).tril()
+    scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+    probs = F.dropout(torch.softmax(scores.float(), dim=-1).to(v.dtype), dropout, training)
+    return probs @ v, probs
+
+
 def attend(q, k, v, mask, dropout=0.0, training=False):
     """Attention of q over k, v under the shared mask (see the module docstring)."""
     if mask is None:

@@ -97,11 +97,12 @@ def check_overrides(overrides):
 
 
 def validation_tokens(ckpt, data_dir, split):
+    """The split's tokens as the memmap (np.uint16) and the TokenData it comes from."""
     cfg = ckpt["config"]
     data = TokenData(os.path.join(data_dir or cfg.get("data_dir", "data"), cfg.get("dataset", "")))
     if split not in data.splits:
         raise ConfigError(f"unknown split {split!r}; use train or val")
-    return torch.from_numpy(data.splits[split].astype("int64")), data
+    return data.splits[split], data
 
 
 def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, overrides=None,
@@ -127,7 +128,8 @@ def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, o
         raise ConfigError(f"{split}.bin in {data.dir} has {len(tokens)} tokens; evaluation length {lengths[-1]} "
                           f"needs at least {lengths[-1] + 1}: use shorter --lengths or more data")
     n = min(max(tokens_per_point, lengths[-1]), available)
-    x, y = tokens[:n], tokens[1:n + 1]
+    scored = torch.from_numpy(tokens[:n + 1].astype("int64"))   # only what is scored leaves the memmap
+    x, y = scored[:n], scored[1:]
     base = dict(out_dir=out_dir, encoding=model.pe.name, method=method_label(model.config), mode=mode)
     rows = []
     for length in lengths:

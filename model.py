@@ -21,7 +21,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 import positional
-from attention import attend
+from attention import attend, attend_scores
 from linear_attention import LinearSelfAttention
 
 
@@ -204,12 +204,7 @@ class CausalSelfAttention(nn.Module):
         dropout = self.dropout if self.training else 0.0
         logits = pe.attention_logits(q, k, pos, k_pos, self.layer)
         if logits is not None:  # the encoding forms the scores itself: explicit softmax
-            if mask is not None:
-                logits = logits.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else logits + mask
-            else:
-                logits = logits.masked_fill(k_pos[None, :] > pos[:, None], float("-inf"))
-            probs = F.dropout(torch.softmax(logits.float(), dim=-1).to(v.dtype), dropout, self.training)
-            y = probs @ v                                                       # (B, H, T, D)
+            y, probs = attend_scores(logits, v, mask, dropout, self.training)   # (B, H, T, D)
             extra = pe.attention_values(probs, pos, k_pos, self.layer)
             if extra is not None:
                 y = y + extra

@@ -128,7 +128,8 @@ def setup(cfg):
         try:
             model.load_state_dict(ckpt["model"])
         except RuntimeError as e:
-            raise ConfigError(f"checkpoint weights do not fit the configured model: {str(e).splitlines()[1].strip()}")
+            why = next((line.strip() for line in str(e).splitlines()[1:] if line.strip()), str(e))
+            raise ConfigError(f"checkpoint weights do not fit the configured model: {why}")
     if cfg.init_from == "scratch" and not cfg.eval_only and not cfg.overwrite and os.path.exists(path):
         raise ConfigError(f"{path} already exists and a scratch run would overwrite it; resume it with "
                           f"--init_from=resume, start over with --overwrite=True, or use another --out_dir")
