@@ -169,3 +169,18 @@ def load_config(argv, cls=Config) -> Config:
 
 def describe(cfg) -> str:
     return "\n".join(f"  {k} = {v!r}" for k, v in dataclasses.asdict(cfg).items())
+
+
+def model_config(model_args: dict, overrides: dict = None) -> GPTConfig:
+    """The GPTConfig of a checkpoint's model_args, with model keys or encoding settings
+    overridden (e.g. {"rope_scaling": "yarn", "rope_factor": 4.0, "window": 64}), validated.
+    The one way sample, evaluate, compare and the plots rebuild a model's config; a bad
+    override is a one-line ConfigError."""
+    args = dict(model_args)
+    for key, value in (overrides or {}).items():
+        if key not in args:
+            raise _unknown(key)
+        args[key] = coerce(key, value)
+    if args.get("sinks") and not args.get("window"):
+        raise ConfigError(f"sinks={args['sinks']} needs a window: add --window=W")
+    return GPTConfig(**args)
