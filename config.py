@@ -41,6 +41,7 @@ class Config(GPTConfig):
     # data
     dataset: str = "shakespeare_char"
     data_dir: str = "data"                 # datasets live in data_dir/dataset/{train,val}.bin
+    task: str = ""                         # a synthetic task of tasks/ instead of the dataset (e.g. copy)
     gradient_accumulation_steps: int = 1
     batch_size: int = 64
     # optimiser: AdamW, warmup then cosine decay

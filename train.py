@@ -34,6 +34,7 @@ from config import ConfigError, describe, load_config
 from data.loader import TokenData, ensure_prepared
 from guard import OutDirLock, StopSignal
 from model import GPT, GPTConfig
+from tasks import TaskData
 from wandb_util import start_wandb
 
 # keys that fix the shape of the weights: a resumed run must keep them
@@ -116,8 +117,11 @@ def setup(cfg):
         if cfg.rope_scaling and not cfg.rope_original_max_position:  # fine-tuning longer: L is the old length
             cfg.rope_original_max_position = ckpt["model_args"].get("rope_original_max_position") or \
                 ckpt["model_args"]["block_size"]
-    ensure_prepared(cfg.data_dir, cfg.dataset)
-    data = TokenData(os.path.join(cfg.data_dir, cfg.dataset))
+    if cfg.task:  # a synthetic task (tasks/): generated batches, loss on the answer tokens only
+        data = TaskData(cfg.task)
+    else:
+        ensure_prepared(cfg.data_dir, cfg.dataset)
+        data = TokenData(os.path.join(cfg.data_dir, cfg.dataset))
     data.check(cfg.block_size)
     cfg.vocab_size = data.vocab_size or 50304  # nanoGPT's padded GPT-2 vocabulary when there is no meta.pkl
     if ckpt is not None and ckpt["model_args"]["vocab_size"] != cfg.vocab_size:

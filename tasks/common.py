@@ -1,0 +1,53 @@
+"""The token scheme shared by every task, and the helpers each task's file uses.
+
+    0 PAD   the first token of every sequence (the <bos> of Kazemnejad et al. 2023) and the
+            left filler that makes a length exact; never a target
+    1 SEP   ends the input (or marks the passkey); 2 QRY asks a question (passkey)
+    3...    the task's own symbols (digits, bits, keys, values): SYM + k
+
+A task's vocabulary is SYM + its number of symbols, so every task has a small one.
+Lengths count every token of the sequence, answer included; the model reads the first
+length - 1 tokens and is scored on the answer tokens that the mask marks.
+"""
+import random
+from dataclasses import dataclass
+
+PAD, SEP, QRY = 0, 1, 2
+SYM = 3
+
+
+@dataclass
+class Example:
+    ids: list      # token ids, exactly the requested length
+    mask: list     # True where the token is part of the answer (the loss and the score)
+
+
+def rng(seed) -> random.Random:
+    """Every random choice of an example comes from this generator alone: same seed, same example."""
+    return random.Random(seed)
+
+
+def check_length(name, min_length, length):
+    if not isinstance(length, int) or length < min_length:
+        raise ValueError(f"task {name} needs a length >= {min_length} (its shortest sequence), got {length!r}")
+
+
+def assemble(length, question, answer):
+    """PAD * k + question + answer, with k >= 1 chosen so that the sequence has exactly `length` tokens."""
+    k = length - len(question) - len(answer)
+    assert k >= 1, (length, len(question), len(answer))
+    ids = [PAD] * k + list(question) + list(answer)
+    return Example(ids, [False] * (k + len(question)) + [True] * len(answer))
+
+
+def after_last(ids, token):
+    """The tokens after the last `token` (the answer part of a sequence whose answer follows it)."""
+    return ids[len(ids) - ids[::-1].index(token):]
+
+
+def strip_pad(ids):
+    """The sequence without its leading PAD tokens."""
+    i = 0
+    while i < len(ids) and ids[i] == PAD:
+        i += 1
+    return ids[i:]

@@ -1,0 +1,21 @@
+"""copy: a random string, SEP, the same string (induction; Kazemnejad et al. 2023, Delétang et al. 2023).
+
+    PAD.. s_1 .. s_m SEP | s_1 .. s_m          m = (length - 2) // 2 symbols of 16
+"""
+from tasks.common import SEP, SYM, assemble, check_length, rng, strip_pad
+
+SYMBOLS = 16
+VOCAB_SIZE = SYM + SYMBOLS
+MIN_LENGTH = 4
+
+
+def generate(seed, length) -> "Example":
+    check_length("copy", MIN_LENGTH, length)
+    r, m = rng(seed), (length - 2) // 2
+    s = [SYM + r.randrange(SYMBOLS) for _ in range(m)]
+    return assemble(length, s + [SEP], s)
+
+
+def reference(ids):
+    """The answer from the question alone: the string before SEP."""
+    return strip_pad(ids[:ids.index(SEP)])

@@ -1,0 +1,41 @@
+"""Training batches of a task, with the interface of data.loader.TokenData (get_batch,
+vocab_size, check), so train.py trains on a task with nothing else changed.
+
+Training length distribution: with block_size L, every example draws its length n uniformly
+from [MIN_LENGTH, L] (Ruoss et al. 2023 train on lengths uniform up to N), then its content.
+The model reads the first n - 1 tokens; the targets are the next tokens at the answer
+positions and -1 (ignored by the loss) everywhere else, including the right padding.
+Examples come from seeds drawn from the caller's generator: even seeds for train, odd for
+val, so the splits never share an example and resuming replays the same batches.
+"""
+import torch
+
+from tasks.common import PAD
+
+
+class TaskData:
+    def __init__(self, name):
+        import tasks
+        self.name, self.task = name, tasks.get(name)
+        self.vocab_size = self.task.VOCAB_SIZE
+
+    def check(self, block_size):
+        if block_size < self.task.MIN_LENGTH:
+            raise ValueError(f"task {self.name} cannot fill block_size={block_size}: its shortest sequence has "
+                             f"{self.task.MIN_LENGTH} tokens; use --block_size>={self.task.MIN_LENGTH}")
+
+    def get_batch(self, split, batch_size, block_size, generator):
+        """x: (B, block_size - 1) token ids, PAD on the right; y: (B, block_size - 1), -1 except at answers."""
+        if split not in ("train", "val"):
+            raise ValueError(f"split must be train or val, got {split!r}")
+        self.check(block_size)
+        seeds = torch.randint(2 ** 62, (batch_size,), generator=generator).tolist()
+        lengths = torch.randint(self.task.MIN_LENGTH, block_size + 1, (batch_size,), generator=generator).tolist()
+        x = torch.full((batch_size, block_size - 1), PAD, dtype=torch.long)
+        y = torch.full((batch_size, block_size - 1), -1, dtype=torch.long)
+        for i, (seed, n) in enumerate(zip(seeds, lengths)):
+            ex = self.task.generate(2 * seed + (split == "val"), n)
+            ids, answer = torch.tensor(ex.ids), torch.tensor(ex.mask)
+            x[i, :n - 1] = ids[:-1]
+            y[i, :n - 1] = torch.where(answer[1:], ids[1:], -1)
+        return x, y
