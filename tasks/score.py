@@ -1,0 +1,119 @@
+"""Scoring a model trained on a task: exact-match accuracy (the whole answer right) and
+per-token accuracy against length, from 1x to 16x the training length, with greedy decoding
+through the KV cache; for passkey also a (length x depth) grid and the effective context
+window of Chen et al. 2023 (PI, https://arxiv.org/abs/2306.15595, section 3.2).
+
+    from tasks.score import load_task_model, score_lengths
+    model, task, train_len = load_task_model("out-task-copy", {"window": 32})
+    rows = score_lengths(model, task, [32, 64, 128])
+
+Decoding: the question is fed as given; each answer token is the model's argmax, fed back
+for the next step (MQAR's queries, between answers, are given). Every point scores the same
+`samples` examples (seeds fixed by length and index, never drawn in training), in batches
+of at most `batch_tokens` tokens. An encoding with a position table gets None past it.
+"""
+import torch
+
+import checkpoint
+import tasks
+from config import model_config
+from model import GPT
+
+MULTIPLES = (1, 2, 4, 8, 16)          # default lengths, in units of the training length
+SAMPLES = 200                         # examples per point
+DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)  # passkey grid: where the key sits in the filler
+BATCH_TOKENS = 16384                  # bounds the memory of long lengths
+SEED_BASE = 1 << 64                   # scoring seeds lie above every training seed (< 2**63 + 1)
+PI_THRESHOLD = 0.2                    # PI's effective window: retrieval >= 20% at every distance up to k
+
+
+def load_task_model(out_dir, overrides=None, device="cpu"):
+    """(model in eval mode, task name, training length) of a checkpoint trained with --task.
+    overrides: model keys and encoding settings (window, sinks, rope_scaling, rope_factor, ...)."""
+    ckpt = checkpoint.load(out_dir)
+    name = ckpt["config"].get("task")
+    if not name:
+        raise checkpoint.CheckpointError(f"{out_dir} was trained on a dataset, not a task; train one with "
+                                         f"python train.py configs/tasks/copy.py (see tasks/)")
+    tasks.get(name)
+    model = GPT(model_config(ckpt["model_args"], overrides))
+    model.load_state_dict(ckpt["model"])
+    return model.to(device).eval(), name, ckpt["model_args"]["block_size"]
+
+
+def examples(task, length, samples, **kw):
+    """ids (samples, length) of fixed examples and their answer mask (length,), the same for all."""
+    exs = [task.generate(SEED_BASE + length * 1_000_000 + i, length, **kw) for i in range(samples)]
+    mask = torch.tensor(exs[0].mask)
+    assert all(ex.mask == exs[0].mask for ex in exs), "a task's answer positions must depend on the length alone"
+    return torch.tensor([ex.ids for ex in exs]), mask
+
+
+@torch.no_grad()
+def greedy(model, ids, mask):
+    """ids (B, n) with the answer positions (mask, (n,)) replaced by the model's greedy
+    predictions, each fed back before the next; one KV-cache pass over the sequence."""
+    out = ids.clone()
+    model.setup_cache(ids.shape[0], ids.shape[1])
+    try:
+        fed = 0
+        for a in mask.nonzero().squeeze(1).tolist():   # the token at a is predicted from positions < a
+            logits, _ = model(out[:, fed:a])           # (B, a - fed, V): continues the cached sequence
+            out[:, a] = logits[:, -1].argmax(-1)
+            fed = a
+    finally:
+        model.clear_cache()
+    return out
+
+
+def fits(model, length):
+    limit = model.pe.max_positions
+    return limit is None or length - 1 <= limit
+
+
+def accuracy(model, task, length, samples=SAMPLES, batch_tokens=BATCH_TOKENS, **kw):
+    """(exact, per_token) accuracy at one length; (None, None) past a position table."""
+    if not fits(model, length):
+        return None, None
+    ids, mask = examples(task, length, samples, **kw)
+    device = next(model.parameters()).device
+    per = max(1, batch_tokens // length)
+    right = torch.cat([greedy(model, ids[b:b + per].to(device), mask.to(device))[:, mask].cpu() == ids[b:b + per, mask]
+                       for b in range(0, samples, per)])                                  # (samples, answer)
+    return right.all(1).float().mean().item(), right.float().mean().item()
+
+
+def score_lengths(model, name, lengths, samples=SAMPLES, batch_tokens=BATCH_TOKENS):
+    """Rows {length, exact, token, samples} of task `name` at each length (>= its MIN_LENGTH)."""
+    task = tasks.get(name)
+    for n in lengths:
+        tasks.common.check_length(name, task.MIN_LENGTH, n)
+    rows = []
+    for n in lengths:
+        exact, token = accuracy(model, task, n, samples, batch_tokens)
+        rows.append(dict(length=n, exact=exact, token=token, samples=samples))
+    return rows
+
+
+def passkey_grid(model, lengths, depths=DEPTHS, samples=SAMPLES, batch_tokens=BATCH_TOKENS):
+    """Rows {length, depth, distance, exact, token}: passkey retrieval at each (length, depth)."""
+    task, rows = tasks.passkey, []
+    for n in lengths:
+        tasks.common.check_length("passkey", task.MIN_LENGTH, n)
+    for n in lengths:
+        for d in depths:
+            exact, token = accuracy(model, task, n, samples, batch_tokens, depth=d)
+            dist = task.distance(task.generate(0, n, depth=d).ids)
+            rows.append(dict(length=n, depth=d, distance=dist, exact=exact, token=token, samples=samples))
+    return rows
+
+
+def effective_window(grid):
+    """PI's effective context window: the largest distance k such that retrieval (exact match)
+    succeeds at least 20% of the time at every measured distance up to k; 0 if the shortest fails."""
+    k = 0
+    for dist in sorted({r["distance"] for r in grid}):
+        if any(r["exact"] is None or r["exact"] < PI_THRESHOLD for r in grid if r["distance"] == dist):
+            break
+        k = dist
+    return k
