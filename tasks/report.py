@@ -108,3 +108,52 @@ def past_training(rows, train_len, key="exact"):
     """Mean accuracy over the lengths past the training length (None if there are none, or n/a)."""
     vals = [r[key] for r in rows if r["length"] > train_len]
     return sum(vals) / len(vals) if vals and None not in vals else None
+
+
+def write_comparison(results, failed, settings, train_len, wall_s, command):
+    """report.md, runs.csv, <task>.png and heatmap.png of compare_tasks.py in settings['report_dir']."""
+    out, lengths = settings["report_dir"], settings["lengths"]
+    os.makedirs(out, exist_ok=True)
+    task_names = list(dict.fromkeys(r["task"] for r in results))
+    encs = list(dict.fromkeys(r["encoding"] for r in results))
+    by = {(t, e): [r for r in results if r["task"] == t and r["encoding"] == e] for t in task_names for e in encs}
+    write_csv(os.path.join(out, "runs.csv"), [dict(task=r["task"], encoding=r["encoding"], seed=r["seed"], **x,
+                                                   train_s=round(r.get("train_s", 0), 1)) for r in results
+                                              for x in r["rows"]] or [dict(task="")])
+    train_s = sum(r.get("train_s", 0) for r in results)
+    md = ["# Tasks: length generalisation by encoding", "", f"`{command}`", "",
+          f"{len(results)} runs ({', '.join(task_names)} x {', '.join(encs)} x seeds {settings['seed_list']}), "
+          f"trained at lengths <= {train_len}, scored at {lengths} with {settings['samples']} samples per point; "
+          f"{settings['jobs']} run(s) side by side, {settings['threads']} thread(s) each, {os.cpu_count()} cores. "
+          f"Wall time {wall_s / 60:.1f} min (runs' own: training {train_s / 60:.1f} min, scoring "
+          f"{sum(r.get('score_s', 0) for r in results) / 60:.1f} min, summed over runs; runs reused from an "
+          f"earlier call count their first time).", ""]
+    if failed:
+        md += ["Failed runs: " + "; ".join(f"{t}: {e}" for t, e in failed), ""]
+    ood = {t: {e: mean_std([past_training(r["rows"], train_len) for r in by[t, e]])[0] for e in encs}
+           for t in task_names}
+    md += ["## Ranking (MRR over tasks, Kazemnejad et al. 2023)", "",
+           "Exact match averaged over the lengths past the training length, mean over seeds (%), and the mean "
+           "reciprocal rank of each encoding across tasks.", "",
+           "| encoding | MRR | " + " | ".join(task_names) + " |", "|---|---|" + "---|" * len(task_names)]
+    for e, v in mrr(ood).items():
+        md.append(f"| {e} | {v:.2f} | " + " | ".join("n/a" if ood[t][e] is None else f"{100 * ood[t][e]:.1f}"
+                                                     for t in task_names) + " |")
+    for t in task_names:
+        series = {e: [r["rows"] for r in by[t, e]] for e in encs if by[t, e]}
+        plot_accuracy(os.path.join(out, f"{t}.png"), series, lengths, train_len, f"{t}: accuracy against length")
+        md += ["", f"## {t}", "", "Exact match (%, mean ± std over seeds):", "", table(series, lengths), "",
+               "Per-token accuracy (%):", "", table(series, lengths, "token"), "", f"![{t}]({t}.png)"]
+        windows = {e: [r["effective_window"] for r in by[t, e] if "effective_window" in r] for e in encs}
+        if any(windows.values()):
+            md += ["", "Effective context window (PI; tokens): " + ", ".join(
+                f"{e} {fmt(w, pct=False)}" for e, w in windows.items() if w)]
+    panels = {t: {e: [mean_std([next(x["exact"] for x in r["rows"] if x["length"] == n) for r in by[t, e]])[0]
+                      for n in lengths] for e in encs if by[t, e]} for t in task_names}
+    if panels:
+        plot_heatmap(os.path.join(out, "heatmap.png"), panels, lengths, "exact match, encodings x lengths")
+        md += ["", "## Heatmap", "", "![heatmap](heatmap.png)"]
+    path = os.path.join(out, "report.md")
+    with open(path, "w") as f:
+        f.write("\n".join(md) + "\n")
+    return path

@@ -1,0 +1,165 @@
+"""The synthetic tasks (tasks/): exact lengths, masks that cover exactly the answer, reference
+answers, seed determinism, training batches, and scoring (oracle 100%, random ~chance)."""
+import pytest
+import torch
+
+import tasks
+from model import GPT, GPTConfig
+from tasks.common import PAD, QRY, SEP, SYM
+from tasks.data import TaskData
+from tasks.report import mrr
+from tasks.score import accuracy, effective_window, examples, greedy
+from tests.inproc import one_line_error, train_error
+
+NAMES = list(tasks.REGISTRY)
+# answer tokens at length 20, counted by hand from each task's layout
+ANSWER_AT_20 = {"copy": 9, "reverse": 9, "duplicate": 12, "parity": 1, "addition": 6, "passkey": 4, "mqar": 5}
+
+
+def answer(ex):
+    return [t for t, m in zip(ex.ids, ex.mask) if m]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_lengths_exact_and_reference_answers(name):
+    task = tasks.get(name)
+    for n in [task.MIN_LENGTH, task.MIN_LENGTH + 1, task.MIN_LENGTH + 2, 20, 33, 200]:
+        for seed in range(5):
+            ex = task.generate(seed, n)
+            assert len(ex.ids) == n and len(ex.mask) == n
+            assert all(0 <= t < task.VOCAB_SIZE for t in ex.ids) and ex.ids[0] == PAD
+            assert task.reference(ex.ids) == answer(ex)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_mask_covers_exactly_the_answer(name):
+    task = tasks.get(name)
+    ex = task.generate(3, 20)
+    assert sum(ex.mask) == ANSWER_AT_20[name]
+    first = ex.mask.index(True)
+    if name == "mqar":   # answers interleave with queries after SEP: every second token
+        assert ex.ids[first - 2] == SEP and ex.mask[first:] == [True, False] * 4 + [True]
+    else:                # one block at the end, right after the question's last token (SEP or QRY)
+        assert all(ex.mask[first:]) and ex.ids[first - 1] == (QRY if name == "passkey" else SEP)
+    # the answer's positions depend on the length alone
+    assert all(task.generate(s, 20).mask == ex.mask for s in range(20))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_reads_only_what_precedes_each_answer(name):
+    """Causal: the answer token at position a follows from ids[:a] alone (what a model sees)."""
+    task = tasks.get(name)
+    ex = task.generate(11, 40)
+    positions = [i for i, m in enumerate(ex.mask) if m]
+    for j, a in enumerate(positions):
+        assert task.reference(ex.ids[:a])[j] == ex.ids[a]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_same_seed_same_sequence(name):
+    task = tasks.get(name)
+    assert task.generate(7, 30) == task.generate(7, 30)
+    assert len({tuple(task.generate(s, 30).ids) for s in range(10)}) > 1
+
+
+def test_hand_written_examples():
+    assert tasks.copy.generate(0, 8).ids[4:] == [SEP] + tasks.copy.generate(0, 8).ids[1:4]
+    assert tasks.copy.generate(0, 9).ids[:2] == [PAD, PAD]                 # odd length: one more PAD
+    # 3 + 1 = 4, LSB first: a = 1 1, b = 1 0, sum = 0 0 1
+    seq = [PAD, SYM + 1, SYM + 1, tasks.addition.PLUS, SYM + 1, SYM + 0, SEP]
+    assert tasks.addition.reference(seq) == [SYM + 0, SYM + 0, SYM + 1]
+    assert tasks.parity.reference([PAD, SYM + 1, SYM + 1, SYM + 1, SEP]) == [SYM + 1]
+    assert tasks.mqar.reference([PAD, 5, 40, 6, 41, SEP, 6, 41, 5]) == [41, 40]
+    first, last = tasks.passkey.generate(0, 30, depth=0.0), tasks.passkey.generate(0, 30, depth=1.0)
+    assert first.ids[1] == SEP and tasks.passkey.distance(first.ids) == 30 - 1 - 4 - 1
+    assert last.ids[-10] == SEP and tasks.passkey.distance(last.ids) == 5   # marker, 4 digits, then QRY
+
+
+def test_bad_input_one_line():
+    with pytest.raises(ValueError, match="did you mean 'copy'"):
+        tasks.get("cpy")
+    with pytest.raises(ValueError, match=r"task copy needs a length >= 4"):
+        tasks.copy.generate(0, 3)
+    with pytest.raises(ValueError, match=r"cannot fill block_size=6.*>=7"):
+        TaskData("addition").check(6)
+
+
+def test_train_refuses_bad_task_and_short_block(capsys, tmp_path):
+    err = train_error(["configs/tasks/copy.py", "--task=cpy", f"--out_dir={tmp_path}"], capsys)
+    assert "unknown task 'cpy'" in err
+    err = train_error(["configs/tasks/passkey.py", "--block_size=8", f"--out_dir={tmp_path}"], capsys)
+    assert "task passkey cannot fill block_size=8" in err
+    assert not (tmp_path / "ckpt.pt").exists()
+
+
+@pytest.mark.parametrize("name", ["copy", "mqar"])
+def test_batches_targets_only_the_answers(name):
+    data, gen = TaskData(name), torch.Generator().manual_seed(0)
+    x, y = data.get_batch("train", 16, 24, gen)
+    assert x.shape == y.shape == (16, 23) and data.vocab_size == tasks.get(name).VOCAB_SIZE
+    scored = y != -1
+    assert scored.any(1).all()
+    last = torch.arange(23).expand(16, 23) == (scored * torch.arange(23)).argmax(1, keepdim=True)
+    inner = scored & ~last              # the last answer token is a target only: x stops before it
+    assert (x[:, 1:][inner[:, :-1]] == y[:, :-1][inner[:, :-1]]).all()   # elsewhere y is x shifted by one
+    x2, _ = data.get_batch("train", 16, 24, torch.Generator().manual_seed(0))
+    xv, _ = data.get_batch("val", 16, 24, torch.Generator().manual_seed(0))
+    assert torch.equal(x, x2) and not torch.equal(x, xv)
+
+
+class Oracle(torch.nn.Module):
+    """A 'model' that answers with the task's reference on what it has been fed (its own cache)."""
+
+    def __init__(self, task, length, wrong=False):
+        super().__init__()
+        self.task, self.w, self.wrong = task, torch.nn.Parameter(torch.zeros(1)), wrong
+        self.answer_at = [i for i, m in enumerate(task.generate(0, length).mask) if m]
+        self.pe = type("PE", (), {"max_positions": None})()
+
+    def setup_cache(self, batch, max_len):
+        self.fed = [[] for _ in range(batch)]
+
+    def clear_cache(self):
+        self.fed = None
+
+    def forward(self, idx):
+        B, T = idx.shape
+        logits = torch.zeros(B, T, self.task.VOCAB_SIZE)
+        for b in range(B):
+            self.fed[b] += idx[b].tolist()
+            if self.wrong:
+                logits[b] = torch.randn(T, self.task.VOCAB_SIZE)
+            elif len(self.fed[b]) in self.answer_at:
+                j = self.answer_at.index(len(self.fed[b]))
+                logits[b, -1, self.task.reference(self.fed[b])[j]] = 1.0
+        return logits, None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_oracle_scores_100_and_random_scores_chance(name):
+    task = tasks.get(name)
+    assert accuracy(Oracle(task, 40), task, 40, samples=20) == (1.0, 1.0)
+    torch.manual_seed(0)
+    exact, token = accuracy(Oracle(task, 40, wrong=True), task, 40, samples=200)
+    assert abs(token - 1 / task.VOCAB_SIZE) < 0.04 and exact < 0.6
+
+
+def test_greedy_with_cache_equals_decoding_without():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=32, vocab_size=tasks.mqar.VOCAB_SIZE, n_layer=2, n_head=2, n_embd=32,
+                          pos_encoding="alibi")).eval()
+    ids, mask = examples(tasks.mqar, 30, 4)
+    out = ids.clone()
+    for a in mask.nonzero().squeeze(1).tolist():       # recompute the whole prefix at every answer
+        out[:, a] = model(out[:, :a])[0][:, -1].argmax(-1)
+    assert torch.equal(greedy(model, ids, mask), out) and model.kv_cache is None
+
+
+def test_effective_window_and_mrr_by_hand():
+    grid = [dict(distance=5, exact=1.0), dict(distance=5, exact=0.9), dict(distance=20, exact=0.2),
+            dict(distance=40, exact=0.1), dict(distance=80, exact=0.9)]
+    assert effective_window(grid) == 20          # 40 fails, so 80 does not count
+    assert effective_window([dict(distance=5, exact=0.0)]) == 0
+    ranks = mrr({"a": {"x": 0.9, "y": 0.5, "z": 0.5}, "b": {"x": 0.1, "y": 0.3, "z": None}})
+    assert ranks == {"x": pytest.approx((1 + 1 / 2) / 2), "y": pytest.approx((1 / 2 + 1) / 2),
+                     "z": pytest.approx((1 / 2 + 1 / 3) / 2)}
