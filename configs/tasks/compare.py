@@ -1,0 +1,12 @@
+# The full task comparison: every task x 6 encodings x 3 seeds, scored from 1x to 16x the
+# training length with 200 samples per point (README: Tasks, for its measured time):
+#   python compare_tasks.py configs/tasks/compare.py
+from configs.tasks.base import *  # noqa: F401,F403
+
+tasks = ["copy", "reverse", "duplicate", "parity", "addition", "passkey", "mqar"]
+encodings = ["none", "learned", "sinusoidal", "t5", "rope", "alibi"]
+seeds = 3
+jobs = 2
+out_root = "out-tasks"
+samples = 200
+multiples = [1, 2, 4, 8, 16]
