@@ -163,3 +163,23 @@ def test_effective_window_and_mrr_by_hand():
     ranks = mrr({"a": {"x": 0.9, "y": 0.5, "z": 0.5}, "b": {"x": 0.1, "y": 0.3, "z": None}})
     assert ranks == {"x": pytest.approx((1 + 1 / 2) / 2), "y": pytest.approx((1 / 2 + 1) / 2),
                      "z": pytest.approx((1 / 2 + 1 / 3) / 2)}
+
+
+def test_task_run_resumes_exactly_and_records_its_task(tmp_path):
+    import checkpoint
+    from tests.inproc import run_train
+    args = ["configs/tasks/mqar.py", "--block_size=16", "--n_layer=1", "--n_head=2", "--n_embd=16", "--batch_size=4",
+            "--eval_interval=3", "--eval_iters=1", "--warmup_iters=1", "--device=cpu"]
+    assert run_train([*args, "--max_iters=6", f"--out_dir={tmp_path / 'a'}"]) == 0
+    assert run_train([*args, "--max_iters=3", f"--out_dir={tmp_path / 'b'}"]) == 0
+    assert run_train([*args, "--max_iters=6", f"--out_dir={tmp_path / 'b'}", "--init_from=resume"]) == 0
+    a, b = checkpoint.load(str(tmp_path / "a")), checkpoint.load(str(tmp_path / "b"))
+    assert a["config"]["task"] == "mqar" and a["model_args"]["vocab_size"] == tasks.mqar.VOCAB_SIZE
+    assert all(torch.equal(a["model"][k], v) for k, v in b["model"].items())
+
+
+def test_position_table_past_its_end_is_not_scored():
+    model = GPT(GPTConfig(block_size=16, vocab_size=tasks.copy.VOCAB_SIZE, n_layer=1, n_head=2, n_embd=16,
+                          pos_encoding="learned")).eval()
+    assert accuracy(model, tasks.copy, 17, samples=2)[0] is not None   # reads 16 tokens: fits the table
+    assert accuracy(model, tasks.copy, 18, samples=2) == (None, None)
