@@ -25,7 +25,7 @@ import time
 import checkpoint
 import compare_report
 from config import FIELDS, Config, ConfigError, coerce, load_file, parse_override
-from train import fmt_time, pick_device
+from runtime import fmt_time, pick_device
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
