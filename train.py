@@ -4,8 +4,12 @@
     python train.py configs/alibi.py --max_iters=500 --n_layer=2
     torchrun --standalone --nproc_per_node=4 train.py configs/rope.py   # DDP
 
-A flat script in the manner of nanoGPT's train.py. Nothing here depends on which
-encoding is trained: that lives in positional/.
+Read it top to bottom, as nanoGPT's: main() checks everything a user can get wrong
+(load_run) before anything is written; train() sets up the processes, the device, the
+model and the optimizer, then runs the loop; the pieces of one iteration (step,
+estimate_loss, save) follow it. Devices, processes and random states are in runtime.py,
+log.jsonl and wandb in runlog.py. Nothing here depends on which encoding is trained:
+that lives in positional/.
 
 Exit status: 0 done; 2 bad input (one line, before anything is written); 1 a non-finite
 loss or weights, or a checkpoint the disk refused (the last good checkpoint is kept); 130/143 stopped by SIGINT/SIGTERM
@@ -35,6 +39,7 @@ from runtime import fmt_time, rng_state, seed_all, set_rng_state, start_runtime,
 # keys that fix the shape of the weights: a resumed run must keep them
 SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "bias", "vocab_size", "pos_encoding", "t5_num_buckets", "rotary_fraction",
               "attention", "shaw_max_distance", "shaw_values", "kerple_variant", "fire_mlp_width")
+
 
 @dataclass
 class Progress:
