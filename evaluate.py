@@ -35,7 +35,7 @@ from torch.nn import functional as F
 
 import checkpoint
 import positional
-from config import ConfigError, coerce, parse_override
+from config import SETTINGS, ConfigError, coerce, parse_override
 from data.loader import TokenData
 from model import GPTConfig
 from positional import rope_scaling
@@ -81,7 +81,11 @@ def score(model, x, y, length, stride, device="cpu", batch_tokens=BATCH_TOKENS):
 
 def method_label(cfg):
     """'base', 'yarn x4', 'window 64 sinks 4', 'rerope w32 + window 64', ... from a GPTConfig."""
-    parts = [rope_scaling.label(rope_scaling.scaling_from_config(cfg))] if cfg.rope_scaling else []
+    parts = []
+    if cfg.rope_scaling:
+        s = cfg.pos_settings
+        parts.append(f"{cfg.rope_scaling} w{s['rerope_window']}" + (f" k{s['rerope_leak']:g}" if "rerope_leak" in s else "")
+                     if "rerope_window" in s else f"{cfg.rope_scaling} x{s['rope_factor']:g}")
     if cfg.window:
         parts.append(f"window {cfg.window}" + (f" sinks {cfg.sinks}" if cfg.sinks else ""))
     return " + ".join(parts) or "base"
@@ -89,7 +93,7 @@ def method_label(cfg):
 
 def check_overrides(overrides):
     for k, v in overrides.items():
-        if k not in MODEL_KEYS:
+        if k not in MODEL_KEYS and k not in SETTINGS:
             raise ConfigError(f"{k!r} is not a model key; evaluation takes the keys of model.GPTConfig")
     if "window" in overrides and overrides["window"] < 1:
         raise ConfigError(f"--window must be >= 1 (the number of most recent keys each query sees), "
@@ -305,8 +309,8 @@ def main(argv):
         ckpts = {d: checkpoint.load(d) for d in out_dirs}
         encodings = {d: positional.REGISTRY[c["model_args"]["pos_encoding"]] for d, c in ckpts.items()}
         for kind in {m.get("rope_scaling") for m in methods} - {None}:
-            if not any(cls.accepts_rope_scaling(kind) for cls in encodings.values()):
-                takers = ", ".join(n for n, cls in positional.REGISTRY.items() if cls.accepts_rope_scaling(kind))
+            if not any(positional.scaling_problem(e, kind) is None for e in encodings.values()):
+                takers = ", ".join(n for n in positional.REGISTRY if positional.scaling_problem(n, kind) is None)
                 raise ConfigError(f"--rope_scaling={kind} needs a checkpoint of {takers}; none of "
                                   f"{', '.join(out_dirs)} is one: drop it from --rope_scaling")
         per_dir = {d: opts["lengths"] or [m * c["model_args"]["block_size"] for m in MULTIPLES] for d, c in ckpts.items()}
@@ -315,7 +319,7 @@ def main(argv):
         for d in out_dirs:
             for overrides in methods:
                 kind = overrides.get("rope_scaling")
-                if kind and not encodings[d].accepts_rope_scaling(kind):
+                if kind and positional.scaling_problem(encodings[d], kind) is not None:
                     print(f"note: {d} ({encodings[d].name}) does not take rope_scaling={kind}; skipped for it",
                           file=sys.stderr)
                     continue
