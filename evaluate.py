@@ -38,7 +38,6 @@ import positional
 from config import SETTINGS, ConfigError, coerce, parse_override
 from data.loader import TokenData
 from model import GPTConfig
-from positional import rope_scaling
 from sample import load_model
 
 MULTIPLES = (1, 2, 4, 8, 16)      # default lengths, in units of the training block_size
@@ -79,13 +78,10 @@ def score(model, x, y, length, stride, device="cpu", batch_tokens=BATCH_TOKENS):
     return total, count
 
 
-def method_label(cfg):
-    """'base', 'yarn x4', 'window 64 sinks 4', 'rerope w32 + window 64', ... from a GPTConfig."""
-    parts = []
-    if cfg.rope_scaling:
-        s = cfg.pos_settings
-        parts.append(f"{cfg.rope_scaling} w{s['rerope_window']}" + (f" k{s['rerope_leak']:g}" if "rerope_leak" in s else "")
-                     if "rerope_window" in s else f"{cfg.rope_scaling} x{s['rope_factor']:g}")
+def method_label(model):
+    """'base', 'yarn x4', 'window 64 sinks 4', 'rerope w32 + window 64', ... of a model."""
+    cfg = model.config
+    parts = [model.pe.method_label()] if model.pe.method_label() else []
     if cfg.window:
         parts.append(f"window {cfg.window}" + (f" sinks {cfg.sinks}" if cfg.sinks else ""))
     return " + ".join(parts) or "base"
@@ -121,7 +117,7 @@ def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, o
         raise ConfigError(f"unknown mode {mode!r}; use nonoverlap or sliding")
     if tokens_per_point < 1:
         raise ConfigError(f"tokens_per_point must be >= 1, got {tokens_per_point}")
-    model, ckpt = load_model(out_dir, overrides, device)
+    model, ckpt = load_model(out_dir, overrides, device, strict=False)
     block = ckpt["model_args"]["block_size"]
     lengths = sorted(set(lengths or [m * block for m in MULTIPLES]))
     if lengths[0] < 1:
@@ -134,7 +130,7 @@ def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, o
     n = min(max(tokens_per_point, lengths[-1]), available)
     scored = torch.from_numpy(tokens[:n + 1].astype("int64"))   # only what is scored leaves the memmap
     x, y = scored[:n], scored[1:]
-    base = dict(out_dir=out_dir, encoding=model.pe.name, method=method_label(model.config), mode=mode)
+    base = dict(out_dir=out_dir, encoding=model.config.pos_encoding, method=method_label(model), mode=mode)
     rows = []
     for length in lengths:
         s = length if mode == "nonoverlap" else (stride or max(1, length // 2))
@@ -280,9 +276,9 @@ def parse_args(argv):
         elif key == "rope_scaling":
             scalings = ["" if s.strip() in ("base", "none", "") else s.strip() for s in raw.split(",")]
             for s in scalings:
-                if s and s not in rope_scaling.METHODS:
-                    raise ConfigError(f"unknown rope_scaling {s!r}; valid: base, {', '.join(rope_scaling.METHODS)}")
-        elif key in MODEL_KEYS:
+                if s and s not in positional.SCALINGS:
+                    raise ConfigError(f"unknown rope_scaling {s!r}; valid: base, {', '.join(positional.SCALINGS)}")
+        elif key in MODEL_KEYS or key in SETTINGS:
             overrides[key] = coerce(key, value)
         else:
             raise ConfigError(f"unknown option --{key}; options: {', '.join(OPTIONS)}, or a model key of "
@@ -307,7 +303,7 @@ def main(argv):
     try:
         out_dirs, opts, methods = parse_args(argv)
         ckpts = {d: checkpoint.load(d) for d in out_dirs}
-        encodings = {d: positional.REGISTRY[c["model_args"]["pos_encoding"]] for d, c in ckpts.items()}
+        encodings = {d: c["model_args"]["pos_encoding"] for d, c in ckpts.items()}
         for kind in {m.get("rope_scaling") for m in methods} - {None}:
             if not any(positional.scaling_problem(e, kind) is None for e in encodings.values()):
                 takers = ", ".join(n for n in positional.REGISTRY if positional.scaling_problem(n, kind) is None)
@@ -320,7 +316,7 @@ def main(argv):
             for overrides in methods:
                 kind = overrides.get("rope_scaling")
                 if kind and positional.scaling_problem(encodings[d], kind) is not None:
-                    print(f"note: {d} ({encodings[d].name}) does not take rope_scaling={kind}; skipped for it",
+                    print(f"note: {d} ({encodings[d]}) does not take rope_scaling={kind}; skipped for it",
                           file=sys.stderr)
                     continue
                 new = evaluate_checkpoint(d, per_dir[d], opts["mode"], opts["stride"] or None, overrides, budget,

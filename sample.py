@@ -58,13 +58,13 @@ def parse_args(argv):
     return args, model_overrides
 
 
-def load_model(out_dir, overrides=None, device="cpu"):
+def load_model(out_dir, overrides=None, device="cpu", strict=True):
     """Rebuild the model from its checkpoint alone; `overrides` may change inference-time keys."""
     if "window" in (overrides or {}) and overrides["window"] < 1:
         raise ConfigError(f"--window must be >= 1 (the number of most recent keys each query sees), "
                           f"got {overrides['window']}")
     ckpt = checkpoint.load(out_dir)
-    model = GPT(model_config(ckpt["model_args"], overrides))
+    model = GPT(model_config(ckpt["model_args"], overrides, strict))
     try:
         model.load_state_dict(ckpt["model"])
     except RuntimeError as e:  # an override changed a weight shape (n_layer, n_embd, ...)
