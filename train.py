@@ -156,7 +156,6 @@ def already_done(cfg, iter_num):
 
 def train(argv, cfg, ckpt, data, model, stop):
     """Set-up, then the loop. Returns the process exit code (0 done, 1 non-finite, 128+signal stopped)."""
-
     # ---- processes, devices, seeds -----------------------------------------------------
     rt = start_runtime(cfg.device, cfg.dtype, cfg.backend)
     data_gen = seed_all(cfg.seed + rt.rank)  # the batches' own generator, saved for an exact resume
