@@ -143,6 +143,10 @@ def main(argv):
         if lock:
             lock.release()
     if code:
+        # Under torchrun the launcher SIGTERMs the ranks still alive once one exits non-zero: this
+        # rank is already on its way out with `code`, which a late SIGTERM must not turn into -15.
+        if int(os.environ.get("RANK", -1)) != -1:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         sys.exit(code)
 
 
