@@ -118,11 +118,20 @@ def _unknown(key):
     return ConfigError(f"unknown config key {key!r}{hint}")
 
 
+def as_bool(what, value):
+    """The boolean spellings of every command line: True/False/true/false/1/0; others refused."""
+    if value in (True, False, "true", "false") and not isinstance(value, float):
+        return value in (True, "true")
+    raise ConfigError(f"{what} wants True or False (or true/false/1/0), got {value!r}")
+
+
 def coerce(key, value):
     """Check `value` against the type of config key `key`; int is accepted for float."""
     if key not in FIELDS:
         raise _unknown(key)
     want = _TYPES[key]
+    if want is bool:
+        return as_bool(f"config key {key!r}", value)
     if want is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if want is str and not isinstance(value, str):
