@@ -83,12 +83,13 @@ def load(out_dir, map_location="cpu"):
     return ckpt
 
 
-def build_model(ckpt, overrides=None, device="cpu"):
+def build_model(ckpt, overrides=None, device="cpu", strict=True):
     """The model of a loaded checkpoint in eval mode, its config rebuilt by
-    config.model_config(model_args, overrides): model keys or encoding settings."""
+    config.model_config(model_args, overrides, strict): model keys or encoding settings
+    (strict=False drops settings the resulting encoding does not take)."""
     from config import ConfigError, model_config
     from model import GPT
-    model = GPT(model_config(ckpt["model_args"], overrides))
+    model = GPT(model_config(ckpt["model_args"], overrides, strict))
     try:
         model.load_state_dict(ckpt["model"])
     except RuntimeError as e:  # an override changed a weight shape (n_layer, n_embd, ...)
@@ -98,10 +99,10 @@ def build_model(ckpt, overrides=None, device="cpu"):
     return model.to(device).eval()
 
 
-def load_model(out_dir, overrides=None, device="cpu"):
+def load_model(out_dir, overrides=None, device="cpu", strict=True):
     """(model, ckpt) of out_dir/ckpt.pt; `overrides` may change inference-time keys."""
     ckpt = load(out_dir)
-    return build_model(ckpt, overrides, device), ckpt
+    return build_model(ckpt, overrides, device, strict), ckpt
 
 
 def dataset_dir(ckpt, data_dir=None):

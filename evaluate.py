@@ -26,10 +26,9 @@ import sys
 import checkpoint
 import positional
 from cli import fail, parse, pick_device, pick_dtype
-from config import FIELDS, ConfigError, coerce, model_config
+from config import ConfigError, coerce, is_key, model_config
 from evaluation import (MULTIPLES, TOKENS_PER_POINT, check_overrides, evaluate_checkpoint, fmt_num, log_wandb,
                         report_paths, scored_note, table_lines, write_report)
-from positional import rope_scaling
 
 OPTIONS = dict(lengths=[], mode="nonoverlap", stride=0, tokens_per_point=TOKENS_PER_POINT, device="auto",
                dtype="auto", data_dir="", split="val", report_dir="", overwrite=False, wandb_log=False)
@@ -38,7 +37,7 @@ OPTIONS = dict(lengths=[], mode="nonoverlap", stride=0, tokens_per_point=TOKENS_
 def model_key(key, value):
     """A key that is not an option: a model key or encoding setting (config.coerce's types)."""
     close = difflib.get_close_matches(key, OPTIONS, n=1, cutoff=0.8)
-    if key not in FIELDS and close:
+    if not is_key(key) and close:
         raise ConfigError(f"unknown option --{key}; did you mean --{close[0]}?")
     if key == "rope_scaling":
         return value
@@ -53,8 +52,8 @@ def parse_args(argv):
         raw = next(a for a in argv if a.startswith("--rope_scaling=")).split("=", 1)[1]
         scalings = ["" if s.strip() in ("base", "none", "") else s.strip() for s in raw.split(",")]
         for s in scalings:
-            if s and s not in rope_scaling.METHODS:
-                raise ConfigError(f"unknown rope_scaling {s!r}; valid: base, {', '.join(rope_scaling.METHODS)}")
+            if s and s not in positional.SCALINGS:
+                raise ConfigError(f"unknown rope_scaling {s!r}; valid: base, {', '.join(positional.SCALINGS)}")
         del overrides["rope_scaling"]
     if not out_dirs:
         raise ConfigError("give one or more checkpoint folders: python evaluate.py out-rope out-alibi")
@@ -79,11 +78,11 @@ def main(argv):
         ckpts = {d: checkpoint.load(d) for d in out_dirs}
         base = {k: v for k, v in methods[0].items() if k != "rope_scaling"}
         for c in ckpts.values():
-            model_config(c["model_args"], base)  # every override checked before anything is scored
-        encodings = {d: positional.REGISTRY[c["model_args"]["pos_encoding"]] for d, c in ckpts.items()}
+            model_config(c["model_args"], base, strict=False)  # every override checked before anything is scored
+        encodings = {d: c["model_args"]["pos_encoding"] for d, c in ckpts.items()}
         for kind in {m.get("rope_scaling") for m in methods} - {None}:
-            if not any(cls.accepts_rope_scaling(kind) for cls in encodings.values()):
-                takers = ", ".join(n for n, cls in positional.REGISTRY.items() if cls.accepts_rope_scaling(kind))
+            if not any(positional.scaling_problem(e, kind) is None for e in encodings.values()):
+                takers = ", ".join(n for n in positional.REGISTRY if positional.scaling_problem(n, kind) is None)
                 raise ConfigError(f"--rope_scaling={kind} needs a checkpoint of {takers}; none of "
                                   f"{', '.join(out_dirs)} is one: drop it from --rope_scaling")
         per_dir = {d: opts["lengths"] or [m * c["model_args"]["block_size"] for m in MULTIPLES]
@@ -94,8 +93,8 @@ def main(argv):
         for d in out_dirs:
             for overrides in methods:
                 kind = overrides.get("rope_scaling")
-                if kind and not encodings[d].accepts_rope_scaling(kind):
-                    print(f"note: {d} ({encodings[d].name}) does not take rope_scaling={kind}; skipped for it",
+                if kind and positional.scaling_problem(encodings[d], kind) is not None:
+                    print(f"note: {d} ({encodings[d]}) does not take rope_scaling={kind}; skipped for it",
                           file=sys.stderr)
                     continue
                 new = evaluate_checkpoint(d, per_dir[d], opts["mode"], opts["stride"] or None, overrides, budget,

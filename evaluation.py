@@ -25,7 +25,6 @@ import checkpoint
 from cli import autocast
 from config import ConfigError
 from data.loader import TokenData
-from positional import rope_scaling
 
 MULTIPLES = (1, 2, 4, 8, 16)      # default lengths, in units of the training block_size
 TOKENS_PER_POINT = 8192           # scored tokens per (checkpoint, method, length)
@@ -64,9 +63,10 @@ def score(model, x, y, length, stride, device="cpu", batch_tokens=BATCH_TOKENS):
     return total, count
 
 
-def method_label(cfg):
-    """'base', 'yarn x4', 'window 64 sinks 4', 'rerope w32 + window 64', ... from a GPTConfig."""
-    parts = [rope_scaling.label(rope_scaling.scaling_from_config(cfg))] if cfg.rope_scaling else []
+def method_label(model):
+    """'base', 'yarn x4', 'window 64 sinks 4', 'rerope w32 + window 64', ... of a model."""
+    cfg = model.config
+    parts = [model.pe.method_label()] if model.pe.method_label() else []
     if cfg.window:
         parts.append(f"window {cfg.window}" + (f" sinks {cfg.sinks}" if cfg.sinks else ""))
     return " + ".join(parts) or "base"
@@ -103,7 +103,7 @@ def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, o
     if tokens_per_point < 1:
         raise ConfigError(f"tokens_per_point must be >= 1, got {tokens_per_point}")
     ckpt = ckpt if ckpt is not None else checkpoint.load(out_dir)
-    model = checkpoint.build_model(ckpt, overrides, device)
+    model = checkpoint.build_model(ckpt, overrides, device, strict=False)  # a sweep: base ignores rope_factor
     block = ckpt["model_args"]["block_size"]
     lengths = sorted(set(lengths or [m * block for m in MULTIPLES]))
     if lengths[0] < 1:
@@ -116,7 +116,7 @@ def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, o
     n = min(max(tokens_per_point, lengths[-1]), available)
     scored = torch.from_numpy(tokens[:n + 1].astype("int64"))   # only what is scored leaves the memmap
     x, y = scored[:n], scored[1:]
-    base = dict(out_dir=out_dir, encoding=model.pe.name, method=method_label(model.config), mode=mode)
+    base = dict(out_dir=out_dir, encoding=model.config.pos_encoding, method=method_label(model), mode=mode)
     rows = []
     for length in lengths:
         s = length if mode == "nonoverlap" else (stride or max(1, length // 2))

@@ -26,7 +26,7 @@ import torch
 
 import checkpoint
 from cli import autocast, fail, parse, pick_device, pick_dtype
-from config import FIELDS, ConfigError, coerce
+from config import ConfigError, coerce, is_key
 
 DEFAULTS = dict(out_dir="out", start="\n", num_samples=1, max_new_tokens=500, temperature=0.8, top_k=200,
                 seed=1337, device="auto", dtype="auto", compile=False)
@@ -35,7 +35,7 @@ DEFAULTS = dict(out_dir="out", start="\n", num_samples=1, max_new_tokens=500, te
 def model_key(key, value):
     """A key that is not an option: a model key or encoding setting (config.coerce's types)."""
     close = difflib.get_close_matches(key, DEFAULTS, n=1, cutoff=0.8)
-    if key not in FIELDS and close:
+    if not is_key(key) and close:
         raise ConfigError(f"unknown option --{key}; did you mean --{close[0]}?")
     return coerce(key, value)
 

@@ -23,7 +23,7 @@ class Learned(PositionalEncoding):
         nn.init.normal_(self.wpe.weight, mean=0.0, std=0.02)
 
     @classmethod
-    def from_config(cls, cfg):
+    def from_config(cls, cfg, s):
         return cls(cfg.block_size, cfg.n_embd)
 
     def embed(self, pos):

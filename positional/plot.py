@@ -20,6 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
+from . import rope_scaling  # noqa: E402
 from .rope import rope_inv_freq  # noqa: E402
 
 ROPE_METHODS = ("linear", "ntk", "yarn")  # extension methods drawn by draw_rope_angles
@@ -104,8 +105,8 @@ def cosine_similarity_matrix(table):
 def scaled_inv_freq(head_dim, base, method=None, factor=1.0, orig_len=None):
     """(head_dim/2,) inverse frequencies of RoPE after an extension method of
     positional/rope_scaling (None: plain RoPE); orig_len is the trained length."""
-    scaling = dict(type=method, factor=factor, original_max_position=orig_len) if method else None
-    return rope_inv_freq(head_dim, base, scaling=scaling)[0].double()
+    settings = rope_scaling.METHODS[method][1](rope_factor=factor, rope_original_max_position=orig_len) if method else None
+    return rope_inv_freq(head_dim, base, method, settings)[0].double()
 
 
 def rope_angles(inv_freq, positions):
