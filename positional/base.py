@@ -104,6 +104,10 @@ class PositionalEncoding(nn.Module):
     def attention_values(self, probs, q_pos, k_pos, layer):
         return None
 
+    def method_label(self):
+        """The length-extension method in use, for reports ('yarn x4', 'rerope w32'); '' for none."""
+        return ""
+
     def extra_repr(self):
         return f"name={self.name!r}"
 

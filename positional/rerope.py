@@ -87,6 +87,9 @@ class ReRoPE(RoPE):
         return cls(cfg.n_embd // cfg.n_head, s.rotary_fraction, s.rope_base,
                    s.rerope_window or max(1, cfg.block_size // 2))
 
+    def method_label(self):
+        return f"{self.name} w{self.window}" + (f" k{self.leak:g}" if self.leak else "")
+
     def rotate(self, x, pos, is_key=False):
         return x   # rotated inside attention_logits
 
