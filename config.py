@@ -20,6 +20,7 @@ import os
 import typing
 from dataclasses import dataclass
 
+import position_sampling
 import positional
 from model import GPTConfig, build_encoding
 
@@ -66,6 +67,10 @@ class Config(GPTConfig):
     compile: bool = False
     backend: str = "auto"                  # DDP backend; auto: nccl on cuda, gloo on cpu
     seed: int = 1337
+    # positions sampled in training (position_sampling.py): "" contiguous, "randomized" (Ruoss et al.
+    # 2023, an ordered subset of [0, max_position)), "pose" (Zhu et al. 2024, chunks with skips below max_position)
+    position_sampling: str = ""
+    pose_chunks: int = 2
 
     def validate(self):
         checks = [
@@ -88,6 +93,10 @@ class Config(GPTConfig):
         for ok, msg in checks:
             if not ok:
                 raise ConfigError(msg)
+        problem = position_sampling.check(self.position_sampling, self.block_size,
+                                          self.max_position or self.block_size, self.pose_chunks)
+        if problem:
+            raise ConfigError(problem)
         check_model(GPTConfig(**self.model_args()))
         return self
 
