@@ -59,7 +59,7 @@ def fit_window(model, ckpt, overrides, total, device):
     if limit is not None and total > limit:
         return model, (f"[{model.pe.name} knows only {limit} positions: past them, each token is predicted from "
                        f"the last {limit} tokens, re-encoded at positions 0..{limit - 1} (no KV cache)]")
-    if total <= trained or model.config.window or getattr(model.pe, "extrapolates", False):
+    if total <= trained or model.config.window or model.pe.extrapolates:
         return model, None
     raw = (f"[going past the training length ({trained} tokens): encodings that do not extrapolate degrade "
            f"there (README: Length extrapolation); --window={trained} keeps every distance in the trained range]")
