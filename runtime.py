@@ -1,42 +1,14 @@
-"""Where a run runs: device and dtype picking, the DDP processes, and the RNG states.
-
-A library module (no command line): train.py uses all of it; sample, evaluate, compare and
-bench use pick_device, pick_dtype and fmt_time.
-"""
+"""Where a training run runs: its DDP processes, device, dtype and autocast (picked by
+cli.pick_device/pick_dtype), and the random states an exact resume restores."""
 import os
 import random
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
-PTDTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def pick_device(requested):
-    """'auto' -> cuda, then mps, then cpu; anything else is returned as given."""
-    if requested != "auto":
-        return requested
-    if torch.cuda.is_available():
-        return "cuda"
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
-
-
-def pick_dtype(requested, device_type):
-    """'auto' -> bfloat16 on a GPU that supports it, else float32."""
-    if requested != "auto":
-        return requested
-    return "bfloat16" if device_type == "cuda" and torch.cuda.is_bf16_supported() else "float32"
-
-
-def fmt_time(s):
-    """Seconds as '4m05s' or '2h03m'."""
-    s = int(s)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+from cli import autocast, pick_device, pick_dtype
 
 
 @dataclass
@@ -74,7 +46,7 @@ def start_runtime(device="auto", dtype="auto", backend="auto"):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     dtype = pick_dtype(dtype, device_type)
-    ctx = nullcontext() if dtype == "float32" else torch.autocast(device_type=device_type, dtype=PTDTYPES[dtype])
+    ctx = autocast(device_type, dtype)  # nullcontext in float32
     scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
     return Runtime(ddp, rank, local_rank, world, device, device_type, dtype, ctx, scaler)
 

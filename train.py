@@ -30,12 +30,14 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import checkpoint
 import positional
+from cli import fail, fmt_time
 from config import ConfigError, describe, load_config, upgrade_model_args
 from data.loader import TokenData, ensure_prepared
+from data.tokenizer import tokenizer_entry
 from guard import OutDirLock, StopSignal
 from model import GPT, GPTConfig
 from runlog import RunLog
-from runtime import fmt_time, rng_state, seed_all, set_rng_state, start_runtime, stop_runtime
+from runtime import rng_state, seed_all, set_rng_state, start_runtime, stop_runtime
 
 # model keys a resumed run must keep (an encoding's settings are compared when its weights do not fit)
 SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "bias", "vocab_size", "pos_encoding", "attention")
@@ -49,10 +51,6 @@ class Progress:
     skipped: int = 0                # steps skipped for a non-finite loss (--on_nonfinite=skip)
     last_saved: int | None = None   # the iteration of the last checkpoint this run wrote or resumed from
 
-
-def fail(msg):
-    print(f"error: {msg}", file=sys.stderr)
-    sys.exit(2)
 
 
 def lr_at(it, cfg):
@@ -199,7 +197,7 @@ def train(argv, cfg, ckpt, data, model, stop):
             print(f"step {st.iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
             log.eval(st.iter_num, st.iter_num * tokens_per_iter, losses, lr)
             if st.iter_num > it_start and not cfg.eval_only:
-                save(cfg, raw_model, optimizer, st, data_gen, losses["val"])
+                save(cfg, raw_model, optimizer, st, data, data_gen, losses["val"])
         if st.iter_num >= cfg.max_iters or cfg.eval_only:
             break
 
@@ -227,7 +225,7 @@ def train(argv, cfg, ckpt, data, model, stop):
             if not finite(raw_model):
                 code = stop_nonfinite("the weights are not finite", st.iter_num, st, rt)
             elif rt.master:
-                save(cfg, raw_model, optimizer, st, data_gen, None)
+                save(cfg, raw_model, optimizer, st, data, data_gen, None)
                 print(f"stopped by {signal.Signals(signum).name} at iter {st.iter_num}: saved "
                       f"{checkpoint.path_in(cfg.out_dir)}; resume with:\n  {resume_hint(argv)}", flush=True)
             break
@@ -320,12 +318,13 @@ def finite(model):
     return all(torch.isfinite(p).all() for p in model.parameters())
 
 
-def save(cfg, model, optimizer, st, data_gen, val_loss):
+def save(cfg, model, optimizer, st, data, data_gen, val_loss):
     """Checkpoint the state at the top of iteration st.iter_num (atomically: checkpoint.py)."""
     checkpoint.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                      "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": st.iter_num,
                      "best_val_loss": st.best_val, "val_loss": val_loss, "rng": rng_state(data_gen),
-                     "nonfinite_skipped": st.skipped}, checkpoint.path_in(cfg.out_dir))
+                     "nonfinite_skipped": st.skipped, "tokenizer": tokenizer_entry(data.meta)},
+                    checkpoint.path_in(cfg.out_dir))
     st.last_saved = st.iter_num
 
 
