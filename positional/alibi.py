@@ -33,13 +33,14 @@ def alibi_slopes(n_head: int) -> torch.Tensor:
 
 class ALiBi(PositionalEncoding):
     name = "alibi"
+    extrapolates = True        # measured flat to 16x (README, "Train short, test long")
 
     def __init__(self, n_head: int):
         super().__init__()
         self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
 
     @classmethod
-    def from_config(cls, cfg):
+    def from_config(cls, cfg, s):
         return cls(cfg.n_head)
 
     def score_bias(self, q_pos, k_pos):

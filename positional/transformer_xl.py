@@ -29,6 +29,7 @@ from .sinusoidal import sinusoidal_table
 
 class TransformerXL(PositionalEncoding):
     name = "transformer_xl"
+    extrapolates = True        # measured flat to 16x (README, "Train short, test long")
 
     def __init__(self, n_layer: int, n_head: int, n_embd: int):
         super().__init__()
@@ -40,7 +41,7 @@ class TransformerXL(PositionalEncoding):
         self.n_positions = 0
 
     @classmethod
-    def from_config(cls, cfg):
+    def from_config(cls, cfg, s):
         return cls(cfg.n_layer, cfg.n_head, cfg.n_embd)
 
     def set_length(self, n_positions):

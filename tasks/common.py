@@ -14,6 +14,14 @@ from dataclasses import dataclass
 
 PAD, SEP, QRY = 0, 1, 2
 SYM = 3
+# one printable character per id, so a task checkpoint carries a char tokenizer (sample.py shows sequences)
+CHARS = ".|?0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ@#"
+
+
+def char_meta(vocab_size):
+    """The meta.pkl-style char vocabulary of ids 0..vocab_size-1 (data/tokenizer.py reads it)."""
+    itos = {i: CHARS[i] for i in range(vocab_size)}
+    return {"vocab_size": vocab_size, "itos": itos, "stoi": {c: i for i, c in itos.items()}}
 
 
 @dataclass

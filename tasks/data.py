@@ -10,7 +10,7 @@ val, so the splits never share an example and resuming replays the same batches.
 """
 import torch
 
-from tasks.common import PAD
+from tasks.common import PAD, char_meta
 
 
 class TaskData:
@@ -18,6 +18,7 @@ class TaskData:
         import tasks
         self.name, self.task = name, tasks.get(name)
         self.vocab_size = self.task.VOCAB_SIZE
+        self.meta = char_meta(self.vocab_size)   # the checkpoint's tokenizer: one character per id
 
     def check(self, block_size):
         if block_size < self.task.MIN_LENGTH:

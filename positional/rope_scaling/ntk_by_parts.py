@@ -11,12 +11,21 @@ the ones in between are blended linearly:
     gamma(r) = 0 if r < alpha;  1 if r > beta;  (r - alpha) / (beta - alpha) otherwise
     theta'_j = (1 - gamma(r_j)) * theta_j / s + gamma(r_j) * theta_j
 
-Knobs: factor (s > 0), original_max_position (L), beta_slow (alpha, paper: 1) and
-beta_fast (beta, paper: 32; the paper's LLaMA values). Attention scale 1.
+Settings: rope_factor (s > 0), rope_original_max_position (L), rope_beta_slow (alpha,
+paper: 1) and rope_beta_fast (beta, paper: 32; the paper's LLaMA values). Attention scale 1.
 This is the paper's formula in r; Hugging Face's implementation rounds the ramp's ends
 to whole channel indices, which differs slightly.
 """
 import math
+from dataclasses import dataclass
+
+from .base import ScalingSettings
+
+
+@dataclass
+class NTKByPartsSettings(ScalingSettings):
+    rope_beta_fast: float = 32.0    # pairs with more turns than this in L are kept
+    rope_beta_slow: float = 1.0     # pairs with fewer turns than this are interpolated
 
 
 def ramp(inv_freq, original_max_position, low, high):
@@ -25,6 +34,6 @@ def ramp(inv_freq, original_max_position, low, high):
     return ((turns - low) / (high - low)).clamp(0.0, 1.0)
 
 
-def ntk_by_parts(inv_freq, *, factor, original_max_position, beta_fast=32.0, beta_slow=1.0, **_):
-    gamma = ramp(inv_freq, original_max_position, beta_slow, beta_fast)
-    return (1 - gamma) * inv_freq / factor + gamma * inv_freq, 1.0
+def ntk_by_parts(inv_freq, s: NTKByPartsSettings, *, base, seq_len=0):
+    gamma = ramp(inv_freq, s.rope_original_max_position, s.rope_beta_slow, s.rope_beta_fast)
+    return (1 - gamma) * inv_freq / s.rope_factor + gamma * inv_freq, 1.0

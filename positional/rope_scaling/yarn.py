@@ -7,11 +7,15 @@ NTK-by-parts frequencies (see ntk_by_parts.py) plus an attention temperature t:
 
 The returned attention scale is sqrt(1/t): RoPE multiplies its cos/sin tables by it, so
 queries and keys each carry one factor and the logits are scaled by 1/t, at no cost.
-Knobs: factor (s), original_max_position (L), beta_fast (32), beta_slow (1).
+Settings: rope_factor (s), rope_original_max_position (L), rope_beta_fast (32), rope_beta_slow (1).
 """
 import math
 
-from .ntk_by_parts import ntk_by_parts
+from .ntk_by_parts import NTKByPartsSettings, ntk_by_parts
+
+
+class YarnSettings(NTKByPartsSettings):
+    pass
 
 
 def yarn_attention_scale(factor):
@@ -19,7 +23,6 @@ def yarn_attention_scale(factor):
     return 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
 
 
-def yarn(inv_freq, *, factor, original_max_position, beta_fast=32.0, beta_slow=1.0, **_):
-    inv, _ = ntk_by_parts(inv_freq, factor=factor, original_max_position=original_max_position,
-                          beta_fast=beta_fast, beta_slow=beta_slow)
-    return inv, yarn_attention_scale(factor)
+def yarn(inv_freq, s: YarnSettings, *, base, seq_len=0):
+    inv, _ = ntk_by_parts(inv_freq, s, base=base)
+    return inv, yarn_attention_scale(s.rope_factor)
