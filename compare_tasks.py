@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import checkpoint
 import tasks
+from cli import fail, typed
 from config import FIELDS, Config, ConfigError, coerce, load_file, parse_override
 from tasks import report
 from tasks.score import MULTIPLES, SAMPLES
@@ -34,11 +35,6 @@ NOT_COMPARED = {"max_iters", "lr_decay_iters", "eval_interval", "log_interval", 
                 "compile", "backend", "wandb_log", "wandb_project", "wandb_group", "eval_only", "overwrite"}
 
 
-def as_list(value):
-    return [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else list(value) \
-        if isinstance(value, (list, tuple)) else [value]
-
-
 def parse(argv):
     """argv: config files and --key=value -> (settings, training keys, the training Config)."""
     settings, train_keys = dict(DEFAULTS), {}
@@ -46,10 +42,8 @@ def parse(argv):
         is_override = arg.startswith("--") or ("=" in arg and not arg.endswith(".py"))
         for key, value in [parse_override(arg)] if is_override else load_file(arg).items():
             if key in DEFAULTS:
-                value = as_list(value) if isinstance(DEFAULTS[key], list) else value
-                if type(value) is not type(DEFAULTS[key]):
-                    raise ConfigError(f"compare_tasks key {key!r} wants a {type(DEFAULTS[key]).__name__}, got {value!r}")
-                settings[key] = value
+                raw = arg.split("=", 1)[1] if is_override and isinstance(DEFAULTS[key], str) else None
+                settings[key] = typed(key, value, DEFAULTS[key], raw, what="compare_tasks key")
             elif key in PER_RUN:
                 raise ConfigError(f"{key!r} is set by compare_tasks.py for each run; choose with --tasks=..., "
                                   f"--encodings=..., --seeds=N and --out_root=...")
@@ -58,14 +52,14 @@ def parse(argv):
     import positional
     cfg = Config(**train_keys).validate()
     for name in settings["tasks"]:
-        tasks.get(name).__name__ and tasks.TaskData(name).check(cfg.block_size)
+        tasks.TaskData(name).check(cfg.block_size)   # unknown task, or one block_size cannot hold
     bad = [e for e in settings["encodings"] if e not in positional.REGISTRY]
     if bad:
         raise ConfigError(f"unknown encoding {bad[0]!r}; valid: {', '.join(positional.REGISTRY)}")
     if settings["seeds"] < 1 or settings["jobs"] < 1 or settings["samples"] < 1 or not settings["multiples"]:
         raise ConfigError("seeds, jobs and samples must be >= 1 and multiples non-empty")
     settings["seed_list"] = [cfg.seed + i for i in range(settings["seeds"])]
-    settings["lengths"] = [int(m * cfg.block_size) for m in settings["multiples"]]
+    settings["lengths"] = [int(float(m) * cfg.block_size) for m in settings["multiples"]]
     settings["report_dir"] = settings["report_dir"] or os.path.join(settings["out_root"], "report")
     settings["threads"] = settings["threads"] or max(1, (os.cpu_count() or 1) // settings["jobs"])
     return settings, train_keys, cfg
@@ -157,8 +151,7 @@ def main(argv):
         for run in runs:
             trained_iters(run, train_keys)  # a run of another recipe is refused before anything starts
     except (ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        fail(e)
     print(f"compare_tasks: {len(runs)} runs ({', '.join(settings['tasks'])} x {', '.join(settings['encodings'])} x "
           f"seeds {settings['seed_list']}), {settings['jobs']} side by side with {settings['threads']} thread(s) each, "
           f"lengths {settings['lengths']}, in {settings['out_root']}/", flush=True)

@@ -14,9 +14,8 @@ import json
 import os
 import sys
 
-import torch
-
-from config import ConfigError, parse_override
+import cli
+from config import ConfigError
 from tasks import report
 from tasks.score import DEPTHS, MULTIPLES, SAMPLES, effective_window, load_task_model, passkey_grid, score_lengths
 
@@ -24,36 +23,24 @@ DEFAULTS = dict(lengths=[], samples=SAMPLES, depths=list(DEPTHS), report_dir="",
 
 
 def parse(argv):
-    dirs, opts, overrides = [], dict(DEFAULTS), {}
-    for arg in argv:
-        if not arg.startswith("--"):
-            dirs.append(arg)
-            continue
-        key, value = parse_override(arg)
-        if key not in DEFAULTS:
-            overrides[key] = value          # a model key: checked by config.model_config
-            continue
-        if isinstance(DEFAULTS[key], list):
-            value = [v for v in (value.split(",") if isinstance(value, str) else
-                                 value if isinstance(value, (list, tuple)) else [value])]
-            try:
-                value = [float(v) if key == "depths" else int(v) for v in value]
-            except ValueError:
-                raise ConfigError(f"--{key} wants a comma list of numbers, got {arg.split('=', 1)[1]!r}")
-        elif not isinstance(value, type(DEFAULTS[key])) or isinstance(value, bool) != isinstance(DEFAULTS[key], bool):
-            raise ConfigError(f"--{key} wants a {type(DEFAULTS[key]).__name__}, got {value!r}")
-        opts[key] = value
+    """argv (cli.py's convention) -> (checkpoint folders, options, model overrides)."""
+    opts, overrides, dirs = cli.parse(argv, DEFAULTS, other=lambda k, v: v, positionals=True, doc=__doc__)
+    try:
+        opts["lengths"] = [int(v) for v in opts["lengths"]]
+        opts["depths"] = [float(v) for v in opts["depths"]]
+    except ValueError:
+        raise ConfigError(f"--lengths and --depths want comma lists of numbers, got {opts['lengths']}, {opts['depths']}")
     if not dirs:
         raise ConfigError("give at least one checkpoint folder: python score_task.py out-task-copy")
     if opts["samples"] < 1:
         raise ConfigError(f"--samples must be >= 1, got {opts['samples']}")
-    return dirs, opts, overrides
+    return dirs, opts, overrides   # overrides are model keys, checked by config.model_config
 
 
 def main(argv):
     try:
         dirs, opts, overrides = parse(argv)
-        device = opts["device"] if opts["device"] != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        device = cli.pick_device(opts["device"])
         models = [(d, *load_task_model(d, overrides, device)) for d in dirs]
         names = {name for _, _, name, _ in models}
         if len(names) > 1:
@@ -74,8 +61,7 @@ def main(argv):
                 f"{r['length']}: {'n/a' if r['exact'] is None else format(r['exact'], '.0%')}" for r in rows)
                 + (f"; effective window {run['effective_window']}" if "grid" in run else ""), flush=True)
     except (ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        cli.fail(e)
     write(out, lengths, opts["report_dir"] or dirs[0], opts["plots"])
 
 

@@ -16,8 +16,6 @@ import torch
 
 import checkpoint
 import tasks
-from config import model_config
-from model import GPT
 
 MULTIPLES = (1, 2, 4, 8, 16)          # default lengths, in units of the training length
 SAMPLES = 200                         # examples per point
@@ -36,9 +34,7 @@ def load_task_model(out_dir, overrides=None, device="cpu"):
         raise checkpoint.CheckpointError(f"{out_dir} was trained on a dataset, not a task; train one with "
                                          f"python train.py configs/tasks/copy.py (see tasks/)")
     tasks.get(name)
-    model = GPT(model_config(ckpt["model_args"], overrides))
-    model.load_state_dict(ckpt["model"])
-    return model.to(device).eval(), name, ckpt["model_args"]["block_size"]
+    return checkpoint.build_model(ckpt, overrides, device), name, ckpt["model_args"]["block_size"]
 
 
 def examples(task, length, samples, **kw):
