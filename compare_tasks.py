@@ -2,7 +2,7 @@
 length, and write one report (tables, plots, heatmap, MRR ranking, wall time).
 
     python compare_tasks.py configs/tasks/quick.py                 # the quick subset
-    python compare_tasks.py configs/tasks/compare.py               # every task x 5 encodings x 3 seeds
+    python compare_tasks.py configs/tasks/compare.py               # 7 tasks x 6 encodings x 3 seeds
     python compare_tasks.py configs/tasks/quick.py --tasks=copy --encodings=none,alibi --seeds=1 --jobs=1
 
 Each run is train.py then score_task.py, in subprocesses (this interpreter), in

@@ -9,7 +9,7 @@ from tasks.common import PAD, QRY, SEP, SYM
 from tasks.data import TaskData
 from tasks.report import mrr
 from tasks.score import accuracy, effective_window, examples, greedy
-from tests.inproc import one_line_error, train_error
+from tests.inproc import train_error
 
 NAMES = list(tasks.REGISTRY)
 # answer tokens at length 20, counted by hand from each task's layout

@@ -66,3 +66,11 @@ def test_compare_tasks_reports_and_restarts(tmp_path, capsys):
     err = one_line_error(compare_tasks.main, [*args[:-1], "--tasks=passkey", f"--out_root={tmp_path / 'x'}"], capsys)
     assert "task passkey cannot fill block_size=8" in err
     assert not os.path.exists(tmp_path / "x")
+
+
+def test_sample_reads_a_task_checkpoint(copy_run, capsys):
+    """The checkpoint carries the task's char vocabulary: PAD '.', SEP '|', symbols '0'.. ."""
+    import sample
+    sample.main([f"--out_dir={copy_run}", "--start=.0123|", "--max_new_tokens=4", "--top_k=1", "--device=cpu"])
+    out = capsys.readouterr().out
+    assert ".0123|" in out and all(c in tasks.common.CHARS for c in out.split(".0123|")[1][:4])
