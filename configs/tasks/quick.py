@@ -1,6 +1,6 @@
 # The quick subset of the task comparison (README: Tasks), sized for a 2-core CPU:
 #   python compare_tasks.py configs/tasks/quick.py
-# 2 tasks x 4 encodings x 3 seeds = 24 runs of 400 iterations, scored at 1-8x with 100 samples.
+# 2 tasks x 4 encodings x 3 seeds = 24 runs of the base recipe (800 iterations), scored at 1-8x with 100 samples.
 from configs.tasks.base import *  # noqa: F401,F403
 
 tasks = ["copy", "passkey"]
@@ -10,6 +10,3 @@ jobs = 2                      # runs side by side, one thread each (measured fas
 out_root = "out-tasks-quick"
 samples = 100
 multiples = [1, 2, 4, 8]
-max_iters = 400
-lr_decay_iters = 400
-eval_interval = 100
