@@ -84,7 +84,7 @@ def write(out, lengths, report_dir, plots):
             gpath = os.path.join(report_dir, f"passkey_grid{'' if len(out['runs']) == 1 else '_' + os.path.basename(d)}")
             report.write_csv(gpath + ".csv", run["grid"])
             md += ["", f"{d}: passkey effective context window {run['effective_window']} tokens "
-                   f"(PI: the largest distance with >= 20% retrieval at every distance up to it)"]
+                   f"(PI's rule: the largest length with >= 20% retrieval at every length up to it, every depth)"]
             if plots:
                 depths = sorted({r["depth"] for r in run["grid"]})
                 panel = {f"depth {dp:g}": [next(r["exact"] for r in run["grid"] if r["length"] == n and r["depth"] == dp)

@@ -12,6 +12,8 @@ import os
 
 import matplotlib
 
+from tasks.score import effective_window
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -125,7 +127,7 @@ def write_comparison(results, failed, settings, train_len, wall_s, command):
           f"{len(results)} runs ({', '.join(task_names)} x {', '.join(encs)} x seeds {settings['seed_list']}), "
           f"trained at lengths <= {train_len}, scored at {lengths} with {settings['samples']} samples per point; "
           f"{settings['jobs']} run(s) side by side, {settings['threads']} thread(s) each, {os.cpu_count()} cores. "
-          f"Wall time {wall_s / 60:.1f} min (runs' own: training {train_s / 60:.1f} min, scoring "
+          f"Wall time of this call {wall_s / 60:.1f} min (runs' own: training {train_s / 60:.1f} min, scoring "
           f"{sum(r.get('score_s', 0) for r in results) / 60:.1f} min, summed over runs; runs reused from an "
           f"earlier call count their first time).", ""]
     if failed:
@@ -144,9 +146,9 @@ def write_comparison(results, failed, settings, train_len, wall_s, command):
         plot_accuracy(os.path.join(out, f"{t}.png"), series, lengths, train_len, f"{t}: accuracy against length")
         md += ["", f"## {t}", "", "Exact match (%, mean ± std over seeds):", "", table(series, lengths), "",
                "Per-token accuracy (%):", "", table(series, lengths, "token"), "", f"![{t}]({t}.png)"]
-        windows = {e: [r["effective_window"] for r in by[t, e] if "effective_window" in r] for e in encs}
+        windows = {e: [effective_window(r["grid"]) for r in by[t, e] if "grid" in r] for e in encs}
         if any(windows.values()):
-            md += ["", "Effective context window (PI; tokens): " + ", ".join(
+            md += ["", "Passkey effective context window (PI's 20% rule over every depth; tokens): " + ", ".join(
                 f"{e} {fmt(w, pct=False)}" for e, w in windows.items() if w)]
     panels = {t: {e: [mean_std([next(x["exact"] for x in r["rows"] if x["length"] == n) for r in by[t, e]])[0]
                       for n in lengths] for e in encs if by[t, e]} for t in task_names}

@@ -105,11 +105,14 @@ def passkey_grid(model, lengths, depths=DEPTHS, samples=SAMPLES, batch_tokens=BA
 
 
 def effective_window(grid):
-    """PI's effective context window: the largest distance k such that retrieval (exact match)
-    succeeds at least 20% of the time at every measured distance up to k; 0 if the shortest fails."""
+    """PI's effective context window: the largest length k such that passkey retrieval (exact
+    match) succeeds at least 20% of the time at every measured length up to k, wherever the key
+    sits (every depth); 0 if the shortest length fails. PI places the key about k tokens back
+    in a prompt of length about k; our grid also asks it at every depth of each length, so a
+    model that fails on long prompts fails here even when the key is near."""
     k = 0
-    for dist in sorted({r["distance"] for r in grid}):
-        if any(r["exact"] is None or r["exact"] < PI_THRESHOLD for r in grid if r["distance"] == dist):
+    for n in sorted({r["length"] for r in grid}):
+        if any(r["exact"] is None or r["exact"] < PI_THRESHOLD for r in grid if r["length"] == n):
             break
-        k = dist
+        k = n
     return k

@@ -156,10 +156,10 @@ def test_greedy_with_cache_equals_decoding_without():
 
 
 def test_effective_window_and_mrr_by_hand():
-    grid = [dict(distance=5, exact=1.0), dict(distance=5, exact=0.9), dict(distance=20, exact=0.2),
-            dict(distance=40, exact=0.1), dict(distance=80, exact=0.9)]
-    assert effective_window(grid) == 20          # 40 fails, so 80 does not count
-    assert effective_window([dict(distance=5, exact=0.0)]) == 0
+    grid = [dict(length=32, exact=1.0), dict(length=32, exact=0.9), dict(length=64, exact=0.2),
+            dict(length=128, exact=0.1), dict(length=128, exact=0.9), dict(length=256, exact=0.9)]
+    assert effective_window(grid) == 64          # one depth of 128 fails, so 256 does not count
+    assert effective_window([dict(length=32, exact=0.0)]) == 0
     ranks = mrr({"a": {"x": 0.9, "y": 0.5, "z": 0.5}, "b": {"x": 0.1, "y": 0.3, "z": None}})
     assert ranks == {"x": pytest.approx((1 + 1 / 2) / 2), "y": pytest.approx((1 / 2 + 1) / 2),
                      "z": pytest.approx((1 / 2 + 1 / 3) / 2)}
