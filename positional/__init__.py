@@ -20,7 +20,9 @@ from .fire import FIRE
 from .kerple import Kerple
 from .learned import Learned
 from .nope import NoPE
+from .p_rope import PRoPE
 from .rerope import LeakyReRoPE, ReRoPE
+from .resonance import ResonanceRoPE
 from .rope import RoPE
 from .shaw import Shaw
 from .sinusoidal import Sinusoidal
@@ -40,6 +42,8 @@ REGISTRY = {
     "transformer_xl": TransformerXL,
     "kerple": Kerple,
     "fire": FIRE,
+    "p_rope": PRoPE,
+    "resonance_rope": ResonanceRoPE,
 }
 # rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)
 LOGIT_METHODS = {"rerope": (ReRoPE, "rope"), "leaky_rerope": (LeakyReRoPE, "rope")}

