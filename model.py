@@ -184,6 +184,7 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+        pe.layer_input(x, pos, self.layer)                                      # data-dependent encodings (FoX)
         q = pe.rotate(q, pos)
         if cache is None or pe.cache_rotated_keys:
             k = pe.rotate(k, pos, is_key=True)

@@ -17,6 +17,7 @@ from . import rope_scaling as scalings
 from .alibi import ALiBi
 from .base import PositionalEncoding, Settings
 from .fire import FIRE
+from .fox import FoX
 from .kerple import Kerple
 from .learned import Learned
 from .nope import NoPE
@@ -44,6 +45,7 @@ REGISTRY = {
     "fire": FIRE,
     "p_rope": PRoPE,
     "resonance_rope": ResonanceRoPE,
+    "fox": FoX,
 }
 # rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)
 LOGIT_METHODS = {"rerope": (ReRoPE, "rope"), "leaky_rerope": (LeakyReRoPE, "rope")}

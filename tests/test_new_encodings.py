@@ -10,10 +10,13 @@ import torch
 import positional
 from model import GPT
 from config import model_config
+from positional.alibi import alibi_slopes
+from positional.fox import FoX
 from positional.resonance import resonance
 from tests.conftest import TINY_ARGS, run_py, tiny_gpt
+from tests.test_window import test_bounded_cache_decodes_4x_the_window_like_a_recompute as window_cache_check
 
-NEW = ["p_rope", "resonance_rope"]
+NEW = ["p_rope", "resonance_rope", "fox"]
 
 
 def scores(pe, q, k, q_pos, k_pos, layer=0):
@@ -121,6 +124,62 @@ def test_resonance_rounds_after_the_scaling_method(scaling):
     scaled.set_length(200)
     torch.testing.assert_close(theta, resonance(scaled.angles(torch.tensor([1]))[0]))
     assert not torch.allclose(theta, pe.inv_freq)
+
+
+# ---- FoX --------------------------------------------------------------------------------------
+def fox_logits(pe, x, q, k, q_pos, k_pos, layer=0):
+    pe.layer_input(x, q_pos, layer)
+    return pe.attention_logits(q, k, q_pos, k_pos, layer)
+
+
+def test_fox_bias_is_the_sum_of_log_gates_in_between():
+    """Gate logits 0, ln 3, -ln 3, 0 -> f = 1/2, 3/4, 1/4, 1/2; logit(i, j) = sum_{l=j+1..i} log f_l."""
+    pe = FoX(n_layer=1, n_head=1, n_embd=2)
+    with torch.no_grad():
+        pe.weight.copy_(torch.tensor([[[1.0, 0.0]]]))
+        pe.bias.zero_()
+    a = torch.tensor([0.0, math.log(3), -math.log(3), 0.0])
+    x = torch.stack([a, torch.full_like(a, 5.0)], dim=-1)[None]                 # (1, 4, 2): 2nd channel ignored
+    qk = torch.zeros(1, 1, 4, 2)
+    pos = torch.arange(4)
+    got = fox_logits(pe, x, qk, qk, pos, pos)[0, 0]
+    f = [1 / 2, 3 / 4, 1 / 4, 1 / 2]
+    for i in range(4):
+        for j in range(i + 1):
+            assert got[i, j].item() == pytest.approx(math.log(math.prod(f[j + 1:i + 1])), abs=1e-6)
+
+
+def test_fox_starts_as_alibi_and_ignores_absolute_positions():
+    pe = FoX(n_layer=2, n_head=4, n_embd=8)
+    with torch.no_grad():
+        pe.weight.zero_()                                                        # f_t = exp(-m_h) everywhere
+    x, q, k = torch.randn(2, 6, 8), torch.randn(2, 4, 6, 4), torch.randn(2, 4, 6, 4)
+    pos = torch.arange(6)
+    decay = fox_logits(pe, x, q, k, pos, pos, layer=1) - q @ k.transpose(-1, -2) / 2
+    alibi = -alibi_slopes(4)[:, None, None] * (pos[:, None] - pos[None, :])       # (H, T, T)
+    keep = pos[None, :] <= pos[:, None]
+    torch.testing.assert_close(decay[..., keep], alibi.expand(2, 4, 6, 6)[..., keep], rtol=1e-5, atol=1e-5)
+    pe.weight.data.normal_()
+    torch.testing.assert_close(fox_logits(pe, x, q, k, pos, pos), fox_logits(pe, x, q, k, pos + 500, pos + 500))
+
+
+def test_fox_decoding_continues_the_running_sum():
+    """Token by token, c_i - c_j equals the full pass's, also for keys written many calls ago."""
+    pe = FoX(n_layer=1, n_head=2, n_embd=4)
+    pe.weight.data.normal_()
+    x, q, k = torch.randn(1, 7, 4), torch.randn(1, 2, 7, 3), torch.randn(1, 2, 7, 3)
+    pos = torch.arange(7)
+    full = fox_logits(pe, x, q, k, pos, pos)
+    fox_logits(pe, x[:, :3], q[:, :, :3], k[:, :, :3], pos[:3], pos[:3])
+    for t in range(3, 7):
+        step = fox_logits(pe, x[:, t:t + 1], q[:, :, t:t + 1], k[:, :, :t + 1], pos[t:t + 1], pos[:t + 1])
+        torch.testing.assert_close(step[..., 0, :], full[..., t, :t + 1], rtol=1e-5, atol=1e-5)
+
+
+# ---- windows and the bounded cache ------------------------------------------------------------
+@pytest.mark.parametrize("name", NEW)
+def test_bounded_window_cache_decodes_like_a_recompute(name):
+    window_cache_check(name)
 
 
 # ---- training smoke -------------------------------------------------------------------------
