@@ -16,6 +16,7 @@ import difflib
 from . import rope_scaling as scalings
 from .alibi import ALiBi
 from .base import PositionalEncoding, Settings
+from .cope import CoPE
 from .fire import FIRE
 from .fox import FoX
 from .kerple import Kerple
@@ -46,6 +47,7 @@ REGISTRY = {
     "p_rope": PRoPE,
     "resonance_rope": ResonanceRoPE,
     "fox": FoX,
+    "cope": CoPE,
 }
 # rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)
 LOGIT_METHODS = {"rerope": (ReRoPE, "rope"), "leaky_rerope": (LeakyReRoPE, "rope")}

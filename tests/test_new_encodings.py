@@ -11,12 +11,13 @@ import positional
 from model import GPT
 from config import model_config
 from positional.alibi import alibi_slopes
+from positional.cope import CoPE, cope_positions, interpolate
 from positional.fox import FoX
 from positional.resonance import resonance
 from tests.conftest import TINY_ARGS, run_py, tiny_gpt
 from tests.test_window import test_bounded_cache_decodes_4x_the_window_like_a_recompute as window_cache_check
 
-NEW = ["p_rope", "resonance_rope", "fox"]
+NEW = ["p_rope", "resonance_rope", "fox", "cope"]
 
 
 def scores(pe, q, k, q_pos, k_pos, layer=0):
@@ -29,9 +30,9 @@ def scores(pe, q, k, q_pos, k_pos, layer=0):
     return s if b is None else s + b
 
 
-@pytest.mark.parametrize("name", ["p_rope", "resonance_rope"])
+@pytest.mark.parametrize("name", ["p_rope", "resonance_rope", "cope"])
 @pytest.mark.parametrize("shift", [1, 37, 1000])
-def test_rotary_scores_invariant_to_shift(name, shift):
+def test_relative_scores_invariant_to_shift(name, shift):
     pe = tiny_gpt(name).pe
     q, k = torch.randn(2, 4, 6, 8), torch.randn(2, 4, 9, 8)
     q_pos, k_pos = torch.arange(3, 9), torch.arange(0, 9)
@@ -174,6 +175,61 @@ def test_fox_decoding_continues_the_running_sum():
     for t in range(3, 7):
         step = fox_logits(pe, x[:, t:t + 1], q[:, :, t:t + 1], k[:, :, :t + 1], pos[t:t + 1], pos[:t + 1])
         torch.testing.assert_close(step[..., 0, :], full[..., t, :t + 1], rtol=1e-5, atol=1e-5)
+
+
+# ---- CoPE -------------------------------------------------------------------------------------
+def test_cope_positions_count_the_gates_from_each_key_to_the_query():
+    g = torch.tensor([[0.5, 0.0, 0.0],
+                      [0.2, 0.9, 0.0],
+                      [0.1, 0.3, 0.6]])
+    want = torch.tensor([[0.5, 0.0, 0.0],
+                         [1.1, 0.9, 0.0],
+                         [1.0, 0.9, 0.6]])
+    torch.testing.assert_close(cope_positions(g, 5.0), want)
+    torch.testing.assert_close(cope_positions(g, 1.0), want.clamp(max=1.0))   # counts past P share e[P]
+
+
+def test_cope_interpolates_between_integer_positions():
+    table = torch.tensor([[10.0, 20.0, 40.0]])                                   # q.e[0], q.e[1], q.e[2]
+    p = torch.tensor([[0.0, 0.6, 1.25, 2.0]])
+    torch.testing.assert_close(interpolate(table, p), torch.tensor([[10.0, 16.0, 25.0, 40.0]]))
+
+
+def test_cope_logits_match_a_reference_loop():
+    """logit(i, j) = (q_i.k_j + q_i.e[p_ij]) / sqrt(D), p_ij = sum_{t=j..i} sigmoid(q_i.k_t / sqrt(D))."""
+    torch.manual_seed(0)
+    D, T, P = 4, 5, 3
+    pe = CoPE(n_layer=1, head_dim=D, max_position=P)
+    pe.emb.data.normal_()
+    q, k = torch.randn(1, 1, T, D), torch.randn(1, 1, T, D)
+    got = pe.attention_logits(q, k, torch.arange(T), torch.arange(T), 0)[0, 0]
+    e = pe.emb[0].detach()
+    for i in range(T):
+        gates = [torch.sigmoid(q[0, 0, i] @ k[0, 0, t] / 2) for t in range(T)]
+        for j in range(i + 1):
+            p = min(sum(gates[j:i + 1]).item(), P)
+            lo = math.floor(p)
+            ep = e[lo] * (1 - (p - lo)) + e[min(lo + 1, P)] * (p - lo)
+            want = (q[0, 0, i] @ k[0, 0, j] + q[0, 0, i] @ ep) / 2
+            assert got[i, j].item() == pytest.approx(want.item(), abs=1e-5)
+
+
+def test_cope_window_hides_keys_from_the_count():
+    """Window 3 with one sink: query 7 sees keys 0, 5, 6, 7. Keys 5-7 count as without a
+    window; the sink counts only the visible keys: p_70 = g_70 + g_75 + g_76 + g_77."""
+    windowed = tiny_gpt("cope", window=3, sinks=1).pe
+    full = tiny_gpt("cope").pe
+    full.emb.data.copy_(windowed.emb.data)
+    q, k, pos = torch.randn(1, 4, 8, 8), torch.randn(1, 4, 8, 8), torch.arange(8)
+    a, b = windowed.attention_logits(q, k, pos, pos, 0), full.attention_logits(q, k, pos, pos, 0)
+    torch.testing.assert_close(a[..., 7, 5:], b[..., 7, 5:])
+    qi, e = q[0, :, 7], windowed.emb[0].detach()                                  # (H, D), (P + 1, D)
+    g = torch.sigmoid((k[0] @ qi[:, :, None])[..., 0] / math.sqrt(8))              # (H, T) gates of query 7
+    p = g[:, [0, 5, 6, 7]].sum(-1)                                                 # (H,)
+    lo = p.floor().long()
+    e_p = e[lo] * (1 - (p - lo))[:, None] + e[lo + 1] * (p - lo)[:, None]           # (H, D)
+    torch.testing.assert_close(a[0, :, 7, 0], ((qi * k[0, :, 0]).sum(-1) + (qi * e_p).sum(-1)) / math.sqrt(8))
+    assert not torch.allclose(a[..., 7, 0], b[..., 7, 0])
 
 
 # ---- windows and the bounded cache ------------------------------------------------------------
