@@ -41,6 +41,8 @@ class GPTConfig:
     sinks: int = 0                  # with a window: the first `sinks` positions stay visible
     attention: str = "softmax"      # "linear": elu+1 linear attention (linear_attention.py)
     max_position: int = 0           # positions seen in training with position_sampling (M or PoSE's target); 0: block_size
+    qk_norm: bool = False           # RMS-normalise q and k per head (learned gain), before the positional transform
+    logn_scaling: bool = False      # queries scaled by max(1, log n / log L) at position n (n = pos + 1, L trained length)
 
 
 class KVCache(nn.Module):
@@ -168,13 +170,27 @@ def build_encoding(cfg):
                              f"sums cannot; drop its rope_scaling or use attention=softmax")
         if cfg.window:
             raise ValueError("linear attention has no window; set window=0 (or attention=softmax)")
+        if cfg.qk_norm or cfg.logn_scaling:
+            raise ValueError("qk_norm and logn_scaling are options of softmax attention; drop them or use attention=softmax")
     return pe
+
+
+def logn_factor(pos, length):
+    """(T,) query scales max(1, log n / log L) at positions pos, n = pos + 1 tokens seen (log-n
+    attention scaling: Su 2021, kexue.fm/archives/8823; Qwen's use_logn_attn): the
+    entropy of attention stays near its trained level past the training length L."""
+    n = (pos + 1).to(torch.float32)
+    return (torch.log(n) / math.log(length)).clamp(min=1.0)
 
 
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: GPTConfig, layer: int):
         super().__init__()
         self.n_head, self.n_embd, self.layer = cfg.n_head, cfg.n_embd, layer
+        D = cfg.n_embd // cfg.n_head
+        self.q_norm = nn.RMSNorm(D, eps=1e-6) if cfg.qk_norm else None   # one gain (D,) shared by the heads
+        self.k_norm = nn.RMSNorm(D, eps=1e-6) if cfg.qk_norm else None
+        self.logn_length = max(2, cfg.max_position or cfg.block_size) if cfg.logn_scaling else 0
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.resid_dropout = nn.Dropout(cfg.dropout)
@@ -184,6 +200,10 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if self.logn_length:
+            q = q * logn_factor(pos, self.logn_length).to(q.dtype)[:, None]           # (T, 1) per query
         pe.layer_input(x, pos, self.layer)                                      # data-dependent encodings (FoX)
         q = pe.rotate(q, pos)
         if cache is None or pe.cache_rotated_keys:

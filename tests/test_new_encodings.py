@@ -248,3 +248,49 @@ def test_training_loss_falls(tiny_data, tmp_path, config):
     model = GPT(model_config(ckpt["model_args"]))
     model.load_state_dict(ckpt["model"])
     assert model.pe.name == config
+
+
+# ---- qk_norm and log-n scaling: model options, not encodings ---------------------------------
+def test_logn_factor_by_hand():
+    """L = 16: 1 up to n = 16 tokens; log 32 / log 16 = 5/4 at n = 32; 2 at n = 256."""
+    from model import logn_factor
+    torch.testing.assert_close(logn_factor(torch.tensor([0, 15, 31, 255]), 16), torch.tensor([1.0, 1.0, 1.25, 2.0]))
+
+
+def test_logn_scaling_changes_nothing_within_the_training_length():
+    idx = torch.randint(0, 40, (2, 40))
+    with torch.no_grad():
+        plain, scaled = tiny_gpt("rope", block_size=16)(idx)[0], tiny_gpt("rope", block_size=16, logn_scaling=True)(idx)[0]
+    assert torch.equal(plain[:, :16], scaled[:, :16])
+    assert not torch.allclose(plain[:, 16:], scaled[:, 16:])
+
+
+def test_qk_norm_gives_the_encoding_unit_rms_queries_and_keys(monkeypatch):
+    model = tiny_gpt("rope", qk_norm=True)
+    seen = []
+    rotate = model.pe.rotate
+    monkeypatch.setattr(model.pe, "rotate", lambda x, pos, is_key=False: seen.append(x) or rotate(x, pos, is_key))
+    with torch.no_grad():
+        model(torch.randint(0, 40, (2, 12)))
+    assert len(seen) == 4                                                      # q and k of 2 layers
+    for x in seen:
+        torch.testing.assert_close(x.pow(2).mean(-1), torch.ones(x.shape[:-1]), rtol=1e-3, atol=1e-3)  # eps 1e-6
+    plain = tiny_gpt("rope")
+    assert sum(p.numel() for p in model.parameters()) - sum(p.numel() for p in plain.parameters()) == 2 * 2 * 8
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi", "fox"])
+@pytest.mark.parametrize("option", ["qk_norm", "logn_scaling"])
+def test_model_options_keep_cache_equal_to_recompute(name, option):
+    model = tiny_gpt(name, block_size=8, **{option: True})
+    idx = torch.randint(0, 40, (2, 24))
+    with torch.no_grad():
+        full = model(idx)[0]
+        model.setup_cache(2, 32)
+        out = torch.cat([model(idx[:, :5])[0]] + [model(idx[:, t:t + 1])[0] for t in range(5, 24)], dim=1)
+    torch.testing.assert_close(out, full, rtol=1e-5, atol=1e-5)
+
+
+def test_linear_attention_refuses_the_softmax_options():
+    with pytest.raises(ValueError, match="qk_norm and logn_scaling are options of softmax attention"):
+        tiny_gpt("rope", attention="linear", qk_norm=True)
