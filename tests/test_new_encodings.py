@@ -248,6 +248,7 @@ def test_training_loss_falls(tiny_data, tmp_path, config):
     model = GPT(model_config(ckpt["model_args"]))
     model.load_state_dict(ckpt["model"])
     assert model.pe.name == config
+    GPT(model_config(ckpt["model_args"], {"logn_scaling": True})).load_state_dict(ckpt["model"])  # an evaluation-time option
 
 
 # ---- qk_norm and log-n scaling: model options, not encodings ---------------------------------
