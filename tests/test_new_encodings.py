@@ -60,6 +60,8 @@ def test_p_rope_keeps_the_highest_frequencies_and_zeroes_the_rest():
     torch.testing.assert_close(pe.rotate(x.view(1, 1, 1, 8), torch.tensor([5])).flatten(), turn(x, [1, 0.1, 0, 0], 5))
     y = pe.rotate(x.view(1, 1, 1, 8), torch.tensor([7])).flatten()
     assert torch.equal(y[[2, 3, 6, 7]], x[[2, 3, 6, 7]])          # pairs (2, 6) and (3, 7) are position-free
+    scaled = tiny_gpt("p_rope", n_embd=16, n_head=2, p_rope_fraction=0.5, rope_scaling="linear", rope_factor=4.0).pe
+    torch.testing.assert_close(scaled.angles(m)[0], torch.tensor([1.25, 0.125, 0.0, 0.0], dtype=torch.float64))
 
 
 def test_p_rope_ends_are_rope_and_nope():
