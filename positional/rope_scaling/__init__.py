@@ -13,20 +13,35 @@ method (ReRoPE) keeps the frequencies and forms the attention logits itself
 Scaling dicts, as saved in checkpoints through flat GPTConfig keys (scaling_from_config):
     {"type": "yarn", "factor": 4.0, "original_max_position": 256, "beta_fast": 32.0, ...}
 """
+import dataclasses
+
 from .dynamic import dynamic
 from .llama3 import llama3
 from .linear import linear
 from .ntk import ntk
-from .ntk_by_parts import ntk_by_parts
+from .ntk_by_parts import NtkByPartsSettings, ntk_by_parts
 from .rerope import rerope_logits, unchanged
-from .yarn import yarn
+from .yarn import YarnSettings, yarn
+
+
+def _with_settings(method, settings_cls):
+    """A method in the settings-API shape, method(inv_freq, s, *, base, seq_len), called with
+    this registry's scaling dict. Goes when the settings API lands (issue #10)."""
+    def call(inv_freq, *, base, seq_len=None, factor, original_max_position, dim=None, **knobs):
+        fields = {f.name for f in dataclasses.fields(settings_cls)}
+        s = settings_cls(rope_factor=factor, rope_original_max_position=original_max_position,
+                         **{f"rope_{k}": v for k, v in knobs.items() if f"rope_{k}" in fields})
+        s.check(None)
+        return method(inv_freq, s, base=base, seq_len=seq_len or 0)
+    return call
+
 
 METHODS = {
     "linear": linear,
     "ntk": ntk,
     "dynamic": dynamic,
-    "ntk_by_parts": ntk_by_parts,
-    "yarn": yarn,
+    "ntk_by_parts": _with_settings(ntk_by_parts, NtkByPartsSettings),
+    "yarn": _with_settings(yarn, YarnSettings),
     "llama3": llama3,
     "rerope": unchanged,
     "leaky_rerope": unchanged,
