@@ -150,8 +150,7 @@ def evaluate_run(run_dir, enc, settings, data_dir, iter_num):
     import positional
     key = {k: settings[k] for k in ("eval_lengths", "eval_tokens", "eval_mode", "rope_factor")}
     key["iter_num"] = iter_num  # a run trained further is evaluated again
-    cls = positional.REGISTRY[enc]  # asked by capability, never by name
-    key["rope_scalings"] = [m for m in settings["rope_scalings"] if cls.accepts_rope_scaling(m)]
+    key["rope_scalings"] = [m for m in settings["rope_scalings"] if positional.scaling_problem(enc, m) is None]
     path = os.path.join(run_dir, "results.json")
     if os.path.exists(path):
         with open(path) as f:

@@ -5,6 +5,11 @@
 A config file is plain Python whose public top-level names are config keys (as in
 nanoGPT), loaded with importlib rather than exec. Every key is checked: an unknown key
 gets the closest valid one suggested, a value of the wrong type is refused.
+
+Keys are the fields of Config below, plus each encoding's settings under their flat
+names (rope_base, t5_num_buckets, rope_factor, ...: declared next to the encoding in
+positional/). Settings are gathered into GPTConfig.pos_settings for the chosen
+pos_encoding and rope_scaling; a setting of another encoding is refused in one line.
 """
 import ast
 import dataclasses
@@ -15,7 +20,9 @@ import os
 import typing
 from dataclasses import dataclass
 
-from model import GPTConfig, attention_problem
+import position_sampling
+import positional
+from model import GPTConfig, build_encoding
 
 
 class ConfigError(ValueError):
@@ -60,20 +67,13 @@ class Config(GPTConfig):
     compile: bool = False
     backend: str = "auto"                  # DDP backend; auto: nccl on cuda, gloo on cpu
     seed: int = 1337
+    # positions sampled in training (position_sampling.py): "" contiguous, "randomized" (Ruoss et al.
+    # 2023, an ordered subset of [0, max_position)), "pose" (Zhu et al. 2024, chunks with skips below max_position)
+    position_sampling: str = ""
+    pose_chunks: int = 2
 
     def validate(self):
-        import positional
-        from positional import rope_scaling
         checks = [
-            (self.rope_scaling in ("", *rope_scaling.METHODS),
-             f"unknown rope_scaling {self.rope_scaling!r}; valid: {', '.join(rope_scaling.METHODS)} (or empty for none)"),
-            (self.rope_factor > 0, f"rope_factor must be > 0, got {self.rope_factor}; 1 means no scaling"),
-            (self.rope_original_max_position >= 0,
-             f"rope_original_max_position must be >= 0 (0: block_size), got {self.rope_original_max_position}"),
-            (self.pos_encoding in positional.REGISTRY,
-             f"unknown pos_encoding {self.pos_encoding!r}; valid: {', '.join(positional.REGISTRY)}"),
-            (self.n_embd % self.n_head == 0 if self.n_head > 0 else False,
-             f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; pick n_embd a multiple of n_head"),
             (self.block_size >= 1, f"block_size must be >= 1, got {self.block_size}"),
             (self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}"),
             (self.n_layer >= 1, f"n_layer must be >= 1, got {self.n_layer}"),
@@ -85,12 +85,6 @@ class Config(GPTConfig):
             (0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}"),
             (self.eval_iters >= 1, f"eval_iters must be >= 1, got {self.eval_iters}"),
             (self.eval_interval >= 1, f"eval_interval must be >= 1, got {self.eval_interval}"),
-            (self.shaw_max_distance >= 1, f"shaw_max_distance must be >= 1, got {self.shaw_max_distance}"),
-            (self.kerple_variant in ("log", "power"), f"kerple_variant must be log or power, got {self.kerple_variant!r}"),
-            (self.fire_mlp_width >= 1 and self.fire_init_c > 0 and self.fire_init_L >= 0,
-             f"fire needs fire_mlp_width >= 1, fire_init_c > 0, fire_init_L >= 0 (0: block_size), got "
-             f"{self.fire_mlp_width}, {self.fire_init_c}, {self.fire_init_L}"),
-            (self.window >= 0 and self.sinks >= 0, f"window and sinks must be >= 0, got {self.window}, {self.sinks}"),
             (self.init_from in ("scratch", "resume"), f"init_from must be 'scratch' or 'resume', got {self.init_from!r}"),
             (self.on_nonfinite in ("stop", "skip"), f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}"),
             (self.dtype in ("auto", "float32", "bfloat16", "float16"),
@@ -99,9 +93,11 @@ class Config(GPTConfig):
         for ok, msg in checks:
             if not ok:
                 raise ConfigError(msg)
-        problem = attention_problem(self, positional.REGISTRY[self.pos_encoding])
+        problem = position_sampling.check(self.position_sampling, self.block_size,
+                                          self.max_position or self.block_size, self.pose_chunks)
         if problem:
             raise ConfigError(problem)
+        check_model(GPTConfig(**self.model_args()))
         return self
 
     def model_args(self) -> dict:
@@ -109,26 +105,47 @@ class Config(GPTConfig):
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Config)}
+MODEL_FIELDS = {f.name for f in dataclasses.fields(GPTConfig)}
+SETTINGS = positional.setting_keys()        # flat setting key -> (type, encodings/methods that own it)
 _TYPES = typing.get_type_hints(Config)
 
 
+def is_key(key):
+    """A config key or an encoding's setting."""
+    return key in FIELDS or key in SETTINGS
+
+
 def _unknown(key):
-    close = difflib.get_close_matches(key, FIELDS, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else "; see config.py for the valid keys"
+    close = difflib.get_close_matches(key, [*FIELDS, *SETTINGS], n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else "; see config.py and positional/ for the valid keys"
     return ConfigError(f"unknown config key {key!r}{hint}")
 
 
+def check_model(cfg: GPTConfig):
+    """Raise a one-line ConfigError if the model config cannot be built."""
+    try:
+        build_encoding(cfg)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
 def coerce(key, value):
-    """Check `value` against the type of config key `key`; int is accepted for float."""
-    if key not in FIELDS:
+    """Check `value` against the type of config key or setting `key`; int is accepted for float."""
+    if key in SETTINGS:
+        want = SETTINGS[key][0]
+    elif key in FIELDS:
+        want = _TYPES[key]
+    else:
         raise _unknown(key)
-    want = _TYPES[key]
+    if key == "rope_scaling" and isinstance(value, dict):
+        return value   # a Hugging Face style dict, expanded by split_settings
     if want is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if want is str and not isinstance(value, str):
         return str(value)  # --out_dir=123 means the folder "123"
     if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-        raise ConfigError(f"config key {key!r} wants a {want.__name__}, got {value!r} ({type(value).__name__})")
+        article = "an" if want.__name__[0] in "aeiou" else "a"
+        raise ConfigError(f"config key {key!r} wants {article} {want.__name__}, got {value!r} ({type(value).__name__})")
     return value
 
 
@@ -164,23 +181,90 @@ def load_config(argv, cls=Config) -> Config:
         items = [parse_override(arg)] if is_override else load_file(arg).items()
         for key, value in items:
             values[key] = coerce(key, value)
-    return cls(**values).validate()
+    fields, settings = split_settings(values)
+    cfg = cls(**fields)
+    cfg.pos_settings = resolve_settings(cfg.pos_encoding, cfg.rope_scaling, settings)
+    return cfg.validate()
+
+
+def split_settings(values: dict):
+    """(config fields, encoding settings) of a flat {key: value}; a Hugging Face style
+    rope_scaling dict ({"rope_type": "yarn", "factor": 4.0, ...}) becomes its method name
+    and flat settings."""
+    values = dict(values)
+    if isinstance(values.get("rope_scaling"), dict):
+        from positional.rope_scaling import hf
+        try:
+            values["rope_scaling"], extra = hf.from_hf(values["rope_scaling"])
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        extra = {k: coerce(k, v) for k, v in extra.items()}     # JSON's 32 -> 32.0; "yes" for a bool refused
+        values = {**extra, **{k: v for k, v in values.items() if k not in extra}}
+    fields = {k: v for k, v in values.items() if k in FIELDS and k not in SETTINGS}
+    settings = {k: v for k, v in values.items() if k in SETTINGS}
+    return fields, settings
+
+
+def resolve_settings(pos_encoding, rope_scaling, given, inherited=None):
+    try:
+        return positional.resolve(pos_encoding, rope_scaling, given, inherited)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def describe(cfg) -> str:
     return "\n".join(f"  {k} = {v!r}" for k, v in dataclasses.asdict(cfg).items())
 
 
-def model_config(model_args: dict, overrides: dict = None) -> GPTConfig:
+def _older_values(args):
+    """Settings added after a checkpoint was written take the value that checkpoint was made
+    with (a settings class's older_values, e.g. NTK-by-parts' turns ramp), not today's default."""
+    _, classes = positional.settings_classes(args["pos_encoding"], args.get("rope_scaling", ""))
+    return {k: v for c in classes for k, v in getattr(c, "older_values", {}).items()}
+
+
+def upgrade_model_args(model_args: dict) -> dict:
+    """A checkpoint's model_args in today's form. Checkpoints written before the encodings
+    owned their settings kept every knob as a flat field (rope_base, t5_num_buckets, ...):
+    the ones of the chosen encoding and method become pos_settings, the rest are dropped."""
+    if "pos_settings" in model_args:
+        args = dict(model_args)
+        args["pos_settings"] = {**_older_values(args), **args["pos_settings"]}
+        return args
+    args = {k: v for k, v in model_args.items() if k in MODEL_FIELDS}
+    flat = {**_older_values(args), **{k: v for k, v in model_args.items() if k in SETTINGS}}
+    if args.get("rope_scaling") in positional.LOGIT_METHODS and not flat.get("rerope_window"):
+        flat["rerope_window"] = max(1, (flat.get("rope_original_max_position") or args["block_size"]) // 2)
+    _, classes = positional.settings_classes(args["pos_encoding"], args.get("rope_scaling", ""))
+    in_play = {f.name for c in classes for f in dataclasses.fields(c)}
+    args["pos_settings"] = positional.resolve(args["pos_encoding"], args.get("rope_scaling", ""),
+                                              {k: v for k, v in flat.items() if k in in_play})
+    return args
+
+
+def model_config(model_args: dict, overrides: dict = None, strict: bool = True) -> GPTConfig:
     """The GPTConfig of a checkpoint's model_args, with model keys or encoding settings
     overridden (e.g. {"rope_scaling": "yarn", "rope_factor": 4.0, "window": 64}), validated.
-    The one way sample, evaluate, compare and the plots rebuild a model's config; a bad
-    override is a one-line ConfigError."""
-    args = dict(model_args)
-    for key, value in (overrides or {}).items():
-        if key not in args:
+    The one way sample, evaluate, compare and the plots rebuild a model's config. The
+    checkpoint's settings carry over where they still apply (rope_base when only the
+    rope_scaling changes); strict=False drops given settings that the resulting encoding
+    does not take (a sweep over methods where some ignore rope_factor). A bad override is
+    a one-line ConfigError."""
+    args = upgrade_model_args(model_args)
+    overrides = dict(overrides or {})
+    for key in overrides:
+        if not (key in MODEL_FIELDS or key in SETTINGS):
             raise _unknown(key)
-        args[key] = coerce(key, value)
-    if args.get("sinks") and not args.get("window"):
-        raise ConfigError(f"sinks={args['sinks']} needs a window: add --window=W")
-    return GPTConfig(**args)
+    fields, given = split_settings({k: coerce(k, v) for k, v in overrides.items()})
+    args.update(fields)
+    if not strict:
+        try:
+            _, classes = positional.settings_classes(args["pos_encoding"], args["rope_scaling"])
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        in_play = {f.name for c in classes for f in dataclasses.fields(c)}
+        given = {k: v for k, v in given.items() if k in in_play}
+    args["pos_settings"] = resolve_settings(args["pos_encoding"], args["rope_scaling"], given, args["pos_settings"])
+    cfg = GPTConfig(**args)
+    check_model(cfg)
+    return cfg

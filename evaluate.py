@@ -35,10 +35,9 @@ from torch.nn import functional as F
 
 import checkpoint
 import positional
-from config import ConfigError, coerce, parse_override
+from config import SETTINGS, ConfigError, coerce, parse_override
 from data.loader import TokenData
 from model import GPTConfig
-from positional import rope_scaling
 from sample import load_model
 
 MULTIPLES = (1, 2, 4, 8, 16)      # default lengths, in units of the training block_size
@@ -79,9 +78,10 @@ def score(model, x, y, length, stride, device="cpu", batch_tokens=BATCH_TOKENS):
     return total, count
 
 
-def method_label(cfg):
-    """'base', 'yarn x4', 'window 64 sinks 4', 'rerope w32 + window 64', ... from a GPTConfig."""
-    parts = [rope_scaling.label(rope_scaling.scaling_from_config(cfg))] if cfg.rope_scaling else []
+def method_label(model):
+    """'base', 'yarn x4', 'window 64 sinks 4', 'rerope w32 + window 64', ... of a model."""
+    cfg = model.config
+    parts = [model.pe.method_label()] if model.pe.method_label() else []
     if cfg.window:
         parts.append(f"window {cfg.window}" + (f" sinks {cfg.sinks}" if cfg.sinks else ""))
     return " + ".join(parts) or "base"
@@ -89,7 +89,7 @@ def method_label(cfg):
 
 def check_overrides(overrides):
     for k, v in overrides.items():
-        if k not in MODEL_KEYS:
+        if k not in MODEL_KEYS and k not in SETTINGS:
             raise ConfigError(f"{k!r} is not a model key; evaluation takes the keys of model.GPTConfig")
     if "window" in overrides and overrides["window"] < 1:
         raise ConfigError(f"--window must be >= 1 (the number of most recent keys each query sees), "
@@ -117,7 +117,7 @@ def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, o
         raise ConfigError(f"unknown mode {mode!r}; use nonoverlap or sliding")
     if tokens_per_point < 1:
         raise ConfigError(f"tokens_per_point must be >= 1, got {tokens_per_point}")
-    model, ckpt = load_model(out_dir, overrides, device)
+    model, ckpt = load_model(out_dir, overrides, device, strict=False)
     block = ckpt["model_args"]["block_size"]
     lengths = sorted(set(lengths or [m * block for m in MULTIPLES]))
     if lengths[0] < 1:
@@ -130,7 +130,7 @@ def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, o
     n = min(max(tokens_per_point, lengths[-1]), available)
     scored = torch.from_numpy(tokens[:n + 1].astype("int64"))   # only what is scored leaves the memmap
     x, y = scored[:n], scored[1:]
-    base = dict(out_dir=out_dir, encoding=model.pe.name, method=method_label(model.config), mode=mode)
+    base = dict(out_dir=out_dir, encoding=model.config.pos_encoding, method=method_label(model), mode=mode)
     rows = []
     for length in lengths:
         s = length if mode == "nonoverlap" else (stride or max(1, length // 2))
@@ -276,9 +276,9 @@ def parse_args(argv):
         elif key == "rope_scaling":
             scalings = ["" if s.strip() in ("base", "none", "") else s.strip() for s in raw.split(",")]
             for s in scalings:
-                if s and s not in rope_scaling.METHODS:
-                    raise ConfigError(f"unknown rope_scaling {s!r}; valid: base, {', '.join(rope_scaling.METHODS)}")
-        elif key in MODEL_KEYS:
+                if s and s not in positional.SCALINGS:
+                    raise ConfigError(f"unknown rope_scaling {s!r}; valid: base, {', '.join(positional.SCALINGS)}")
+        elif key in MODEL_KEYS or key in SETTINGS:
             overrides[key] = coerce(key, value)
         else:
             raise ConfigError(f"unknown option --{key}; options: {', '.join(OPTIONS)}, or a model key of "
@@ -303,10 +303,10 @@ def main(argv):
     try:
         out_dirs, opts, methods = parse_args(argv)
         ckpts = {d: checkpoint.load(d) for d in out_dirs}
-        encodings = {d: positional.REGISTRY[c["model_args"]["pos_encoding"]] for d, c in ckpts.items()}
+        encodings = {d: c["model_args"]["pos_encoding"] for d, c in ckpts.items()}
         for kind in {m.get("rope_scaling") for m in methods} - {None}:
-            if not any(cls.accepts_rope_scaling(kind) for cls in encodings.values()):
-                takers = ", ".join(n for n, cls in positional.REGISTRY.items() if cls.accepts_rope_scaling(kind))
+            if not any(positional.scaling_problem(e, kind) is None for e in encodings.values()):
+                takers = ", ".join(n for n in positional.REGISTRY if positional.scaling_problem(n, kind) is None)
                 raise ConfigError(f"--rope_scaling={kind} needs a checkpoint of {takers}; none of "
                                   f"{', '.join(out_dirs)} is one: drop it from --rope_scaling")
         per_dir = {d: opts["lengths"] or [m * c["model_args"]["block_size"] for m in MULTIPLES] for d, c in ckpts.items()}
@@ -315,8 +315,8 @@ def main(argv):
         for d in out_dirs:
             for overrides in methods:
                 kind = overrides.get("rope_scaling")
-                if kind and not encodings[d].accepts_rope_scaling(kind):
-                    print(f"note: {d} ({encodings[d].name}) does not take rope_scaling={kind}; skipped for it",
+                if kind and positional.scaling_problem(encodings[d], kind) is not None:
+                    print(f"note: {d} ({encodings[d]}) does not take rope_scaling={kind}; skipped for it",
                           file=sys.stderr)
                     continue
                 new = evaluate_checkpoint(d, per_dir[d], opts["mode"], opts["stride"] or None, overrides, budget,

@@ -14,7 +14,7 @@ offset, so training, long evaluation and cached decoding share one code path.
 """
 import inspect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
@@ -35,30 +35,12 @@ class GPTConfig:
     dropout: float = 0.0
     bias: bool = False              # bias in Linear and LayerNorm layers
     pos_encoding: str = "rope"      # a key of positional.REGISTRY
-    rope_base: float = 10000.0
-    rotary_fraction: float = 1.0    # partial rotary: share of each head's channels rotated
-    xpos_scale_base: float = 512.0
-    t5_num_buckets: int = 32
-    t5_max_distance: int = 128
+    rope_scaling: str = ""          # RoPE length extension: a name of positional.SCALINGS, "" for none
+    pos_settings: dict = field(default_factory=dict)   # the chosen encoding's and method's settings, by key
     window: int = 0                 # > 0: each query sees only the last `window` keys
     sinks: int = 0                  # with a window: the first `sinks` positions stay visible
     attention: str = "softmax"      # "linear": elu+1 linear attention (linear_attention.py)
-    shaw_max_distance: int = 16     # shaw: distances past k share one embedding
-    shaw_values: bool = True        # shaw: also learn relative value embeddings
-    kerple_variant: str = "log"     # kerple: "log" or "power"
-    fire_mlp_width: int = 32        # fire: hidden units of the bias MLP
-    fire_init_c: float = 0.1        # fire: initial c of psi(x) = log(c x + 1)
-    fire_init_L: int = 0            # fire: initial threshold L; 0 means block_size
-    # RoPE length extension (positional/rope_scaling/); only rotary encodings accept it
-    rope_scaling: str = ""          # linear, ntk, dynamic, ntk_by_parts, yarn, llama3, rerope, leaky_rerope
-    rope_factor: float = 1.0        # s: target length / original length
-    rope_original_max_position: int = 0   # L, the length trained at; 0: block_size
-    rope_beta_fast: float = 32.0    # ntk_by_parts/yarn: pairs with more turns than this in L are kept
-    rope_beta_slow: float = 1.0     # ntk_by_parts/yarn: pairs with fewer turns than this are interpolated
-    rope_low_freq_factor: float = 1.0    # llama3: wavelengths above L / this are interpolated
-    rope_high_freq_factor: float = 4.0   # llama3: wavelengths below L / this are kept
-    rerope_window: int = 0          # rerope: relative positions exact below w; 0: L // 2
-    rerope_leak: float = 32.0       # leaky_rerope: past w, distances grow by 1/leak per token
+    max_position: int = 0           # positions seen in training with position_sampling (M or PoSE's target); 0: block_size
 
 
 class KVCache(nn.Module):
@@ -163,21 +145,30 @@ def attention_mask(bias, q_pos, k_pos, window=0, sinks=0):
 ATTENTIONS = ("softmax", "linear")
 
 
-def attention_problem(cfg, pe):
-    """Why `cfg.attention` cannot run with this encoding (an instance or a REGISTRY class)
-    and config, as a one-line message; None when it can."""
+def build_encoding(cfg):
+    """The positional encoding of cfg, checked with the rest of the model config: the one
+    place a model config is validated (config.py and GPT both call it). One-line ValueError."""
+    if cfg.n_head < 1 or cfg.n_embd % cfg.n_head:
+        raise ValueError(f"n_embd={cfg.n_embd} is not divisible by n_head={cfg.n_head}; "
+                         f"pick n_embd a multiple of n_head")
+    if cfg.window < 0 or cfg.sinks < 0:
+        raise ValueError(f"window and sinks must be >= 0 (0: off), got window={cfg.window}, sinks={cfg.sinks}")
+    if cfg.sinks and not cfg.window:
+        raise ValueError(f"sinks={cfg.sinks} needs a window (sinks stay visible past it): add --window=W")
     if cfg.attention not in ATTENTIONS:
-        return f"attention must be one of {', '.join(ATTENTIONS)}, got {cfg.attention!r}"
-    if cfg.attention != "linear":
-        return None
-    if pe.needs_score_matrix:
-        return (f"the {pe.name} encoding acts on the attention score matrix, which linear attention never "
-                f"forms; use pos_encoding rope, xpos or none (or attention=softmax)")
-    if not pe.cache_rotated_keys:
-        return f"the {pe.name} encoding re-rotates cached keys, which linear attention's running sums cannot"
-    if cfg.window:
-        return "linear attention has no window; set window=0 (or attention=softmax)"
-    return None
+        raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}, got {cfg.attention!r}")
+    pe = positional.build(cfg)
+    if cfg.attention == "linear":
+        if pe.needs_score_matrix:
+            ok = ", ".join(n for n, c in positional.REGISTRY.items() if not c.needs_score_matrix)
+            raise ValueError(f"the {pe.name} encoding acts on the attention score matrix, which linear attention "
+                             f"never forms; use one of {ok}, or attention=softmax")
+        if not pe.cache_rotated_keys:
+            raise ValueError(f"the {pe.name} encoding re-rotates cached keys, which linear attention's running "
+                             f"sums cannot; drop its rope_scaling or use attention=softmax")
+        if cfg.window:
+            raise ValueError("linear attention has no window; set window=0 (or attention=softmax)")
+    return pe
 
 
 class CausalSelfAttention(nn.Module):
@@ -241,16 +232,8 @@ class Block(nn.Module):
 class GPT(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        if cfg.n_embd % cfg.n_head:
-            raise ValueError(f"n_embd={cfg.n_embd} is not divisible by n_head={cfg.n_head}; "
-                             f"pick n_embd a multiple of n_head")
-        if cfg.window < 0 or cfg.sinks < 0:
-            raise ValueError(f"window and sinks must be >= 0 (0: off), got window={cfg.window}, sinks={cfg.sinks}")
         self.config = cfg
-        self.pe = positional.build(cfg)
-        problem = attention_problem(cfg, self.pe)
-        if problem:
-            raise ValueError(problem)
+        self.pe = build_encoding(cfg)
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.drop = nn.Dropout(cfg.dropout)
         self.h = nn.ModuleList([Block(cfg, i) for i in range(cfg.n_layer)])

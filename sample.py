@@ -22,7 +22,7 @@ from contextlib import nullcontext
 import torch
 
 import checkpoint
-from config import ConfigError, coerce, parse_override
+from config import SETTINGS, ConfigError, coerce, model_config, parse_override
 from data.tokenizer import load_tokenizer
 from model import GPT, GPTConfig
 
@@ -45,10 +45,10 @@ def parse_args(argv):
             if not isinstance(value, want) or (want is int and isinstance(value, bool)):
                 raise ConfigError(f"--{key} wants a {want.__name__}, got {value!r}")
             args[key] = value
-        elif key in GPT_KEYS:  # model keys that may change at sampling time (window, sinks, ...)
+        elif key in GPT_KEYS or key in SETTINGS:  # model keys that may change at sampling time (window, sinks, ...)
             model_overrides[key] = coerce(key, value)
         else:
-            close = difflib.get_close_matches(key, [*DEFAULTS, *GPT_KEYS], n=1)
+            close = difflib.get_close_matches(key, [*DEFAULTS, *GPT_KEYS, *SETTINGS], n=1)
             hint = f"did you mean --{close[0]}?" if close else f"valid: {', '.join(DEFAULTS)} and model keys"
             raise ConfigError(f"unknown argument --{key}; {hint}")
     if args["max_new_tokens"] < 0:
@@ -58,20 +58,13 @@ def parse_args(argv):
     return args, model_overrides
 
 
-def load_model(out_dir, overrides=None, device="cpu"):
+def load_model(out_dir, overrides=None, device="cpu", strict=True):
     """Rebuild the model from its checkpoint alone; `overrides` may change inference-time keys."""
     if "window" in (overrides or {}) and overrides["window"] < 1:
         raise ConfigError(f"--window must be >= 1 (the number of most recent keys each query sees), "
                           f"got {overrides['window']}")
     ckpt = checkpoint.load(out_dir)
-    model_args = dict(ckpt["model_args"])
-    for k, v in (overrides or {}).items():
-        if k not in model_args:
-            raise ConfigError(f"{k!r} is not a model key; sampling takes the model keys of model.GPTConfig")
-        model_args[k] = v
-    if model_args.get("sinks") and not model_args.get("window"):
-        raise ConfigError(f"sinks={model_args['sinks']} needs a window: add --window=W")
-    model = GPT(GPTConfig(**model_args))
+    model = GPT(model_config(ckpt["model_args"], overrides, strict))
     try:
         model.load_state_dict(ckpt["model"])
     except RuntimeError as e:  # an override changed a weight shape (n_layer, n_embd, ...)

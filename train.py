@@ -30,15 +30,15 @@ from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import checkpoint
-from config import ConfigError, describe, load_config
+import positional
+from config import ConfigError, describe, load_config, upgrade_model_args
 from data.loader import TokenData, ensure_prepared
 from guard import OutDirLock, StopSignal
 from model import GPT, GPTConfig
 from wandb_util import start_wandb
 
-# keys that fix the shape of the weights: a resumed run must keep them
-SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "bias", "vocab_size", "pos_encoding", "t5_num_buckets", "rotary_fraction",
-              "attention", "shaw_max_distance", "shaw_values", "kerple_variant", "fire_mlp_width")
+# model keys a resumed run must keep (an encoding's settings are compared when its weights do not fit)
+SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "bias", "vocab_size", "pos_encoding", "attention")
 
 
 def fail(msg):
@@ -113,9 +113,8 @@ def setup(cfg):
             if k != "vocab_size" and have != want:
                 raise ConfigError(f"checkpoint in {cfg.out_dir} has {k}={have}, config asks for {want}; "
                                   f"use the checkpoint's value or a new --out_dir")
-        if cfg.rope_scaling and not cfg.rope_original_max_position:  # fine-tuning longer: L is the old length
-            cfg.rope_original_max_position = ckpt["model_args"].get("rope_original_max_position") or \
-                ckpt["model_args"]["block_size"]
+        # fine-tuning at a longer block_size: settings meaning "the training length" keep the old one
+        cfg.pos_settings = positional.pin_lengths(cfg.pos_settings, ckpt["model_args"]["block_size"])
     ensure_prepared(cfg.data_dir, cfg.dataset)
     data = TokenData(os.path.join(cfg.data_dir, cfg.dataset))
     data.check(cfg.block_size)
@@ -129,7 +128,10 @@ def setup(cfg):
             model.load_state_dict(ckpt["model"])
         except RuntimeError as e:
             why = next((line.strip() for line in str(e).splitlines()[1:] if line.strip()), str(e))
-            raise ConfigError(f"checkpoint weights do not fit the configured model: {why}")
+            old = upgrade_model_args(ckpt["model_args"])["pos_settings"]
+            changed = [f"{k} {old[k]!r} -> {v!r}" for k, v in cfg.pos_settings.items() if k in old and old[k] != v]
+            hint = f" (settings changed since the checkpoint: {', '.join(changed)})" if changed else ""
+            raise ConfigError(f"checkpoint weights do not fit the configured model: {why}{hint}")
     if cfg.init_from == "scratch" and not cfg.eval_only and not cfg.overwrite and os.path.exists(path):
         raise ConfigError(f"{path} already exists and a scratch run would overwrite it; resume it with "
                           f"--init_from=resume, start over with --overwrite=True, or use another --out_dir")

@@ -1,13 +1,26 @@
 """Positional encodings behind one interface (see base.py). Pick one by name:
 
     pe = positional.build(config)      # config.pos_encoding in REGISTRY
+
+Each encoding declares its settings (a dataclass next to its class); so does each RoPE
+frequency method (rope_scaling/). A model config holds the choice (pos_encoding,
+rope_scaling) and the chosen settings (pos_settings: {flat key: value}); this module
+turns them into typed, checked objects in one place (resolve, build).
+
+Adding an encoding: its file, one line in REGISTRY, configs/<name>.py; the tests
+parametrised over REGISTRY pick it up.
 """
+import dataclasses
+import difflib
+
+from . import rope_scaling as scalings
 from .alibi import ALiBi
-from .base import PositionalEncoding
+from .base import PositionalEncoding, Settings
 from .fire import FIRE
 from .kerple import Kerple
 from .learned import Learned
 from .nope import NoPE
+from .rerope import LeakyReRoPE, ReRoPE
 from .rope import RoPE
 from .shaw import Shaw
 from .sinusoidal import Sinusoidal
@@ -28,14 +41,132 @@ REGISTRY = {
     "kerple": Kerple,
     "fire": FIRE,
 }
+# rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)
+LOGIT_METHODS = {"rerope": (ReRoPE, "rope"), "leaky_rerope": (LeakyReRoPE, "rope")}
+SCALINGS = (*scalings.METHODS, *LOGIT_METHODS)   # every valid rope_scaling
+
+
+class SettingError(ValueError):
+    """A setting that does not belong to the chosen encoding, or an unknown name."""
+
+
+def _suggest(name, valid):
+    close = difflib.get_close_matches(name, valid, n=1)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
+def scaling_problem(pos_encoding, rope_scaling):
+    """Why rope_scaling cannot apply to pos_encoding (one line), or None."""
+    if not rope_scaling:
+        return None
+    if rope_scaling in LOGIT_METHODS:
+        extends = LOGIT_METHODS[rope_scaling][1]
+        if pos_encoding != extends:
+            return f"rope_scaling={rope_scaling!r} is defined for the {extends} encoding only; this model uses {pos_encoding!r}"
+        return None
+    if rope_scaling not in scalings.METHODS:
+        return (f"unknown rope_scaling {rope_scaling!r}; {_suggest(rope_scaling, SCALINGS)}"
+                f"valid: {', '.join(SCALINGS)} (or empty for none)")
+    if not REGISTRY[pos_encoding].supports_rope_scaling:
+        rotary = ", ".join(n for n, c in REGISTRY.items() if c.supports_rope_scaling)
+        return (f"rope_scaling={rope_scaling!r} needs a rotary encoding ({rotary}); this model uses "
+                f"{pos_encoding!r}: drop --rope_scaling for it")
+    return None
+
+
+def settings_classes(pos_encoding, rope_scaling=""):
+    """(encoding class, [settings classes in play]) for a choice; one-line SettingError if invalid."""
+    if pos_encoding not in REGISTRY:
+        raise SettingError(f"unknown pos_encoding {pos_encoding!r}; {_suggest(pos_encoding, REGISTRY)}"
+                           f"valid: {', '.join(REGISTRY)}")
+    problem = scaling_problem(pos_encoding, rope_scaling)
+    if problem:
+        raise SettingError(problem)
+    if rope_scaling in LOGIT_METHODS:
+        cls = LOGIT_METHODS[rope_scaling][0]
+        return cls, [cls.Settings]
+    cls = REGISTRY[pos_encoding]
+    return cls, [cls.Settings] + ([scalings.METHODS[rope_scaling][1]] if rope_scaling else [])
+
+
+def _fields(settings_cls):
+    return {f.name: f for f in dataclasses.fields(settings_cls)}
+
+
+def setting_keys():
+    """{flat key: (type, [owners])} over every encoding and method: what config parsing accepts."""
+    owners = [(name, cls.Settings) for name, cls in REGISTRY.items()]
+    owners += [(f"rope_scaling={m}", s) for m, (_, s) in scalings.METHODS.items()]
+    owners += [(f"rope_scaling={m}", c.Settings) for m, (c, _) in LOGIT_METHODS.items()]
+    keys = {}
+    for owner, s in owners:
+        for name, f in _fields(s).items():
+            keys.setdefault(name, (f.type if isinstance(f.type, type) else eval(f.type), []))[1].append(owner)
+    return keys
+
+
+def resolve(pos_encoding, rope_scaling="", given=None, inherited=None):
+    """The full settings dict of a choice: each setting in play from `given` (set by the user;
+    a setting of another encoding or method is refused), else `inherited` (e.g. a checkpoint's,
+    when only the rope_scaling changes), else its default."""
+    given, inherited = dict(given or {}), dict(inherited or {})
+    _, classes = settings_classes(pos_encoding, rope_scaling)
+    in_play = {k: f for c in classes for k, f in _fields(c).items()}
+    for key in given:
+        if key not in in_play:
+            raise SettingError(foreign(key, pos_encoding, rope_scaling))
+    out = {}
+    for key, f in in_play.items():
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        out[key] = given.get(key, inherited.get(key, default))
+    return out
+
+
+def foreign(key, pos_encoding, rope_scaling):
+    """The one line for a setting that is not in play."""
+    owners = setting_keys().get(key)
+    if owners is None:
+        return f"unknown setting {key!r}"
+    methods = [o.split("=", 1)[1] for o in owners[1] if o.startswith("rope_scaling=")]
+    encodings = [o for o in owners[1] if not o.startswith("rope_scaling=")]
+    of = " and ".join(([", ".join(encodings)] if encodings else []) +
+                      ([f"rope_scaling {'/'.join(methods)}"] if methods else []))
+    run = pos_encoding + (f" with rope_scaling={rope_scaling}" if rope_scaling else
+                          " with no rope_scaling (add --rope_scaling=...)" if methods and not encodings else "")
+    return f"{key} is a setting of {of}; this run uses {run}"
+
+
+def pin_lengths(settings, length):
+    """Set the length settings left at 0 ("the training length") to `length`: a model that
+    goes on training at a longer block_size keeps the length it was trained at."""
+    out = dict(settings)
+    for name, f in _fields_of_all().items():
+        if f.metadata.get("length") and out.get(name) == 0:
+            out[name] = length
+    return out
+
+
+def _fields_of_all():
+    classes = [c.Settings for c in REGISTRY.values()] + [s for _, s in scalings.METHODS.values()]
+    return {k: f for c in classes for k, f in _fields(c).items()}
+
+
+def typed(settings_cls, settings, cfg):
+    """An instance of settings_cls from the dict (keys it lacks take their defaults), checked."""
+    names = _fields(settings_cls)
+    s = settings_cls(**{k: v for k, v in settings.items() if k in names})
+    s.check(cfg)
+    return s
 
 
 def build(cfg) -> PositionalEncoding:
-    if cfg.pos_encoding not in REGISTRY:
-        raise ValueError(f"unknown pos_encoding {cfg.pos_encoding!r}; valid: {', '.join(REGISTRY)}")
-    cls = REGISTRY[cfg.pos_encoding]
-    if cfg.rope_scaling and not cls.supports_rope_scaling:
-        rotary = ", ".join(n for n, c in REGISTRY.items() if c.supports_rope_scaling)
-        raise ValueError(f"rope_scaling={cfg.rope_scaling!r} needs a rotary encoding ({rotary}); this model uses "
-                         f"{cfg.pos_encoding!r}: drop --rope_scaling for it")
-    return cls.from_config(cfg)
+    """The encoding of a GPTConfig, its settings typed and checked (one-line ValueError)."""
+    cls, classes = settings_classes(cfg.pos_encoding, cfg.rope_scaling)
+    settings = resolve(cfg.pos_encoding, cfg.rope_scaling, inherited=cfg.pos_settings)
+    s = typed(classes[0], settings, cfg)
+    if len(classes) == 1:
+        return cls.from_config(cfg, s)
+    scaling = typed(classes[1], settings, cfg)
+    if not scaling.rope_original_max_position:
+        scaling = dataclasses.replace(scaling, rope_original_max_position=cfg.block_size)
+    return cls.from_config(cfg, s, (cfg.rope_scaling, scaling))

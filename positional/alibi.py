@@ -39,7 +39,7 @@ class ALiBi(PositionalEncoding):
         self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
 
     @classmethod
-    def from_config(cls, cfg):
+    def from_config(cls, cfg, s):
         return cls(cfg.n_head)
 
     def score_bias(self, q_pos, k_pos):

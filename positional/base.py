@@ -29,7 +29,14 @@ KV cache that starts at any offset sees the right positions everywhere.
 score_bias is called once per forward pass and shared by all layers. It must span the
 full key length (Tk), never just the query length.
 
-Capabilities, read by model/train/sample code instead of encoding names:
+Settings: each encoding declares a small typed dataclass of its knobs next to its class
+(`Settings`, a subclass of base.Settings; field names are the users' flat config keys, e.g.
+t5_num_buckets), with a check(cfg) that refuses bad values in one line. GPTConfig keeps only
+the choice (pos_encoding, rope_scaling) and the chosen settings (pos_settings, by key);
+positional.build() makes the typed object and calls from_config(cfg, settings).
+
+Capabilities, read by model/train/sample code instead of encoding names (always asked of
+the built encoding; they are class attributes except where a setting decides them):
   max_positions        None if any position works, else how many it can represent
                        (the size of a table, or where its numbers stop being finite)
   cache_rotated_keys   True: keys are cached after rotate(); False: cached raw and
@@ -39,15 +46,27 @@ Capabilities, read by model/train/sample code instead of encoding names:
                        attention_logits). Linear attention never forms that matrix, so it
                        refuses these encodings. Derived from which hooks a class overrides;
                        a class may set it explicitly.
-  supports_rope_scaling True if the rope_scaling keys apply (rotary encodings only);
-                       accepts_rope_scaling(kind) says whether one method applies
+  supports_rope_scaling True if the frequency methods of rope_scaling/ apply (rotary encodings)
 """
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
 
+@dataclass
+class Settings:
+    """No settings. An encoding's subclass adds typed fields named as the flat config keys
+    (a field with metadata {"length": True} holds a length where 0 means "the length the
+    model was trained at", see positional.pin_lengths)."""
+
+    def check(self, cfg):
+        """Raise ValueError with one actionable line if a value cannot work with cfg (GPTConfig)."""
+
+
 class PositionalEncoding(nn.Module):
     name = "none"
+    Settings = Settings
     max_positions = None
     cache_rotated_keys = True
     excluded_param_names = ()
@@ -62,12 +81,8 @@ class PositionalEncoding(nn.Module):
                                       or cls.attention_values is not PositionalEncoding.attention_values)
 
     @classmethod
-    def accepts_rope_scaling(cls, kind: str) -> bool:
-        return cls.supports_rope_scaling
-
-    @classmethod
-    def from_config(cls, cfg):
-        """Build from a GPTConfig. Each strategy picks the keys it needs."""
+    def from_config(cls, cfg, s):
+        """Build from a GPTConfig (model shape) and s, an instance of cls.Settings (checked)."""
         return cls()
 
     def set_length(self, n_positions: int):
@@ -88,6 +103,10 @@ class PositionalEncoding(nn.Module):
 
     def attention_values(self, probs, q_pos, k_pos, layer):
         return None
+
+    def method_label(self):
+        """The length-extension method in use, for reports ('yarn x4', 'rerope w32'); '' for none."""
+        return ""
 
     def extra_repr(self):
         return f"name={self.name!r}"

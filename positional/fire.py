@@ -19,10 +19,12 @@ for the backward pass, (T, T, width): 0.5M floats at T = 128, width 32. One MLP 
 all layers (score_bias is computed once per forward pass). Knobs: fire_mlp_width
 (32 in the paper), fire_init_c (0.1), fire_init_L (0: the training block_size).
 """
+from dataclasses import dataclass, field
+
 import torch
 from torch import nn
 
-from .base import PositionalEncoding
+from .base import PositionalEncoding, Settings
 
 EPS = 1e-6
 ROWS = 256   # query rows per MLP call, to bound the (rows, Tk, width) hidden layer
@@ -36,8 +38,21 @@ def fire_input(q_pos, k_pos, c, L):
     return torch.log1p(c * dist) / (torch.log1p(c * norm) + EPS)
 
 
+@dataclass
+class FIRESettings(Settings):
+    fire_mlp_width: int = 32      # hidden units of the bias MLP (32 in the paper)
+    fire_init_c: float = 0.1      # initial c of psi(x) = log(c x + 1)
+    fire_init_L: int = field(default=0, metadata={"length": True})   # initial threshold L; 0: block_size
+
+    def check(self, cfg):
+        if self.fire_mlp_width < 1 or self.fire_init_c <= 0 or self.fire_init_L < 0:
+            raise ValueError(f"fire needs fire_mlp_width >= 1, fire_init_c > 0, fire_init_L >= 0 (0: block_size), "
+                             f"got {self.fire_mlp_width}, {self.fire_init_c}, {self.fire_init_L}")
+
+
 class FIRE(PositionalEncoding):
     name = "fire"
+    Settings = FIRESettings
 
     def __init__(self, n_head: int, width: int = 32, init_c: float = 0.1, init_L: float = 512.0):
         super().__init__()
@@ -50,8 +65,8 @@ class FIRE(PositionalEncoding):
         self.register_buffer("init_L", torch.tensor(float(init_L)), persistent=False)
 
     @classmethod
-    def from_config(cls, cfg):
-        return cls(cfg.n_head, cfg.fire_mlp_width, cfg.fire_init_c, cfg.fire_init_L or cfg.block_size)
+    def from_config(cls, cfg, s):
+        return cls(cfg.n_head, s.fire_mlp_width, s.fire_init_c, s.fire_init_L or cfg.block_size)
 
     @property
     def L(self):

@@ -14,10 +14,12 @@ as the paper's constraint; the first values are drawn uniformly, r1 in (0, 2) an
 r2 in (0, 1). One set of parameters serves all layers (score_bias is computed once
 per forward pass). Knob: kerple_variant ("log", the paper's better one, or "power").
 """
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
-from .base import PositionalEncoding
+from .base import PositionalEncoding, Settings
 
 VARIANTS = ("log", "power")
 EPS = 1e-2   # smallest value a parameter is clamped to
@@ -33,8 +35,18 @@ def kerple_bias(distance, r1, r2, variant="log"):
     return -r1 * d.pow(r2)
 
 
+@dataclass
+class KerpleSettings(Settings):
+    kerple_variant: str = "log"   # "log": -r1 log(1 + r2 d); "power": -r1 d^r2
+
+    def check(self, cfg):
+        if self.kerple_variant not in VARIANTS:
+            raise ValueError(f"kerple_variant must be one of {', '.join(VARIANTS)}, got {self.kerple_variant!r}")
+
+
 class Kerple(PositionalEncoding):
     name = "kerple"
+    Settings = KerpleSettings
 
     def __init__(self, n_head: int, variant: str = "log"):
         super().__init__()
@@ -45,8 +57,8 @@ class Kerple(PositionalEncoding):
         self.r2 = nn.Parameter(torch.rand(n_head))       # (H,)
 
     @classmethod
-    def from_config(cls, cfg):
-        return cls(cfg.n_head, cfg.kerple_variant)
+    def from_config(cls, cfg, s):
+        return cls(cfg.n_head, s.kerple_variant)
 
     def params(self):
         """(r1, r2), clamped to the kernel's valid range."""

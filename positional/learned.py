@@ -23,8 +23,8 @@ class Learned(PositionalEncoding):
         nn.init.normal_(self.wpe.weight, mean=0.0, std=0.02)
 
     @classmethod
-    def from_config(cls, cfg):
-        return cls(cfg.block_size, cfg.n_embd)
+    def from_config(cls, cfg, s):
+        return cls(cfg.max_position or cfg.block_size, cfg.n_embd)   # a table for every position trained on
 
     def embed(self, pos):
         return self.wpe(pos)  # (T, C)

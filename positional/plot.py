@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from . import REGISTRY  # noqa: E402
+from . import rope_scaling  # noqa: E402
 from .rope import rope_inv_freq  # noqa: E402
 
 ROPE_METHODS = ("linear", "ntk", "yarn")  # extension methods drawn by draw_rope_angles
@@ -105,8 +106,8 @@ def cosine_similarity_matrix(table):
 def scaled_inv_freq(head_dim, base, method=None, factor=1.0, orig_len=None):
     """(head_dim/2,) inverse frequencies of RoPE after an extension method of
     positional/rope_scaling (None: plain RoPE); orig_len is the trained length."""
-    scaling = dict(type=method, factor=factor, original_max_position=orig_len) if method else None
-    return rope_inv_freq(head_dim, base, scaling=scaling)[0].double()
+    settings = rope_scaling.METHODS[method][1](rope_factor=factor, rope_original_max_position=orig_len) if method else None
+    return rope_inv_freq(head_dim, base, method, settings)[0].double()
 
 
 def rope_angles(inv_freq, positions):
@@ -194,16 +195,17 @@ def draw_rope_angles(path, head_dim=128, base=10000.0, train_len=1024, factor=4.
 def build_untrained(name, head_dim, n_head, length):
     """An encoding from the registry, built for head_dim x n_head and `length` positions."""
     from model import GPTConfig  # model imports positional: import here, not at the top
-    cfg = GPTConfig(block_size=length, n_head=n_head, n_embd=head_dim * n_head, pos_encoding=name)
-    return REGISTRY[name].from_config(cfg)
+    from . import build
+    return build(GPTConfig(block_size=length, n_head=n_head, n_embd=head_dim * n_head, pos_encoding=name))
 
 
 def load_trained(out_dir):
     """(label, (encoding, head_dim)) of a checkpoint written by train.py."""
     import checkpoint
-    from model import GPT, GPTConfig
+    from config import model_config
+    from model import GPT
     ckpt = checkpoint.load(out_dir)
-    model = GPT(GPTConfig(**ckpt["model_args"]))
+    model = GPT(model_config(ckpt["model_args"]))
     model.load_state_dict(ckpt["model"])
     label = f"{model.pe.name} (trained)"
     return label, (model.pe.eval(), model.config.n_embd // model.config.n_head)

@@ -10,37 +10,51 @@ so q_m . k_n depends on m - n only. Pairing convention: half-split (GPT-NeoX / H
 `rotate_half`): channel j is paired with channel j + d/2, not with j + 1 as in Meta's
 interleaved layout; the two are incompatible, checkpoints do not transfer between them.
 
-Knobs: base (rope_base), and the rotary fraction of the head dim (partial rotary, as in
-GPT-NeoX's rotary_pct): only the first d = fraction * head_dim channels are rotated.
-Angles are computed in float32 (or float64 for the tables) and cast at the end; never
-complex numbers. Keys are cached after rotation (cheap), except when the scaling needs
-them raw (see below).
+Settings: rope_base, and rotary_fraction, the share of the head dim rotated (partial
+rotary, as GPT-NeoX's rotary_pct: the frequencies are computed over the rotated width d,
+the other channels carry no position). Angles are computed in float32 (float64 for the
+tables) and cast at the end; never complex numbers. Keys are cached after rotation
+(cheap), except when the frequencies depend on the current length (dynamic NTK).
 
-Length extension (positional/rope_scaling/, one file per method): a scaling dict built
-from the flat rope_* config keys changes the frequencies and may add an attention
-scale, folded into the cos/sin tables (so q.k is scaled by its square):
-  - linear, ntk, ntk_by_parts, yarn, llama3: fixed new frequencies;
-  - dynamic: frequencies recomputed from the current length in set_length, so keys
-    are cached raw and re-rotated every call (cache_rotated_keys = False);
-  - rerope, leaky_rerope: frequencies kept, the logits formed in attention_logits
-    (rotate() is then the identity and keys are cached raw).
+Length extension (positional/rope_scaling/, one file per method): `scaling` is a pair
+(method name, its settings); the method changes the frequencies and may add an attention
+scale, folded into the cos/sin tables (so q.k is scaled by its square). ReRoPE, which
+changes the logits instead, is a subclass (positional/rerope.py).
 """
+from dataclasses import dataclass
+
 import torch
 
 from . import rope_scaling
-from .base import PositionalEncoding
+from .base import PositionalEncoding, Settings
 
 
-def rope_inv_freq(head_dim: int, base: float = 10000.0, scaling=None, seq_len=None):
+@dataclass
+class RoPESettings(Settings):
+    rope_base: float = 10000.0      # theta_j = base^(-2j/d)
+    rotary_fraction: float = 1.0    # share of each head's channels rotated (partial rotary)
+
+    def check(self, cfg):
+        head_dim = cfg.n_embd // cfg.n_head
+        rotary_dim = int(round(head_dim * self.rotary_fraction))
+        if not 0 < rotary_dim <= head_dim or rotary_dim % 2:
+            raise ValueError(f"rotary dimension must be even and in (0, head_dim={head_dim}], got {rotary_dim} "
+                             f"(= rotary_fraction {self.rotary_fraction} * head_dim); change rotary_fraction "
+                             f"or n_embd/n_head")
+        if not self.rope_base > 1:
+            raise ValueError(f"rope_base must be > 1, got {self.rope_base}")
+
+
+def rope_inv_freq(head_dim: int, base: float = 10000.0, kind=None, settings=None, seq_len=0):
     """(inv_freq, attention_scale): (head_dim // 2,) float64 inverse frequencies
-    theta_j = base^(-2j / head_dim), transformed by the scaling dict if one is given
-    (e.g. {"type": "yarn", "factor": 4.0, "original_max_position": 256}; seq_len is the
-    current length, used by "dynamic"), and the factor applied to queries and keys each
-    (1.0 except for yarn). See positional/rope_scaling/ for the methods and their knobs."""
+    theta_j = base^(-2j / head_dim), transformed by the rope_scaling method `kind` with its
+    settings (e.g. "yarn", YarnSettings(rope_factor=4.0, rope_original_max_position=256);
+    seq_len is the current length, used by "dynamic"), and the factor applied to queries
+    and keys each (1.0 except for yarn). See positional/rope_scaling/."""
     if head_dim % 2:
         raise ValueError(f"rotary dimension must be even, got {head_dim}; change rotary_fraction or n_embd/n_head")
     inv = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-    return rope_scaling.apply(inv, scaling, base=base, dim=head_dim, seq_len=seq_len)
+    return rope_scaling.apply(inv, kind, settings, base=base, seq_len=seq_len)
 
 
 def _rotate_into(x, cos, sin):
@@ -84,9 +98,8 @@ def rotate_half_split(x, cos, sin):
 
 class RoPE(PositionalEncoding):
     name = "rope"
+    Settings = RoPESettings
     supports_rope_scaling = True
-    needs_score_matrix = False          # per instance: True with ReRoPE, which forms the logits itself
-    supports_attention_scaling = True   # False in subclasses whose rotation ReRoPE cannot cap
 
     def __init__(self, head_dim: int, rotary_fraction: float = 1.0, base: float = 10000.0, scaling=None):
         super().__init__()
@@ -95,30 +108,26 @@ class RoPE(PositionalEncoding):
             raise ValueError(f"rotary dimension must be even and in (0, head_dim={head_dim}], got "
                              f"{self.rotary_dim} (= rotary_fraction {rotary_fraction} * head_dim); "
                              f"change rotary_fraction or n_embd/n_head")
-        self.base, self.scaling = base, scaling or None
-        kind = self.scaling["type"] if self.scaling else None
-        if kind in rope_scaling.ATTENTION and not self.supports_attention_scaling:
-            raise ValueError(f"rope_scaling={kind!r} is not defined for {self.name}; use a frequency method "
-                             f"({', '.join(m for m in rope_scaling.METHODS if m not in rope_scaling.ATTENTION)})")
-        self.length_dependent = kind in rope_scaling.LENGTH_DEPENDENT
-        self.capped = kind in rope_scaling.ATTENTION      # ReRoPE: logits formed in attention_logits
-        self.cache_rotated_keys = not (self.length_dependent or self.capped)
-        self.needs_score_matrix = self.capped
-        inv, self.attention_scale = rope_inv_freq(self.rotary_dim, base, self.scaling)
+        self.base = base
+        self.kind, self.scaling = scaling if scaling else (None, None)   # (method name, settings)
+        self.length_dependent = bool(self.kind) and self.scaling.length_dependent
+        inv, self.attention_scale = rope_inv_freq(self.rotary_dim, base, self.kind, self.scaling)
         self.register_buffer("inv_freq", inv, persistent=False)
         self.freq_len = 0   # the length the current frequencies were computed for (dynamic)
         self.n_cached = 0
         self.register_buffer("cos", torch.empty(0, self.rotary_dim // 2), persistent=False)
         self.register_buffer("sin", torch.empty(0, self.rotary_dim // 2), persistent=False)
 
-    @classmethod
-    def accepts_rope_scaling(cls, kind):
-        return kind in rope_scaling.METHODS and (kind not in rope_scaling.ATTENTION or cls.supports_attention_scaling)
+    @property
+    def cache_rotated_keys(self):
+        return not self.length_dependent   # dynamic NTK: angles change with the length, re-rotate
 
     @classmethod
-    def from_config(cls, cfg):
-        return cls(cfg.n_embd // cfg.n_head, cfg.rotary_fraction, cfg.rope_base,
-                   rope_scaling.scaling_from_config(cfg))
+    def from_config(cls, cfg, s, scaling=None):
+        return cls(cfg.n_embd // cfg.n_head, s.rotary_fraction, s.rope_base, scaling)
+
+    def method_label(self):
+        return rope_scaling.label(self.kind, self.scaling) if self.kind else ""
 
     def angles(self, positions):
         """(T, r/2) float64 angles m * theta_j."""
@@ -126,9 +135,9 @@ class RoPE(PositionalEncoding):
 
     def set_length(self, n_positions):
         if self.length_dependent:  # dynamic: frequencies follow the length past the original one
-            n_freq = max(n_positions, self.scaling["original_max_position"])
+            n_freq = max(n_positions, self.scaling.rope_original_max_position)
             if n_freq != self.freq_len:
-                inv, self.attention_scale = rope_inv_freq(self.rotary_dim, self.base, self.scaling, n_freq)
+                inv, self.attention_scale = rope_inv_freq(self.rotary_dim, self.base, self.kind, self.scaling, n_freq)
                 self.inv_freq, self.freq_len, self.n_cached = inv.to(self.inv_freq.device), n_freq, 0
         if n_positions > self.n_cached:  # tables grow on the host, never inside rotate
             n = max(n_positions, 2 * self.n_cached)
@@ -143,8 +152,6 @@ class RoPE(PositionalEncoding):
         return self.cos[pos], self.sin[pos]                      # (T, r/2) each
 
     def rotate(self, x, pos, is_key=False):
-        if self.capped:  # ReRoPE rotates inside attention_logits
-            return x
         cos, sin = self.tables(pos, is_key)
         return rotate_half_split(x, cos, sin)
 
@@ -152,8 +159,3 @@ class RoPE(PositionalEncoding):
         """Rotate x (B, H, T, D) at any, possibly fractional, positions (T,), without tables."""
         a = self.angles(positions)
         return rotate_half_split(x, self._scaled(a.cos()), self._scaled(a.sin()))
-
-    def attention_logits(self, q, k, q_pos, k_pos, layer):
-        if not self.capped:
-            return None
-        return rope_scaling.rerope_logits(self, q, k, q_pos, k_pos, self.scaling["window"], self.scaling.get("leak"))

@@ -19,14 +19,27 @@ Knobs: shaw_max_distance (k, 16 in the paper), shaw_values (the w^V term).
 """
 import math
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
-from .base import PositionalEncoding
+from .base import PositionalEncoding, Settings
+
+
+@dataclass
+class ShawSettings(Settings):
+    shaw_max_distance: int = 16   # k: distances past it share one embedding
+    shaw_values: bool = True      # also learn relative value embeddings
+
+    def check(self, cfg):
+        if self.shaw_max_distance < 1:
+            raise ValueError(f"shaw_max_distance must be >= 1, got {self.shaw_max_distance}")
 
 
 class Shaw(PositionalEncoding):
     name = "shaw"
+    Settings = ShawSettings
 
     def __init__(self, n_layer: int, head_dim: int, max_distance: int = 16, values: bool = True):
         super().__init__()
@@ -38,8 +51,8 @@ class Shaw(PositionalEncoding):
                           if values else None)
 
     @classmethod
-    def from_config(cls, cfg):
-        return cls(cfg.n_layer, cfg.n_embd // cfg.n_head, cfg.shaw_max_distance, cfg.shaw_values)
+    def from_config(cls, cfg, s):
+        return cls(cfg.n_layer, cfg.n_embd // cfg.n_head, s.shaw_max_distance, s.shaw_values)
 
     def distances(self, q_pos, k_pos):
         """(Tq, Tk) clipped distance index min(i - j, k); future keys get 0 (masked anyway)."""

@@ -43,7 +43,7 @@ class Sinusoidal(PositionalEncoding):
         self.register_buffer("gain", torch.tensor(0.02 * math.sqrt(2.0)), persistent=False)
 
     @classmethod
-    def from_config(cls, cfg):
+    def from_config(cls, cfg, s):
         return cls(cfg.n_embd)
 
     def set_length(self, n_positions):

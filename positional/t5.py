@@ -11,11 +11,12 @@ bucket. Causal (one-sided) buckets here, since a decoder never sees j > i. As in
 one table is shared by all layers (it is computed once per forward pass).
 """
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from .base import PositionalEncoding, relative_positions
+from .base import PositionalEncoding, Settings, relative_positions
 
 
 def relative_position_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
@@ -38,8 +39,20 @@ def relative_position_bucket(relative_position, bidirectional=True, num_buckets=
     return bucket + torch.where(is_small, n, large)
 
 
+@dataclass
+class T5Settings(Settings):
+    t5_num_buckets: int = 32      # bias values per head: half exact distances, half log-spaced
+    t5_max_distance: int = 128    # distances past this share the last bucket
+
+    def check(self, cfg):
+        if self.t5_num_buckets < 2 or self.t5_max_distance < 1:
+            raise ValueError(f"t5 needs t5_num_buckets >= 2 and t5_max_distance >= 1, got "
+                             f"{self.t5_num_buckets} and {self.t5_max_distance}")
+
+
 class T5Bias(PositionalEncoding):
     name = "t5"
+    Settings = T5Settings
 
     def __init__(self, n_head: int, num_buckets: int = 32, max_distance: int = 128):
         super().__init__()
@@ -48,8 +61,8 @@ class T5Bias(PositionalEncoding):
         nn.init.zeros_(self.table.weight)                # start as NoPE; training shapes it
 
     @classmethod
-    def from_config(cls, cfg):
-        return cls(cfg.n_head, cfg.t5_num_buckets, cfg.t5_max_distance)
+    def from_config(cls, cfg, s):
+        return cls(cfg.n_head, s.t5_num_buckets, s.t5_max_distance)
 
     def score_bias(self, q_pos, k_pos):
         rel = relative_positions(q_pos, k_pos)                              # (Tq, Tk)

@@ -40,7 +40,7 @@ class TransformerXL(PositionalEncoding):
         self.n_positions = 0
 
     @classmethod
-    def from_config(cls, cfg):
+    def from_config(cls, cfg, s):
         return cls(cfg.n_layer, cfg.n_head, cfg.n_embd)
 
     def set_length(self, n_positions):

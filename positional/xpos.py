@@ -17,11 +17,11 @@ refuses, generation slides a window, and evaluate.py reports n/a, as for a posit
 float16 (max 65504) holds only about 4.5k positions at gamma = 512.
 """
 import math
+from dataclasses import dataclass
 
 import torch
 
-from . import rope_scaling
-from .rope import RoPE
+from .rope import RoPE, RoPESettings
 
 
 def xpos_scale(positions, head_dim: int, scale_base: float = 512.0) -> torch.Tensor:
@@ -40,10 +40,19 @@ def max_finite_positions(scale_base: float) -> int:
     return int(scale_base * math.log(MAX_SCALE) / -math.log(zeta_min))
 
 
+@dataclass
+class XPosSettings(RoPESettings):
+    xpos_scale_base: float = 512.0   # gamma: the decay zeta_j^(distance / gamma)
+
+    def check(self, cfg):
+        super().check(cfg)
+        if not self.xpos_scale_base > 0:
+            raise ValueError(f"xpos_scale_base must be > 0, got {self.xpos_scale_base}")
+
+
 class XPos(RoPE):
     name = "xpos"
-    supports_attention_scaling = False  # ReRoPE's capped distances would need capped decay too
-    needs_score_matrix = False
+    Settings = XPosSettings
 
     def __init__(self, head_dim, rotary_fraction=1.0, base=10000.0, scale_base=512.0, scaling=None):
         super().__init__(head_dim, rotary_fraction, base, scaling)
@@ -52,9 +61,8 @@ class XPos(RoPE):
         self.register_buffer("scale", torch.empty(0, self.rotary_dim // 2), persistent=False)
 
     @classmethod
-    def from_config(cls, cfg):
-        return cls(cfg.n_embd // cfg.n_head, cfg.rotary_fraction, cfg.rope_base, cfg.xpos_scale_base,
-                   rope_scaling.scaling_from_config(cfg))
+    def from_config(cls, cfg, s, scaling=None):
+        return cls(cfg.n_embd // cfg.n_head, s.rotary_fraction, s.rope_base, s.xpos_scale_base, scaling)
 
     def set_length(self, n_positions):
         super().set_length(n_positions)

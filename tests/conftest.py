@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from data.shakespeare_char.prepare import prepare as prepare_char
-from model import GPT, GPTConfig
+from config import model_config
+from model import GPT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -21,11 +22,12 @@ TINY_TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nA
 
 
 def tiny_gpt(pos="rope", seed=0, **kw):
-    """A 2-layer GPT whose encoding parameters are randomised (a zero T5 table would hide bugs)."""
+    """A 2-layer GPT whose encoding parameters are randomised (a zero T5 table would hide bugs).
+    kw: model keys and encoding settings (rope_base=..., t5_num_buckets=...)."""
     torch.manual_seed(seed)
-    args = dict(block_size=32, vocab_size=40, n_layer=2, n_head=4, n_embd=32, pos_encoding=pos)
-    args.update(kw)
-    model = GPT(GPTConfig(**args)).eval()
+    args = dict(block_size=32, vocab_size=40, n_layer=2, n_head=4, n_embd=32, pos_encoding=pos, rope_scaling="",
+                pos_settings={})
+    model = GPT(model_config(args, kw)).eval()
     with torch.no_grad():
         for p in model.pe.parameters():
             p.normal_(0, 0.5)

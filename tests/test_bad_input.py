@@ -11,7 +11,6 @@ import pytest
 import checkpoint
 import data.loader
 import positional
-from positional import rope_scaling
 from guard import OutDirLock
 from tests.conftest import TINY_ARGS
 from tests.inproc import copy_run, sample_error, snapshot, train_error
@@ -28,10 +27,14 @@ def saved_run(tiny_run, tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["--pos_encoding=rotary"], f"unknown pos_encoding 'rotary'; valid: {', '.join(positional.REGISTRY)}"),
-    (["--rope_scaling=yarnn"], f"unknown rope_scaling 'yarnn'; valid: {', '.join(rope_scaling.METHODS)}"),
+    (["--pos_encoding=alibbi"], "unknown pos_encoding 'alibbi'; did you mean 'alibi'?"),
+    (["--rope_scaling=yarnn"], f"unknown rope_scaling 'yarnn'; did you mean 'yarn'? valid: {', '.join(positional.SCALINGS)}"),
+    (["--t5_num_buckets=64"], "t5_num_buckets is a setting of t5; this run uses rope"),
+    (["--rope_factor=4"], "rope_factor is a setting of rope_scaling"),
+    (["--sinks=4"], "sinks=4 needs a window"),
     (["--n_layr=2"], "unknown config key 'n_layr'; did you mean 'n_layer'?"),
     (["--lerning_rate=1e-3"], "unknown config key 'lerning_rate'; did you mean 'learning_rate'?"),
-    (["--n_layer=two"], "config key 'n_layer' wants a int, got 'two'"),
+    (["--n_layer=two"], "config key 'n_layer' wants an int, got 'two'"),
     (["--learning_rate=[1]"], "config key 'learning_rate' wants a float"),
     (["--learning_rate=-1e-3"], "learning_rate must be >= 0, got -0.001"),
     (["--batch_size=0"], "batch_size must be >= 1, got 0"),

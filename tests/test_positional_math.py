@@ -57,7 +57,7 @@ def test_sinusoidal_table_by_hand():
 def test_rope_inv_freq_by_hand():
     inv, scale = rope_inv_freq(4)
     assert torch.allclose(inv.float(), torch.tensor([1.0, 0.01])) and scale == 1.0
-    assert torch.allclose(rope_inv_freq(8, base=16.0)[0].float(), torch.tensor([1.0, 0.5, 0.25, 0.125]))
+    assert torch.allclose(rope_inv_freq(8, 16.0)[0].float(), torch.tensor([1.0, 0.5, 0.25, 0.125]))
     with pytest.raises(ValueError, match="even"):
         rope_inv_freq(5)
 

@@ -9,6 +9,7 @@ import torch
 import positional
 from config import ConfigError, load_config
 from model import GPTConfig
+from positional.rerope import ReRoPE
 from positional.rope import RoPE, rope_inv_freq
 from positional.rope_scaling import METHODS
 from tests.conftest import tiny_gpt
@@ -19,8 +20,13 @@ PLAIN = torch.tensor([1.0, 0.5, 0.25, 0.125], dtype=torch.float64)
 L_TURNS = 16 * math.pi
 
 
-def inv(kind, **knobs):
-    return rope_inv_freq(8, 16.0, {"type": kind, **knobs}, seq_len=knobs.pop("seq_len", None))
+def settings(kind, **knobs):
+    """The method's settings from short names: factor -> rope_factor, beta_fast -> rope_beta_fast, ..."""
+    return METHODS[kind][1](**{f"rope_{k}": v for k, v in knobs.items()})
+
+
+def inv(kind, seq_len=0, **knobs):
+    return rope_inv_freq(8, 16.0, kind, settings(kind, **knobs), seq_len=seq_len)
 
 
 def test_linear_divides_every_frequency():
@@ -38,10 +44,10 @@ def test_ntk_enlarges_the_base():
 
 
 def test_dynamic_follows_the_length_past_the_original():
-    for n in (None, 8, 16):  # within the original length: plain RoPE exactly
-        got, _ = rope_inv_freq(8, 16.0, {"type": "dynamic", "factor": 2.0, "original_max_position": 16}, seq_len=n)
+    for n in (0, 8, 16):  # within the original length: plain RoPE exactly
+        got, _ = inv("dynamic", factor=2.0, original_max_position=16, seq_len=n)
         assert torch.equal(got, PLAIN)
-    got, scale = rope_inv_freq(8, 16.0, {"type": "dynamic", "factor": 2.0, "original_max_position": 16}, seq_len=32)
+    got, scale = inv("dynamic", factor=2.0, original_max_position=16, seq_len=32)
     base = 16 * (2 * 32 / 16 - 1) ** (8 / 6)                   # b * (s n / L - (s - 1))^(d/(d-2)), = 16 * 3^(4/3)
     torch.testing.assert_close(got, base ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8))
     assert scale == 1.0
@@ -82,14 +88,14 @@ def test_llama3_by_wavelength():
 def test_factor_one_is_plain_rope(kind):
     plain, _ = rope_inv_freq(32)
     seq_len = 64 if kind == "dynamic" else 256   # dynamic: any factor is plain RoPE up to the original length
-    got, scale = rope_inv_freq(32, scaling={"type": kind, "factor": 1.0, "original_max_position": 64, "window": 8},
+    got, scale = rope_inv_freq(32, 10000.0, kind, settings(kind, factor=1.0, original_max_position=64),
                                seq_len=seq_len)
     torch.testing.assert_close(got, plain, rtol=1e-15, atol=0)
     assert scale == 1.0
 
 
 def test_yarn_scale_is_folded_into_the_tables():
-    pe = RoPE(8, base=16.0, scaling={"type": "yarn", "factor": 4.0, "original_max_position": 32})
+    pe = RoPE(8, base=16.0, scaling=("yarn", settings("yarn", factor=4.0, original_max_position=32)))
     pe.set_length(10)
     a = torch.arange(10, dtype=torch.float64)[:, None] * pe.inv_freq
     m = 0.1 * math.log(4) + 1
@@ -103,8 +109,7 @@ def test_yarn_scale_is_folded_into_the_tables():
 @pytest.mark.parametrize("leak", [None, 4.0])
 def test_rerope_logits_use_capped_distances(leak):
     w, D = 3, 8
-    scaling = {"type": "leaky_rerope" if leak else "rerope", "window": w, **({"leak": leak} if leak else {})}
-    pe, plain = RoPE(D, base=16.0, scaling=scaling), RoPE(D, base=16.0)
+    pe, plain = ReRoPE(D, base=16.0, window=w, leak=leak), RoPE(D, base=16.0)
     q, k = torch.randn(1, 2, 10, D, dtype=torch.float64), torch.randn(1, 2, 10, D, dtype=torch.float64)
     pos = torch.arange(10)
     got = pe.attention_logits(pe.rotate(q, pos), pe.rotate(k, pos, is_key=True), pos, pos, layer=0)
@@ -129,7 +134,9 @@ def test_rerope_equals_rope_within_the_window(kind):
 
 @pytest.mark.parametrize("kind", ["rerope", "leaky_rerope", "yarn"])
 def test_scaled_rope_kv_cache_matches_full_forward(kind):
-    model = tiny_gpt("rope", block_size=8, rope_scaling=kind, rope_factor=4.0, rerope_window=4, rerope_leak=4.0)
+    knobs = {"rerope": dict(rerope_window=4), "leaky_rerope": dict(rerope_window=4, rerope_leak=4.0),
+             "yarn": dict(rope_factor=4.0)}[kind]
+    model = tiny_gpt("rope", block_size=8, rope_scaling=kind, **knobs)
     idx = torch.randint(0, 40, (2, 30))
     with torch.no_grad():
         full = model(idx)[0]
@@ -167,7 +174,7 @@ def test_dynamic_cached_decoding_equals_recomputing_the_prefix(pos):
 
 # ---- errors -------------------------------------------------------------------------------
 def test_unknown_scaling_is_refused():
-    with pytest.raises(ValueError, match="unknown rope_scaling 'yarm'; valid: linear, ntk, dynamic"):
+    with pytest.raises(ValueError, match="unknown rope_scaling 'yarm'; did you mean 'yarn'. valid: linear, ntk, dynamic"):
         tiny_gpt("rope", rope_scaling="yarm")
     with pytest.raises(ConfigError, match="unknown rope_scaling 'yarm'"):
         load_config(["--rope_scaling=yarm"])
@@ -178,18 +185,18 @@ def test_factor_must_be_positive(factor):
     with pytest.raises(ValueError, match="rope_factor must be > 0"):
         tiny_gpt("rope", rope_scaling="linear", rope_factor=factor)
     with pytest.raises(ConfigError, match="rope_factor must be > 0"):
-        load_config([f"--rope_factor={factor}"])
+        load_config(["--rope_scaling=linear", f"--rope_factor={factor}"])
 
 
 @pytest.mark.parametrize("name", [n for n, c in positional.REGISTRY.items() if not c.supports_rope_scaling])
 def test_scaling_refused_for_non_rotary_encodings(name):
     with pytest.raises(ValueError, match=f"needs a rotary encoding .*this model uses '{name}'"):
-        positional.build(GPTConfig(pos_encoding=name, rope_scaling="yarn", rope_factor=4.0))
+        positional.build(GPTConfig(pos_encoding=name, rope_scaling="yarn", pos_settings={"rope_factor": 4.0}))
 
 
 def test_xpos_takes_frequency_methods_but_not_rerope():
     assert tiny_gpt("xpos", rope_scaling="yarn", rope_factor=4.0).pe.attention_scale > 1
-    with pytest.raises(ValueError, match="'rerope' is not defined for xpos; use a frequency method"):
+    with pytest.raises(ValueError, match="rope_scaling='rerope' is defined for the rope encoding only; this model uses 'xpos'"):
         tiny_gpt("xpos", rope_scaling="rerope")
 
 
@@ -202,4 +209,5 @@ def test_fine_tune_longer_keeps_the_trained_length_as_original(tiny_data, tmp_pa
     run_py("train.py", *common, "--max_iters=10", "--init_from=resume", "--block_size=32",
            "--rope_scaling=linear", "--rope_factor=2")
     args = torch.load(tmp_path / "ckpt.pt", weights_only=False)["model_args"]
-    assert (args["block_size"], args["rope_scaling"], args["rope_original_max_position"]) == (32, "linear", 16)
+    assert (args["block_size"], args["rope_scaling"], args["pos_settings"]["rope_original_max_position"]) == \
+        (32, "linear", 16)

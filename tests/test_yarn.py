@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from positional.rope_scaling.hf import from_hf
-from positional.rope_scaling.ntk_by_parts import NtkByPartsSettings, ntk_by_parts
+from positional.rope_scaling.ntk_by_parts import NTKByPartsSettings, ntk_by_parts
 from positional.rope_scaling.yarn import YarnSettings, yarn
 
 
@@ -79,7 +79,7 @@ def test_truncate_and_clamp_by_hand(truncate, ramp):
 def test_matches_hf_formula(dim, base, L, s, truncate):
     got, _ = run(dim, base, L, s, rope_truncate=truncate)
     torch.testing.assert_close(got, reference(dim, base, L, s, truncate=truncate), rtol=1e-13, atol=0)
-    by_parts, m = ntk_by_parts(theta(dim, base), NtkByPartsSettings(rope_factor=s, rope_original_max_position=L,
+    by_parts, m = ntk_by_parts(theta(dim, base), NTKByPartsSettings(rope_factor=s, rope_original_max_position=L,
                                                                     rope_truncate=truncate), base=base)
     assert torch.equal(by_parts, got) and m == 1.0
 
@@ -123,7 +123,7 @@ def test_bad_settings_are_refused(kw, match):
 
 # ---- HF-style dicts -------------------------------------------------------------------
 def flat_run(method, flat, dim=32, base=1e4):
-    cls, fn = {"yarn": (YarnSettings, yarn), "ntk_by_parts": (NtkByPartsSettings, ntk_by_parts)}[method]
+    cls, fn = {"yarn": (YarnSettings, yarn), "ntk_by_parts": (NTKByPartsSettings, ntk_by_parts)}[method]
     return fn(theta(dim, base), cls(**flat), base=base)
 
 
@@ -161,3 +161,33 @@ def test_hf_dict_errors_are_one_line(d, match):
     with pytest.raises(ValueError, match=match) as e:
         from_hf(d)
     assert "\n" not in str(e.value)
+
+
+# ---- checkpoints written before the index ramp ------------------------------------------
+def test_older_checkpoints_keep_the_turns_ramp():
+    """A yarn checkpoint saved before rope_ramp existed (old flat form, or pos_settings without
+    the key) was made with the turns ramp and keeps it; today's checkpoints keep what they say."""
+    from config import load_config, upgrade_model_args
+    today = load_config(["configs/rope.py", "--rope_scaling=yarn", "--rope_factor=4"]).model_args()
+    assert today["pos_settings"]["rope_ramp"] == "index"
+    assert upgrade_model_args(today)["pos_settings"]["rope_ramp"] == "index"
+    unkeyed = {**today, "pos_settings": {k: v for k, v in today["pos_settings"].items() if k != "rope_ramp"}}
+    assert upgrade_model_args(unkeyed)["pos_settings"]["rope_ramp"] == "turns"
+    flat = {k: v for k, v in today.items() if k != "pos_settings"}
+    flat.update(rope_factor=4.0, rope_beta_fast=32.0, rope_beta_slow=1.0, rope_base=10000.0)
+    assert upgrade_model_args(flat)["pos_settings"]["rope_ramp"] == "turns"
+    plain = {k: v for k, v in flat.items() if k != "rope_factor"} | {"rope_scaling": ""}
+    assert "rope_ramp" not in upgrade_model_args(plain)["pos_settings"]
+
+
+def test_hf_dict_on_the_command_line():
+    from config import ConfigError, load_config
+    cfg = load_config(["configs/rope.py", "--rope_scaling={'rope_type': 'yarn', 'factor': 4, 'beta_fast': 16, "
+                                          "'original_max_position_embeddings': 128, 'attention_factor': None}"])
+    assert cfg.rope_scaling == "yarn"
+    s = cfg.pos_settings
+    assert (s["rope_factor"], s["rope_beta_fast"], s["rope_original_max_position"], s["rope_ramp"]) == (4.0, 16.0, 128,
+                                                                                                       "index")
+    assert isinstance(s["rope_factor"], float)
+    with pytest.raises(ConfigError, match="config key 'rope_truncate' wants a bool, got 'yes'"):
+        load_config(["configs/rope.py", "--rope_scaling={'rope_type': 'yarn', 'factor': 4, 'truncate': 'yes'}"])

@@ -9,7 +9,7 @@ while the text fits the original length L:
     n >  L:  b' = b * (s * n / L - (s - 1))^(d / (d - 2)),  theta'_j = b'^(-2j / d)
 
 At n = L the bracket is 1, so the base grows continuously from b. Attention scale 1.
-Knobs: factor (s > 0), original_max_position (L). Needs seq_len.
+Settings: rope_factor (s > 0), rope_original_max_position (L). Needs seq_len.
 
 Because the angles depend on n, keys are cached *before* rotation and re-rotated at
 every step (the encoding reports cache_rotated_keys = False). The values cached in
@@ -18,11 +18,16 @@ dynamic-NTK implementation: a decode step equals a recompute of the whole prefix
 exactly for one layer, and for deeper models once the text is past L only
 approximately (see tests/test_rope_scaling.py).
 """
-from .ntk import ntk
+from .base import ScalingSettings
+from .ntk import ntk_factor
 
 
-def dynamic(inv_freq, *, factor, original_max_position, dim, seq_len=None, **_):
-    if seq_len is None or seq_len <= original_max_position:
+class DynamicSettings(ScalingSettings):
+    length_dependent = True
+
+
+def dynamic(inv_freq, s: DynamicSettings, *, base, seq_len=0):
+    L = s.rope_original_max_position
+    if seq_len <= L:
         return inv_freq, 1.0
-    effective = factor * seq_len / original_max_position - (factor - 1)
-    return ntk(inv_freq, factor=effective, dim=dim)
+    return ntk_factor(inv_freq, s.rope_factor * seq_len / L - (s.rope_factor - 1)), 1.0

@@ -7,9 +7,14 @@ as dividing every inverse frequency:
 
     theta'_j = theta_j / s                     attention scale 1
 
-Knob: factor (s > 0). The paper follows it with a short fine-tune at the longer length.
+Settings: rope_factor (s > 0). The paper follows it with a short fine-tune at the longer length.
 """
+from .base import ScalingSettings
 
 
-def linear(inv_freq, *, factor, **_):
-    return inv_freq / factor, 1.0
+class LinearSettings(ScalingSettings):
+    pass
+
+
+def linear(inv_freq, s: LinearSettings, *, base, seq_len=0):
+    return inv_freq / s.rope_factor, 1.0

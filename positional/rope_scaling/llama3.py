@@ -10,16 +10,30 @@ Like NTK-by-parts but measured in wavelengths against the original length L:
     otherwise:  mu = (L / lambda_j - low_freq_factor) / (high_freq_factor - low_freq_factor)
                 theta'_j = (1 - mu) * theta_j / s + mu * theta_j
 
-Knobs: factor (s), original_max_position (L), low_freq_factor (1), high_freq_factor (4).
+Settings: rope_factor (s), rope_original_max_position (L), rope_low_freq_factor (1),
+rope_high_freq_factor (4).
 Attention scale 1.
 """
-from .ntk_by_parts import ramp
+import math
+from dataclasses import dataclass
+
+from .base import ScalingSettings
 
 
-def llama3(inv_freq, *, factor, original_max_position, low_freq_factor=1.0, high_freq_factor=4.0, **_):
-    if high_freq_factor <= low_freq_factor:
-        raise ValueError(f"llama3 scaling needs rope_high_freq_factor > rope_low_freq_factor, got "
-                         f"{high_freq_factor} and {low_freq_factor}")
-    # L / lambda_j is the number of turns within L: the same ramp as NTK-by-parts
-    mu = ramp(inv_freq, original_max_position, low_freq_factor, high_freq_factor)
-    return (1 - mu) * inv_freq / factor + mu * inv_freq, 1.0
+@dataclass
+class Llama3Settings(ScalingSettings):
+    rope_low_freq_factor: float = 1.0    # wavelengths above L / this are interpolated
+    rope_high_freq_factor: float = 4.0   # wavelengths below L / this are kept
+
+    def check(self, cfg):
+        super().check(cfg)
+        if self.rope_high_freq_factor <= self.rope_low_freq_factor:
+            raise ValueError(f"llama3 scaling needs rope_high_freq_factor > rope_low_freq_factor, got "
+                             f"{self.rope_high_freq_factor} and {self.rope_low_freq_factor}")
+
+
+def llama3(inv_freq, s: Llama3Settings, *, base, seq_len=0):
+    turns = s.rope_original_max_position * inv_freq / (2 * math.pi)        # L / lambda_j
+    lo, hi = s.rope_low_freq_factor, s.rope_high_freq_factor
+    mu = ((turns - lo) / (hi - lo)).clamp(0.0, 1.0)
+    return (1 - mu) * inv_freq / s.rope_factor + mu * inv_freq, 1.0

@@ -8,11 +8,23 @@ the lowest frequency is interpolated by about s while the highest is barely touc
     theta'_j = b'^(-2j / d) = theta_j * s^(-2j / (d - 2))     j = 0 .. d/2 - 1
 
 so theta'_0 = theta_0 (no change) and theta'_{d/2-1} = theta_{d/2-1} / s. Attention scale 1.
-Knob: factor (s > 0); d is the rotary dimension.
+Settings: rope_factor (s > 0); d is the rotary dimension (2 * len(inv_freq)).
 """
 import torch
 
+from .base import ScalingSettings
 
-def ntk(inv_freq, *, factor, dim, **_):
+
+class NTKSettings(ScalingSettings):
+    pass
+
+
+def ntk_factor(inv_freq, factor):
+    """theta_j * s^(-2j / (d - 2)) for d = 2 * len(inv_freq)."""
+    d = 2 * len(inv_freq)
     j = torch.arange(len(inv_freq), dtype=inv_freq.dtype, device=inv_freq.device)
-    return inv_freq * factor ** (-2 * j / (dim - 2)), 1.0
+    return inv_freq * factor ** (-2 * j / (d - 2))
+
+
+def ntk(inv_freq, s: NTKSettings, *, base, seq_len=0):
+    return ntk_factor(inv_freq, s.rope_factor), 1.0

@@ -36,6 +36,7 @@ rope_beta_slow (1), rope_ramp ("index"), rope_truncate (True). Attention scale 1
 """
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -45,11 +46,13 @@ RAMPS = ("index", "turns")
 
 
 @dataclass
-class NtkByPartsSettings(ScalingSettings):
+class NTKByPartsSettings(ScalingSettings):
     rope_beta_fast: float = 32.0   # pairs turning more than this many times within L are kept
     rope_beta_slow: float = 1.0    # pairs turning fewer times than this are divided by s
     rope_ramp: str = "index"       # "index": HF / the YaRN authors' code; "turns": the paper's formula in r
     rope_truncate: bool = True     # index ramp: floor/ceil its ends to whole pairs (HF's truncate)
+    # checkpoints saved before rope_ramp existed were made with the turns ramp (config.upgrade_model_args)
+    older_values: ClassVar[dict] = {"rope_ramp": "turns"}
 
     def check(self, cfg):
         super().check(cfg)
@@ -88,8 +91,6 @@ def turns_ramp(inv_freq, original_max_position, low, high):
     return ((turns - low) / (high - low)).clamp(0.0, 1.0)
 
 
-ramp = turns_ramp  # the name llama3.py imports
-
 
 def kept_share(inv_freq, s, base):
     """gamma_j, (D/2,): 1 where pair j keeps theta_j, 0 where it is divided by s."""
@@ -107,6 +108,6 @@ def blend(inv_freq, factor, kept):
     return inv_freq / factor * (1 - kept) + inv_freq * kept
 
 
-def ntk_by_parts(inv_freq, s: NtkByPartsSettings, *, base: float, seq_len: int = 0):
+def ntk_by_parts(inv_freq, s: NTKByPartsSettings, *, base: float, seq_len: int = 0):
     """inv_freq: (D/2,) float64 -> (inv_freq', 1.0)."""
     return blend(inv_freq, s.rope_factor, kept_share(inv_freq, s, base)), 1.0

@@ -25,11 +25,11 @@ rope_mscale_all_dim (0 means unset for all three, as None in HF).
 import math
 from dataclasses import dataclass
 
-from .ntk_by_parts import NtkByPartsSettings, ntk_by_parts
+from .ntk_by_parts import NTKByPartsSettings, ntk_by_parts
 
 
 @dataclass
-class YarnSettings(NtkByPartsSettings):
+class YarnSettings(NTKByPartsSettings):
     rope_attention_factor: float = 0.0   # > 0: the per-side scale of q and k, as given; 0: from s and mscale
     rope_mscale: float = 0.0             # with rope_mscale_all_dim: m = g(s, mscale) / g(s, mscale_all_dim)
     rope_mscale_all_dim: float = 0.0
