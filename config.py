@@ -121,6 +121,13 @@ def _unknown(key):
     return ConfigError(f"unknown config key {key!r}{hint}")
 
 
+def as_bool(what, value):
+    """The boolean spellings of every command line: True/False/true/false/1/0; others refused."""
+    if value in (True, False, "true", "false") and not isinstance(value, float):
+        return value in (True, "true")
+    raise ConfigError(f"{what} wants True or False (or true/false/1/0), got {value!r}")
+
+
 def check_model(cfg: GPTConfig):
     """Raise a one-line ConfigError if the model config cannot be built."""
     try:
@@ -139,6 +146,8 @@ def coerce(key, value):
         raise _unknown(key)
     if key == "rope_scaling" and isinstance(value, dict):
         return value   # a Hugging Face style dict, expanded by split_settings
+    if want is bool:
+        return as_bool(f"config key {key!r}", value)
     if want is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if want is str and not isinstance(value, str):

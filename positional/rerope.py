@@ -73,6 +73,7 @@ def rerope_logits(rope, q, k, q_pos, k_pos, window, leak=None):
 
 class ReRoPE(RoPE):
     name = "rerope"
+    extrapolates = True        # measured flat to 16x (README, "Train short, test long")
     Settings = ReRoPESettings
     supports_rope_scaling = False     # frequencies unchanged; it is itself the extension method
     cache_rotated_keys = False        # keys cached raw: attention_logits rotates them twice

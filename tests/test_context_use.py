@@ -1,5 +1,5 @@
 """context_use.py: context gain is 1 exactly when the model cannot see the longer context,
-and the per-position curve of a checkpoint averages to evaluate.py's non-overlapping loss."""
+and the per-position curve of a checkpoint averages to evaluation.py's non-overlapping loss."""
 import csv
 import math
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import context_use
-import evaluate
-from sample import load_model
+import evaluation
+from checkpoint import load_model
 from tests.conftest import tiny_gpt
 
 L = 16
@@ -74,7 +74,7 @@ def test_per_position_curve_averages_to_the_nonoverlap_loss(tiny_run, tiny_data)
     assert n >= 2, "the tiny val split should hold two sequences of 16 L"
     curve, used = context_use.per_position_loss(model, tokens, length, sequences=n)
     assert curve.shape == (length,) and used == n
-    rows = evaluate.evaluate_checkpoint(str(tiny_run), [length], "nonoverlap", tokens_per_point=n * length,
+    rows = evaluation.evaluate_checkpoint(str(tiny_run), [length], "nonoverlap", tokens_per_point=n * length,
                                         data_dir=str(tiny_data))
     assert rows[0]["tokens"] == n * length
     assert curve.mean().item() == pytest.approx(rows[0]["loss"], rel=1e-6)
