@@ -103,3 +103,18 @@ def test_bad_arguments(kw, match):
         context_use.context_gain(tiny_gpt("rope"), stream(8 * L), L, **kw)
     with pytest.raises(ValueError, match="needs at least 257 tokens, got 100"):
         context_use.context_gain(tiny_gpt("rope"), stream(100), L)
+
+
+def test_evaluate_cli_writes_the_context_reports(tiny_run, tiny_data, tmp_path, capsys):
+    import evaluate
+    evaluate.main([str(tiny_run), f"--data_dir={tiny_data}", f"--report_dir={tmp_path}", "--lengths=16",
+                   "--tokens_per_point=64", "--device=cpu", "--context_gain=True", "--per_position=True"])
+    out = capsys.readouterr().out
+    assert "| run | ppl@16 (gain) | ppl@32 (gain) | ppl@64 (gain) | ppl@128 (gain) | ppl@256 (gain) |" in out
+    with open(tmp_path / "context_gain.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["context"]) for r in rows] == [16, 32, 64, 128, 256] and float(rows[0]["gain"]) == 1.0
+    assert all(int(r["tokens"]) == 64 for r in rows)
+    with open(tmp_path / "per_position.csv") as f:
+        assert len(list(csv.DictReader(f))) == 256
+    assert (tmp_path / "per_position.png").exists() and (tmp_path / "extrapolation.md").exists()
