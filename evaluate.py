@@ -54,7 +54,12 @@ def parse_args(argv):
     """-> (out_dirs, options, methods); methods: one overrides dict per --rope_scaling entry."""
     opts, overrides, out_dirs = parse(argv, OPTIONS, model_key, positionals=True, doc=__doc__)
     scalings = [""]
-    if "rope_scaling" in overrides:
+    if isinstance(overrides.get("rope_scaling"), dict):   # a Hugging Face style dict: its method and settings
+        from positional.rope_scaling.hf import from_hf
+        kind, flat = from_hf(overrides.pop("rope_scaling"))
+        overrides.update({k: coerce(k, v) for k, v in flat.items()})
+        scalings = [kind]
+    elif "rope_scaling" in overrides:
         raw = next(a for a in argv if a.startswith("--rope_scaling=")).split("=", 1)[1]
         scalings = ["" if s.strip() in ("base", "none", "") else s.strip() for s in raw.split(",")]
         for s in scalings:

@@ -191,3 +191,19 @@ def test_hf_dict_on_the_command_line():
     assert isinstance(s["rope_factor"], float)
     with pytest.raises(ConfigError, match="config key 'rope_truncate' wants True or False"):
         load_config(["configs/rope.py", "--rope_scaling={'rope_type': 'yarn', 'factor': 4, 'truncate': 'yes'}"])
+
+
+def test_hf_dict_in_evaluate(tiny_run, tiny_data, tmp_path):
+    """The dict's settings reach the model: the same losses as the flat keys, not those of
+    yarn's defaults (head dim 16, L = 16: d(0.1) = 2.81, so truncate changes pair 1's ramp)."""
+    import evaluate
+    common = [str(tiny_run), f"--data_dir={tiny_data}", f"--report_dir={tmp_path}", "--overwrite=True",
+              "--lengths=16,32", "--tokens_per_point=64", "--device=cpu"]
+    rows = evaluate.main(common + ["--rope_scaling={'rope_type': 'yarn', 'factor': 2, 'beta_slow': 0.1, "
+                                   "'truncate': False, 'attention_factor': 1.3}"])
+    flat = evaluate.main(common + ["--rope_scaling=yarn", "--rope_factor=2", "--rope_beta_slow=0.1",
+                                   "--rope_truncate=False", "--rope_attention_factor=1.3"])
+    plain = evaluate.main(common + ["--rope_scaling=yarn", "--rope_factor=2"])
+    assert [r["method"] for r in rows] == ["yarn x2", "yarn x2"]
+    assert [r["loss"] for r in rows] == [r["loss"] for r in flat]
+    assert all(abs(a["loss"] - b["loss"]) > 1e-4 for a, b in zip(rows, plain))
