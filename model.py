@@ -315,9 +315,17 @@ class GPT(nn.Module):
         return logits, loss
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+        """AdamW. Weight decay falls on the matrices of the transformer (dim >= 2: token embedding,
+        attention, MLP) and on nothing else: not on biases and norms (as in nanoGPT), and not on any
+        parameter of the positional encoding, whatever its shape (tables, slopes, small MLPs of
+        distances): decay would pull a bias table towards "no position" while leaving a vector of
+        slopes alone. Unlike nanoGPT, this spares `learned`'s position table too."""
+        pe_params = {id(p) for p in self.pe.parameters()}
         params = [p for p in self.parameters() if p.requires_grad]
-        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+        decay = [p for p in params if p.dim() >= 2 and id(p) not in pe_params]
+        decay_ids = {id(p) for p in decay}
+        groups = [{"params": decay, "weight_decay": weight_decay},
+                  {"params": [p for p in params if id(p) not in decay_ids], "weight_decay": 0.0}]
         fused = device_type == "cuda" and "fused" in inspect.signature(torch.optim.AdamW).parameters
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **({"fused": True} if fused else {}))
 

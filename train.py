@@ -4,57 +4,53 @@
     python train.py configs/alibi.py --max_iters=500 --n_layer=2
     torchrun --standalone --nproc_per_node=4 train.py configs/rope.py   # DDP
 
-A flat script in the manner of nanoGPT's train.py. Nothing here depends on which
-encoding is trained: that lives in positional/.
+Read it top to bottom, as nanoGPT's: main() checks everything a user can get wrong
+(load_run) before anything is written; train() sets up the processes, the device, the
+model and the optimizer, then runs the loop; the pieces of one iteration (step,
+estimate_loss, save) follow it. Devices, processes and random states are in runtime.py,
+log.jsonl and wandb in runlog.py. Nothing here depends on which encoding is trained:
+that lives in positional/.
 
 Exit status: 0 done; 2 bad input (one line, before anything is written); 1 a non-finite
 loss or weights, or a checkpoint the disk refused (the last good checkpoint is kept); 130/143 stopped by SIGINT/SIGTERM
 after saving the step it reached (resume with --init_from=resume). One process per
 out_dir (guard.py); ckpt.pt is replaced atomically (checkpoint.py).
 """
-import json
 import math
 import os
-import random
 import shlex
 import signal
 import sys
 import time
-from contextlib import nullcontext
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
-import numpy as np
 import torch
 import torch.distributed as dist
-from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import checkpoint
 import positional
-from cli import fail, fmt_time, pick_device, pick_dtype
+from cli import fail, fmt_time
 from config import ConfigError, describe, load_config, upgrade_model_args
 from data.loader import TokenData, ensure_prepared
 from data.tokenizer import tokenizer_entry
 from guard import OutDirLock, StopSignal
 from model import GPT, GPTConfig
-from wandb_util import start_wandb
+from runlog import RunLog
+from runtime import rng_state, seed_all, set_rng_state, start_runtime, stop_runtime
 
 # model keys a resumed run must keep (an encoding's settings are compared when its weights do not fit)
 SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "bias", "vocab_size", "pos_encoding", "attention")
 
 
-def rng_state(data_gen):
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
-            "data": data_gen.get_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+@dataclass
+class Progress:
+    """Where the run stands: the top of iteration iter_num. Saved in and restored from the checkpoint."""
+    iter_num: int = 0
+    best_val: float = math.inf
+    skipped: int = 0                # steps skipped for a non-finite loss (--on_nonfinite=skip)
+    last_saved: int | None = None   # the iteration of the last checkpoint this run wrote or resumed from
 
-
-def set_rng_state(state, data_gen):
-    torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
-    random.setstate(state["python"])
-    data_gen.set_state(state["data"])
-    if state.get("cuda") and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def lr_at(it, cfg):
@@ -75,7 +71,7 @@ def resume_hint(argv):
     return shlex.join(["python", "train.py", *args, "--init_from=resume"])
 
 
-def setup(cfg):
+def load_run(cfg):
     """Everything a user can get wrong is checked here, before any training starts."""
     torch.manual_seed(cfg.seed)  # the model's initial weights depend on the seed alone
     ckpt, path = None, checkpoint.path_in(cfg.out_dir)
@@ -114,11 +110,16 @@ def setup(cfg):
     return ckpt, data, model
 
 
+
 def main(argv):
     lock = None
     try:
         cfg = load_config(argv)
-        ckpt, data, model = setup(cfg)
+        ckpt, data, model = load_run(cfg)
+        if ckpt is not None and ckpt["iter_num"] >= cfg.max_iters and not cfg.eval_only:
+            if int(os.environ.get("RANK", 0)) == 0:
+                print(already_done(cfg, ckpt["iter_num"]))
+            return
         if int(os.environ.get("RANK", 0)) == 0 and not cfg.eval_only:  # rank 0 alone writes out_dir
             lock = OutDirLock(cfg.out_dir).acquire()
             checkpoint.remove_partial(cfg.out_dir)  # tmp files of a save that was killed
@@ -140,214 +141,201 @@ def main(argv):
         if lock:
             lock.release()
     if code:
+        # Under torchrun the launcher SIGTERMs the ranks still alive once one exits non-zero: this
+        # rank is already on its way out with `code`, which a late SIGTERM must not turn into -15.
+        if int(os.environ.get("RANK", -1)) != -1:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         sys.exit(code)
 
 
+def already_done(cfg, iter_num):
+    decay = cfg.lr_decay_iters or cfg.max_iters
+    return (f"{checkpoint.path_in(cfg.out_dir)} is already at iteration {iter_num}, and max_iters is {cfg.max_iters}: "
+            f"nothing to train. To train longer, resume with --max_iters=N for some N > {iter_num}"
+            + (f" (the learning rate stays at min_lr past lr_decay_iters={decay}; raise it too for a new decay)"
+               if cfg.decay_lr and cfg.lr_decay_iters else ""))
+
+
 def train(argv, cfg, ckpt, data, model, stop):
-    """The training loop; returns the process exit code (0 done, 1 non-finite, 128+signal stopped)."""
-
-    # ---- processes and devices -------------------------------------------------------
-    ddp = int(os.environ.get("RANK", -1)) != -1
-    device = pick_device(cfg.device)
-    rank, local_rank, world = 0, 0, 1
-    if ddp:
-        backend = cfg.backend if cfg.backend != "auto" else ("nccl" if device.startswith("cuda") else "gloo")
-        init_process_group(backend=backend)
-        rank, local_rank, world = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
-        if device.startswith("cuda"):
-            device = f"cuda:{local_rank}"
-            torch.cuda.set_device(device)
-    master = rank == 0
-    device_type = "cuda" if device.startswith("cuda") else ("mps" if device.startswith("mps") else "cpu")
-    dtype = pick_dtype(cfg.dtype, device_type)
-    ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-    ctx = nullcontext() if dtype == "float32" else torch.autocast(device_type=device_type, dtype=ptdtype)
-    scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
-    torch.manual_seed(cfg.seed + rank)
-    np.random.seed(cfg.seed + rank)
-    random.seed(cfg.seed + rank)
-    data_gen = torch.Generator().manual_seed(cfg.seed + rank)
-    if device_type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-
-    tokens_per_iter = cfg.gradient_accumulation_steps * world * cfg.batch_size * cfg.block_size
-    if master:
+    """Set-up, then the loop. Returns the process exit code (0 done, 1 non-finite, 128+signal stopped)."""
+    # ---- processes, devices, seeds -----------------------------------------------------
+    rt = start_runtime(cfg.device, cfg.dtype, cfg.backend)
+    data_gen = seed_all(cfg.seed + rt.rank)  # the batches' own generator, saved for an exact resume
+    tokens_per_iter = cfg.gradient_accumulation_steps * rt.world * cfg.batch_size * cfg.block_size
+    if rt.master:
         os.makedirs(cfg.out_dir, exist_ok=True)
         print(f"config ({'resumed from ' + cfg.out_dir if ckpt else 'from scratch'}):\n{describe(cfg)}")
         print(f"{model.pe.name}: {model.get_num_params() / 1e6:.2f}M parameters, {tokens_per_iter:,} tokens/iter, "
-              f"device {device}, {dtype}, {world} process(es)")
+              f"device {rt.device}, {rt.dtype}, {rt.world} process(es)")
 
-    model.to(device)
-    optimizer = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), device_type)
-    iter_num, best_val, skipped, last_saved = 0, float("inf"), 0, None
-    if ckpt is not None:
-        optimizer.load_state_dict(ckpt["optimizer"])
-        iter_num, best_val = ckpt["iter_num"], ckpt.get("best_val_loss", best_val)
-        skipped, last_saved = ckpt.get("nonfinite_skipped", 0), iter_num
-        if ckpt.get("rng") and ckpt["config"].get("seed") == cfg.seed and world == 1:
-            set_rng_state(ckpt["rng"], data_gen)
-        ckpt = None  # free memory
-    raw_model = model
+    # ---- model, optimizer, and where a resumed run stands ---------------------------------
+    raw_model = model.to(rt.device)
+    optimizer = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), rt.device_type)
+    st = restore(ckpt, optimizer, data_gen, cfg, rt) if ckpt is not None else Progress()
+    ckpt = None  # free memory
     if cfg.compile:
         model = torch.compile(model)
     eval_model = model  # evaluation runs on rank 0 alone, outside DDP
-    if ddp:  # the encodings' buffers are tables computed from the config: nothing to broadcast
-        model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None, broadcast_buffers=False)
+    if rt.ddp:  # the encodings' buffers are tables computed from the config: nothing to broadcast
+        model = DDP(model, device_ids=[rt.local_rank] if rt.device_type == "cuda" else None, broadcast_buffers=False)
+    log = RunLog(cfg, rt.master)
 
-    def batch(split, gen):
-        x, y = data.get_batch(split, cfg.batch_size, cfg.block_size, gen)
-        if device_type == "cuda":
-            return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
-        return x.to(device), y.to(device)
-
-    @torch.no_grad()
-    def estimate_loss():
-        """Mean loss over eval_iters batches per split; the same batches at every evaluation."""
-        out = {}
-        eval_model.eval()
-        for split in ("train", "val"):
-            gen = torch.Generator().manual_seed(cfg.seed + 10_000)
-            losses = torch.zeros(cfg.eval_iters)
-            for k in range(cfg.eval_iters):
-                x, y = batch(split, gen)
-                with ctx:
-                    losses[k] = eval_model(x, y)[1].item()
-            out[split] = losses.mean().item()
-        eval_model.train()
-        return out
-
-    def finite_weights():
-        """Checked before every save, so that NaNs never replace the last good checkpoint. DDP keeps
-        the weights identical on every rank, so all ranks reach the same answer without talking."""
-        return all(torch.isfinite(p).all() for p in raw_model.parameters())
-
-    def save(val_loss):
-        """Checkpoint the state at the top of iteration iter_num."""
-        checkpoint.save({"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(),
-                         "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": iter_num,
-                         "best_val_loss": best_val, "val_loss": val_loss, "rng": rng_state(data_gen),
-                         "nonfinite_skipped": skipped, "tokenizer": tokenizer_entry(data.meta)},
-                        checkpoint.path_in(cfg.out_dir))
-        nonlocal last_saved
-        last_saved = iter_num
-
-    def stop_nonfinite(what, at):
-        if master:
-            kept = (f"the last good checkpoint (iter {last_saved}) is untouched" if last_saved is not None
-                    else "no checkpoint was written")
-            print(f"error: {what} at iter {at}; stopped without saving: {kept}. Lower --learning_rate, "
-                  f"check --grad_clip, or pass --on_nonfinite=skip to skip such steps", file=sys.stderr)
-        return 1
-
-    run = start_wandb(cfg) if cfg.wandb_log and master else None
-    # a machine-readable log next to the checkpoint (compare.py reads it); appended on resume
-    append = cfg.init_from == "resume" or cfg.eval_only
-    log_file = open(os.path.join(cfg.out_dir, "log.jsonl"), "a" if append else "w") if master else None
-
-    def log_row(**row):
-        if log_file:
-            log_file.write(json.dumps(dict(row, elapsed=round(time.time() - t_start, 3))) + "\n")
-            log_file.flush()
-
-    # ---- the loop ------------------------------------------------------------------
-    t_start, t_last, it_start, code = time.time(), time.time(), iter_num, 0
-    log_row(event="start", iter=iter_num, params=raw_model.get_num_params(), tokens_per_iter=tokens_per_iter)
+    # ---- the loop ------------------------------------------------------------------------
+    it_start, t_last, code = st.iter_num, time.time(), 0
+    log.row(event="start", iter=st.iter_num, params=raw_model.get_num_params(), tokens_per_iter=tokens_per_iter)
     while True:
-        lr = lr_at(iter_num, cfg)
+        lr = lr_at(st.iter_num, cfg)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        at_eval = iter_num % cfg.eval_interval == 0 or iter_num >= cfg.max_iters
-        if at_eval and iter_num > it_start and not finite_weights():
-            code = stop_nonfinite("the weights are not finite", iter_num)
+        at_eval = st.iter_num % cfg.eval_interval == 0 or st.iter_num >= cfg.max_iters
+        if at_eval and st.iter_num > it_start and not finite(raw_model):
+            code = stop_nonfinite("the weights are not finite", st.iter_num, st, rt)
             break
-        if at_eval and master:
-            losses = estimate_loss()
-            best_val = min(best_val, losses["val"])
-            print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
-            log_row(event="eval", iter=iter_num, tokens=iter_num * tokens_per_iter, train_loss=losses["train"],
-                    val_loss=losses["val"], lr=lr)
-            if run:
-                run.log({"iter": iter_num, "train/loss": losses["train"], "val/loss": losses["val"], "lr": lr,
-                         "tokens": iter_num * tokens_per_iter}, step=iter_num)
-            if iter_num > it_start and not cfg.eval_only:
-                save(losses["val"])
-        if iter_num >= cfg.max_iters or cfg.eval_only:
+        if at_eval and rt.master:
+            losses = estimate_loss(eval_model, data, cfg, rt)
+            st.best_val = min(st.best_val, losses["val"])
+            print(f"step {st.iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+            log.eval(st.iter_num, st.iter_num * tokens_per_iter, losses, lr)
+            if st.iter_num > it_start and not cfg.eval_only:
+                save(cfg, raw_model, optimizer, st, data, data_gen, losses["val"])
+        if st.iter_num >= cfg.max_iters or cfg.eval_only:
             break
 
-        loss_sum = torch.zeros((), device=device)
-        for micro in range(cfg.gradient_accumulation_steps):
-            if ddp:  # sync gradients on the last micro step only
-                model.require_backward_grad_sync = micro == cfg.gradient_accumulation_steps - 1
-            x, y = batch("train", data_gen)
-            with ctx:
-                _, loss = model(x, y)
-                loss = loss / cfg.gradient_accumulation_steps
-            scaler.scale(loss).backward()
-            loss_sum += loss.detach()
-        # One host sync per step: a non-finite loss must be caught before it reaches the weights.
-        # Under DDP the ranks agree on it (and on a stop signal) with one small all-reduce.
-        bad, signum = not torch.isfinite(loss_sum).item(), stop.signum or 0
-        if ddp:  # a signal that reached one rank stops them all
-            flags = torch.tensor([bad, signum], dtype=torch.float32, device=device)
-            dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-            bad, signum = bool(flags[0]), int(flags[1])
+        loss, bad, signum = step(model, optimizer, data, data_gen, cfg, rt, stop)
         if bad and cfg.on_nonfinite == "stop":
-            code = stop_nonfinite(f"the training loss is {loss_sum.item()}", iter_num + 1)
+            code = stop_nonfinite(f"the training loss is {loss}", st.iter_num + 1, st, rt)
             break
-        if bad:  # skip: drop this step's gradients, count it, move on
-            skipped += 1
-            if master:
-                print(f"iter {iter_num + 1}: loss {loss_sum.item()}, step skipped ({skipped} so far)")
-        else:
-            if cfg.grad_clip:
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            scaler.step(optimizer)
-            scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-        iter_num += 1
+        if bad:  # skip: this step's gradients were dropped; count it and move on
+            st.skipped += 1
+            if rt.master:
+                print(f"iter {st.iter_num + 1}: loss {loss}, step skipped ({st.skipped} so far)")
+        st.iter_num += 1
 
-        if iter_num % cfg.log_interval == 0 and master:
+        if st.iter_num % cfg.log_interval == 0 and rt.master:
             now = time.time()
-            dt = (now - t_last) / cfg.log_interval
-            t_last = now
-            lossf = loss_sum.item()
-            left = (now - t_start) / (iter_num - it_start) * (cfg.max_iters - iter_num)
-            print(f"iter {iter_num}/{cfg.max_iters}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.0f} ms/it, "
+            dt, t_last = (now - t_last) / cfg.log_interval, now
+            left = (now - log.t_start) / (st.iter_num - it_start) * (cfg.max_iters - st.iter_num)
+            print(f"iter {st.iter_num}/{cfg.max_iters}: loss {loss:.4f}, lr {lr:.2e}, {dt * 1000:.0f} ms/it, "
                   f"{tokens_per_iter / dt:,.0f} tok/s, {fmt_time(left)} left")
-            log_row(event="train", iter=iter_num, tokens=iter_num * tokens_per_iter, loss=lossf, lr=lr,
-                    tokens_per_sec=tokens_per_iter / dt)
-            if run:
-                run.log({"iter": iter_num, "train/loss_step": lossf, "lr": lr, "tokens_per_sec": tokens_per_iter / dt},
-                        step=iter_num)
+            log.train(st.iter_num, st.iter_num * tokens_per_iter, loss, lr, tokens_per_iter / dt)
 
-        if signum and iter_num < cfg.max_iters:  # SIGINT/SIGTERM: save this step, for an exact resume
+        if signum and st.iter_num < cfg.max_iters:  # SIGINT/SIGTERM: save this step, for an exact resume
             # (in the last step, the run simply finishes: its final evaluation and save come next)
             code = 128 + signum  # the shell's convention: 130 SIGINT, 143 SIGTERM
-            if not finite_weights():
-                code = stop_nonfinite("the weights are not finite", iter_num)
-            elif master:
-                save(None)
-                print(f"stopped by {signal.Signals(signum).name} at iter {iter_num}: saved "
+            if not finite(raw_model):
+                code = stop_nonfinite("the weights are not finite", st.iter_num, st, rt)
+            elif rt.master:
+                save(cfg, raw_model, optimizer, st, data, data_gen, None)
+                print(f"stopped by {signal.Signals(signum).name} at iter {st.iter_num}: saved "
                       f"{checkpoint.path_in(cfg.out_dir)}; resume with:\n  {resume_hint(argv)}", flush=True)
             break
 
-    if master and not code:
-        print(f"done: {iter_num} iterations in {fmt_time(time.time() - t_start)}, best val loss {best_val:.4f}; "
-              f"checkpoint in {checkpoint.path_in(cfg.out_dir)}"
-              + (f"; {skipped} step(s) skipped for a non-finite loss" if skipped else ""))
-        log_row(event="done", iter=iter_num)
-    if log_file:
-        log_file.close()
-    if run:
-        run.summary["best_val_loss"] = best_val
-        run.summary["nonfinite_skipped"] = skipped
-        run.finish(exit_code=code)
-    if ddp:
-        dist.barrier()  # rank 0 may still be saving: leave together
-        destroy_process_group()
+    if rt.master and not code:
+        print(f"done: {st.iter_num} iterations in {fmt_time(time.time() - log.t_start)}, {done_note(st, cfg)}")
+        log.row(event="done", iter=st.iter_num)
+    log.close(code, st.best_val, st.skipped)
+    stop_runtime(rt)
     return code
+
+
+def restore(ckpt, optimizer, data_gen, cfg, rt):
+    """Load the optimizer and, for an exact resume, the random states; return where the run stands."""
+    optimizer.load_state_dict(ckpt["optimizer"])
+    if ckpt.get("rng") and ckpt["config"].get("seed") == cfg.seed and rt.world == 1:
+        set_rng_state(ckpt["rng"], data_gen)
+    return Progress(ckpt["iter_num"], ckpt.get("best_val_loss", math.inf), ckpt.get("nonfinite_skipped", 0),
+                    last_saved=ckpt["iter_num"])
+
+
+def done_note(st, cfg):
+    return (f"best val loss {st.best_val:.4f}; checkpoint in {checkpoint.path_in(cfg.out_dir)}"
+            + (f"; {st.skipped} step(s) skipped for a non-finite loss" if st.skipped else ""))
+
+
+# ---- the pieces of one iteration ------------------------------------------------------------
+
+def batch(data, split, gen, cfg, rt):
+    """A (B, T) batch of inputs and targets on the run's device."""
+    x, y = data.get_batch(split, cfg.batch_size, cfg.block_size, gen)
+    if rt.device_type == "cuda":
+        return x.pin_memory().to(rt.device, non_blocking=True), y.pin_memory().to(rt.device, non_blocking=True)
+    return x.to(rt.device), y.to(rt.device)
+
+
+def step(model, optimizer, data, data_gen, cfg, rt, stop):
+    """One optimizer step over gradient_accumulation_steps micro-batches. Returns (loss, bad, signum):
+    the step's loss, whether it is non-finite on any rank (then the weights are left as they were),
+    and the signal any rank received (0 if none)."""
+    n = cfg.gradient_accumulation_steps
+    loss_sum = torch.zeros((), device=rt.device)
+    for micro in range(n):
+        if rt.ddp:  # sync gradients on the last micro step only
+            model.require_backward_grad_sync = micro == n - 1
+        x, y = batch(data, "train", data_gen, cfg, rt)
+        with rt.ctx:
+            _, loss = model(x, y)
+            loss = loss / n
+        rt.scaler.scale(loss).backward()
+        loss_sum += loss.detach()
+    # One host sync per step: a non-finite loss must be caught before it reaches the weights.
+    # Under DDP the ranks agree on it (and on a stop signal) with one small all-reduce.
+    lossf = loss_sum.item()
+    bad, signum = not math.isfinite(lossf), stop.signum or 0
+    if rt.ddp:  # a signal that reached one rank stops them all
+        flags = torch.tensor([bad, signum], dtype=torch.float32, device=rt.device)
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        bad, signum = bool(flags[0]), int(flags[1])
+    if not bad:
+        if cfg.grad_clip:
+            rt.scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        rt.scaler.step(optimizer)
+        rt.scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    return lossf, bad, signum
+
+
+@torch.no_grad()
+def estimate_loss(model, data, cfg, rt):
+    """Mean loss over eval_iters batches per split; the same batches at every evaluation."""
+    out = {}
+    model.eval()
+    for split in ("train", "val"):
+        gen = torch.Generator().manual_seed(cfg.seed + 10_000)
+        losses = torch.zeros(cfg.eval_iters)
+        for k in range(cfg.eval_iters):
+            x, y = batch(data, split, gen, cfg, rt)
+            with rt.ctx:
+                losses[k] = model(x, y)[1].item()
+        out[split] = losses.mean().item()
+    model.train()
+    return out
+
+
+def finite(model):
+    """Checked before every save, so that NaNs never replace the last good checkpoint. DDP keeps
+    the weights identical on every rank, so all ranks reach the same answer without talking."""
+    return all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def save(cfg, model, optimizer, st, data, data_gen, val_loss):
+    """Checkpoint the state at the top of iteration st.iter_num (atomically: checkpoint.py)."""
+    checkpoint.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                     "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": st.iter_num,
+                     "best_val_loss": st.best_val, "val_loss": val_loss, "rng": rng_state(data_gen),
+                     "nonfinite_skipped": st.skipped, "tokenizer": tokenizer_entry(data.meta)},
+                    checkpoint.path_in(cfg.out_dir))
+    st.last_saved = st.iter_num
+
+
+def stop_nonfinite(what, at, st, rt):
+    """Say why the run stops without saving; return exit code 1."""
+    if rt.master:
+        kept = (f"the last good checkpoint (iter {st.last_saved}) is untouched" if st.last_saved is not None
+                else "no checkpoint was written")
+        print(f"error: {what} at iter {at}; stopped without saving: {kept}. Lower --learning_rate, "
+              f"check --grad_clip, or pass --on_nonfinite=skip to skip such steps", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

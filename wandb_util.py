@@ -1,5 +1,6 @@
 """wandb logging that never blocks: with no credentials (or WANDB_MODE=offline) runs are
-written offline under out_dir/wandb and can be uploaded later with `wandb sync`."""
+written offline under out_dir/wandb, and one line names the folder to upload later with
+`wandb sync <folder>`."""
 import netrc
 import os
 from dataclasses import asdict
@@ -23,17 +24,25 @@ def start_wandb(cfg, job_type="train", name=None):
         print("wandb: not installed (pip install wandb); not logging")
         return None
     mode = os.environ.get("WANDB_MODE") or None
+    why = None
     if mode is None and not has_credentials():
-        mode = "offline"
-        print(f"wandb: no credentials, logging offline to {cfg.out_dir}/wandb (upload later with `wandb sync`)")
+        mode, why = "offline", "no credentials"
     os.makedirs(cfg.out_dir, exist_ok=True)
     settings = wandb.Settings(init_timeout=60, silent=True)
     kwargs = dict(project=cfg.wandb_project, name=name or cfg.wandb_run_name or cfg.pos_encoding,
                   group=cfg.wandb_group or None, tags=[cfg.pos_encoding], config=asdict(cfg), dir=cfg.out_dir,
                   job_type=job_type, mode=mode, settings=settings)
     try:
-        return wandb.init(**kwargs)
+        run = wandb.init(**kwargs)
     except Exception as e:  # no network, server down: keep the run, log offline
-        print(f"wandb: could not go online ({type(e).__name__}); logging offline instead")
-        kwargs["mode"] = "offline"
-        return wandb.init(**kwargs)
+        why, kwargs["mode"] = f"could not go online ({type(e).__name__})", "offline"
+        run = wandb.init(**kwargs)
+    if kwargs["mode"] == "offline":
+        print(f"wandb: {why or 'WANDB_MODE=offline'}, logging offline; upload later with: "
+              f"wandb sync {sync_dir(run)}")
+    return run
+
+
+def sync_dir(run):
+    """The folder of an offline run, as `wandb sync` wants it (out_dir/wandb/offline-run-<time>-<id>)."""
+    return getattr(run.settings, "sync_dir", None) or os.path.dirname(run.dir)

@@ -1,5 +1,5 @@
 # The shared recipe of every configs/<encoding>.py: a char-level Shakespeare GPT that
-# trains in about 10 minutes on a 2-core CPU. The per-encoding files change only the
+# trains in 12.5-13 minutes on a quiet 2-core CPU (rope; measured in issue #10). The per-encoding files change only the
 # encoding and the output folder, so their runs are comparable.
 dataset = "shakespeare_char"
 batch_size = 32

@@ -7,9 +7,15 @@ import os
 import pickle
 import subprocess
 import sys
+from contextlib import contextmanager
 
 import numpy as np
 import torch
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; preparing is not guarded there
+    fcntl = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPLITS = ("train", "val")
@@ -21,15 +27,44 @@ def known_datasets():
 
 
 def ensure_prepared(data_dir, dataset):
-    """Make sure data_dir/dataset/{train,val}.bin exist, running data/<dataset>/prepare.py if needed."""
+    """Make sure data_dir/dataset/{train,val}.bin exist, running data/<dataset>/prepare.py if needed.
+
+    Under torchrun every rank calls this at once: an exclusive flock on data_dir/dataset/.prepare.lock
+    lets one process prepare while the others wait, then find the files whole."""
     out_dir = os.path.join(data_dir, dataset)
-    if all(os.path.exists(os.path.join(out_dir, f"{s}.bin")) for s in SPLITS):
-        return
-    script = os.path.join(HERE, dataset, "prepare.py")
-    if not os.path.isfile(script):
+    if not prepared(out_dir) and not os.path.isfile(os.path.join(HERE, dataset, "prepare.py")):
         raise FileNotFoundError(
             f"dataset {dataset!r} is not prepared: {os.path.join(out_dir, 'train.bin')} not found; "
             f"known datasets: {', '.join(known_datasets())}; or write train.bin/val.bin in nanoGPT's format there")
+    with prepare_lock(out_dir):
+        if not prepared(out_dir):  # checked again under the lock: another process may have prepared it
+            run_prepare(os.path.join(HERE, dataset, "prepare.py"), out_dir)
+
+
+def prepared(out_dir):
+    return all(os.path.exists(os.path.join(out_dir, f"{s}.bin")) for s in SPLITS)
+
+
+@contextmanager
+def prepare_lock(out_dir):
+    """Hold an exclusive flock on out_dir/.prepare.lock (released when the process dies). Where
+    none can be taken (Windows, a read-only folder of prepared data) the files are only read."""
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        fd = os.open(os.path.join(out_dir, ".prepare.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        fd = None
+    if fd is None or fcntl is None:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # blocks while another process prepares
+        yield
+    finally:
+        os.close(fd)
+
+
+def run_prepare(script, out_dir):
     cmd = [sys.executable, script, "--out_dir", out_dir]
     print("preparing:", " ".join(cmd))
     r = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)  # its stdout (the summary) goes to ours

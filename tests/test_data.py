@@ -145,3 +145,41 @@ def test_ensure_prepared_reports_a_failing_script(tmp_path, monkeypatch):
     monkeypatch.setattr(data.loader, "HERE", str(tmp_path / "repo"))  # stand-in for the repo's data/
     with pytest.raises(RuntimeError, match=r"broken/prepare.py --out_dir .*` failed: no corpus here"):
         ensure_prepared(tmp_path / "out", "broken")
+
+
+SLOW_PREPARE = """import os, sys, time
+out = sys.argv[sys.argv.index('--out_dir') + 1]
+os.makedirs(out, exist_ok=True)
+with open(os.path.join(out, 'runs.txt'), 'a') as f:
+    f.write('ran\\n')
+open(os.path.join(out, 'train.bin'), 'wb').write(bytes(200))
+with open(os.path.join(out, 'val.bin'), 'wb') as f:   # written in two halves, as a big file would be
+    f.write(bytes(100)); f.flush(); time.sleep(0.5); f.write(bytes(100))
+"""
+
+
+def test_ranks_starting_together_prepare_once_and_read_whole_files(tmp_path, monkeypatch):
+    """torchrun on a fresh machine: every rank calls ensure_prepared at once. One prepares, the
+    others wait and then see val.bin whole (200 bytes), never a half-written one or a second run."""
+    import threading
+
+    import data.loader
+    (tmp_path / "repo" / "slow").mkdir(parents=True)
+    (tmp_path / "repo" / "slow" / "prepare.py").write_text(SLOW_PREPARE)
+    monkeypatch.setattr(data.loader, "HERE", str(tmp_path / "repo"))
+    sizes, errors = [], []
+
+    def rank():  # each thread opens the lock file itself, so flock separates them as it does processes
+        try:
+            ensure_prepared(tmp_path / "data", "slow")
+            sizes.append(os.path.getsize(tmp_path / "data" / "slow" / "val.bin"))
+        except Exception as e:  # noqa: BLE001 -- reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and sizes == [200] * 4
+    assert (tmp_path / "data" / "slow" / "runs.txt").read_text() == "ran\n"

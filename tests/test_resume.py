@@ -151,3 +151,19 @@ def test_sigterm_to_one_ddp_rank_stops_all_ranks_at_one_step(tiny_data, tmp_path
     codes = re.findall(r"exitcode\s*:\s*(-?\d+)", err)  # as torchrun reports its workers
     assert codes and set(codes) == {"143"}, err[-2000:]
     assert 'train.py", line' not in err  # no traceback from the training script itself
+
+
+def test_resuming_a_finished_run_says_it_is_at_max_iters(tiny_run, tiny_data, tmp_path, capsys):
+    """Nothing is trained, evaluated, written or appended; the message says how to train longer."""
+    from tests.inproc import copy_run, snapshot
+    out = copy_run(tiny_run, tmp_path / "run")
+    before = snapshot(out / "ckpt.pt"), snapshot(out / "log.jsonl")
+    capsys.readouterr()
+    code = run_train([*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={out}", "--max_iters=10",
+                      "--lr_decay_iters=10", "--init_from=resume"])
+    got = capsys.readouterr()
+    assert code == 0 and got.err == ""
+    assert got.out.strip() == (f"{out / 'ckpt.pt'} is already at iteration 10, and max_iters is 10: nothing to "
+                               f"train. To train longer, resume with --max_iters=N for some N > 10 (the learning "
+                               f"rate stays at min_lr past lr_decay_iters=10; raise it too for a new decay)")
+    assert (snapshot(out / "ckpt.pt"), snapshot(out / "log.jsonl")) == before

@@ -40,6 +40,8 @@ def test_wandb_offline_run_has_the_metrics(tiny_data, tmp_path):
     assert "logging offline" in r.stdout
     runs = glob.glob(str(tmp_path / "out" / "wandb" / "offline-run-*" / "run-*.wandb"))
     assert len(runs) == 1
+    sync = re.findall(r"upload later with: wandb sync (\S+)\n", r.stdout)  # the line names the folder to sync
+    assert sync == [os.path.dirname(runs[0])]
     rows = history(runs[0])
     vals = [row["val/loss"] for row in rows if "val/loss" in row]
     assert len(vals) == 4 and vals[-1] < vals[0]

@@ -1,0 +1,80 @@
+"""Where a training run runs: its DDP processes, device, dtype and autocast (picked by
+cli.pick_device/pick_dtype), and the random states an exact resume restores."""
+import os
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from cli import autocast, pick_device, pick_dtype
+
+
+@dataclass
+class Runtime:
+    """One training process: its rank among `world`, its device, and the autocast it trains under."""
+    ddp: bool
+    rank: int
+    local_rank: int
+    world: int
+    device: str
+    device_type: str      # cuda | mps | cpu
+    dtype: str            # float32 | bfloat16 | float16
+    ctx: object           # autocast context for forward passes (nullcontext in float32)
+    scaler: object        # torch.amp.GradScaler, active in float16 only
+
+    @property
+    def master(self):
+        return self.rank == 0  # rank 0 alone prints, evaluates, logs and saves
+
+
+def start_runtime(device="auto", dtype="auto", backend="auto"):
+    """Join the torchrun process group when RANK is set (else one process) and pick device and dtype."""
+    ddp = int(os.environ.get("RANK", -1)) != -1
+    device = pick_device(device)
+    rank, local_rank, world = 0, 0, 1
+    if ddp:
+        dist.init_process_group(backend=backend if backend != "auto" else
+                                ("nccl" if device.startswith("cuda") else "gloo"))
+        rank, local_rank, world = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
+        if device.startswith("cuda"):
+            device = f"cuda:{local_rank}"
+            torch.cuda.set_device(device)
+    device_type = "cuda" if device.startswith("cuda") else ("mps" if device.startswith("mps") else "cpu")
+    if device_type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    dtype = pick_dtype(dtype, device_type)
+    ctx = autocast(device_type, dtype)  # nullcontext in float32
+    scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
+    return Runtime(ddp, rank, local_rank, world, device, device_type, dtype, ctx, scaler)
+
+
+def stop_runtime(rt):
+    if rt.ddp:
+        dist.barrier()  # rank 0 may still be saving: leave together
+        dist.destroy_process_group()
+
+
+def seed_all(seed):
+    """Seed torch, numpy and python; return a fresh generator for the data batches."""
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def rng_state(data_gen):
+    """Every random state a run draws from, for an exact resume."""
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
+            "data": data_gen.get_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def set_rng_state(state, data_gen):
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    data_gen.set_state(state["data"])
+    if state.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
