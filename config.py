@@ -207,6 +207,7 @@ def split_settings(values: dict):
             values["rope_scaling"], extra = hf.from_hf(values["rope_scaling"])
         except ValueError as e:
             raise ConfigError(str(e)) from None
+        extra = {k: coerce(k, v) for k, v in extra.items()}     # JSON's 32 -> 32.0; "yes" for a bool refused
         values = {**extra, **{k: v for k, v in values.items() if k not in extra}}
     fields = {k: v for k, v in values.items() if k in FIELDS and k not in SETTINGS}
     settings = {k: v for k, v in values.items() if k in SETTINGS}
@@ -224,14 +225,23 @@ def describe(cfg) -> str:
     return "\n".join(f"  {k} = {v!r}" for k, v in dataclasses.asdict(cfg).items())
 
 
+def _older_values(args):
+    """Settings added after a checkpoint was written take the value that checkpoint was made
+    with (a settings class's older_values, e.g. NTK-by-parts' turns ramp), not today's default."""
+    _, classes = positional.settings_classes(args["pos_encoding"], args.get("rope_scaling", ""))
+    return {k: v for c in classes for k, v in getattr(c, "older_values", {}).items()}
+
+
 def upgrade_model_args(model_args: dict) -> dict:
     """A checkpoint's model_args in today's form. Checkpoints written before the encodings
     owned their settings kept every knob as a flat field (rope_base, t5_num_buckets, ...):
     the ones of the chosen encoding and method become pos_settings, the rest are dropped."""
     if "pos_settings" in model_args:
-        return dict(model_args)
+        args = dict(model_args)
+        args["pos_settings"] = {**_older_values(args), **args["pos_settings"]}
+        return args
     args = {k: v for k, v in model_args.items() if k in MODEL_FIELDS}
-    flat = {k: v for k, v in model_args.items() if k in SETTINGS}
+    flat = {**_older_values(args), **{k: v for k, v in model_args.items() if k in SETTINGS}}
     if args.get("rope_scaling") in positional.LOGIT_METHODS and not flat.get("rerope_window"):
         flat["rerope_window"] = max(1, (flat.get("rope_original_max_position") or args["block_size"]) // 2)
     _, classes = positional.settings_classes(args["pos_encoding"], args.get("rope_scaling", ""))
