@@ -40,7 +40,7 @@ from runlog import RunLog
 from runtime import rng_state, seed_all, set_rng_state, start_runtime, stop_runtime
 
 # model keys a resumed run must keep (an encoding's settings are compared when its weights do not fit)
-SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "bias", "vocab_size", "pos_encoding", "attention")
+SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "bias", "vocab_size", "pos_encoding", "attention", "qk_norm")
 
 
 @dataclass
