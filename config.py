@@ -235,7 +235,10 @@ def _older_values(args):
 def upgrade_model_args(model_args: dict) -> dict:
     """A checkpoint's model_args in today's form. Checkpoints written before the encodings
     owned their settings kept every knob as a flat field (rope_base, t5_num_buckets, ...):
-    the ones of the chosen encoding and method become pos_settings, the rest are dropped."""
+    the ones of the chosen encoding and method become pos_settings, the rest are dropped.
+    Model keys added since a checkpoint was written take their defaults (qk_norm=False, ...)."""
+    defaults = {k: v for k, v in dataclasses.asdict(GPTConfig()).items() if k != "pos_settings"}
+    model_args = {**defaults, **model_args}
     if "pos_settings" in model_args:
         args = dict(model_args)
         args["pos_settings"] = {**_older_values(args), **args["pos_settings"]}

@@ -81,7 +81,7 @@ def load_run(cfg):
             raise checkpoint.CheckpointError(f"checkpoint {path} has no optimizer state, so it cannot be resumed "
                                              f"exactly; it can still be sampled from (sample.py)")
         for k in SHAPE_KEYS:
-            have, want = ckpt["model_args"].get(k), getattr(cfg, k)
+            have, want = upgrade_model_args(ckpt["model_args"]).get(k), getattr(cfg, k)
             if k != "vocab_size" and have != want:
                 raise ConfigError(f"checkpoint in {cfg.out_dir} has {k}={have}, config asks for {want}; "
                                   f"use the checkpoint's value or a new --out_dir")
