@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from model import WindowKVCache
+from cache import WindowKVCache
 from sample import load_model
 from config import ConfigError
 from tests.conftest import tiny_gpt
