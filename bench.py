@@ -26,19 +26,22 @@ torch.cuda.max_memory_allocated. Timings on a shared machine are noisy: compare 
 within one run. FLOPs follow nanoGPT/PaLM: 6N per token plus 12 * L * C * T for attention
 (training), a third of that for a forward pass.
 """
-import argparse
 import ctypes
 import gc
 import json
 import os
 import statistics
+import sys
 import time
 from contextlib import nullcontext
+from types import SimpleNamespace
 
 import torch
 from torch.nn import functional as F
 
 import positional
+from cli import fail, parse, pick_device, pick_dtype
+from config import ConfigError
 from model import GPT, GPTConfig
 
 
@@ -50,28 +53,31 @@ def relative_encodings():
             and positional.build(GPTConfig(pos_encoding=n, **tiny)).max_positions is None]
 
 
+def options():
+    """bench.py's options and defaults (cli.py's convention: --key=value)."""
+    ints = dict(n_layer=4, n_head=4, n_embd=128, block_size=128, batch_size=32, vocab_size=65, rounds=7, steps=3,
+                gen_tokens=2000, seed=1337, threads=0)  # threads 0: torch's default
+    return dict(sections="peak,train,gen,eval", encodings=",".join(positional.REGISTRY),
+                gen_encodings=",".join(relative_encodings()), eval_lengths="1,4,16", device="auto", dtype="auto",
+                compile=False, json="bench.json", **ints)
+
+
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sections", default="peak,train,gen,eval")
-    p.add_argument("--encodings", default=",".join(positional.REGISTRY))
-    for key, default in [("n_layer", 4), ("n_head", 4), ("n_embd", 128), ("block_size", 128), ("batch_size", 32),
-                         ("vocab_size", 65), ("rounds", 7), ("steps", 3), ("gen_tokens", 2000), ("seed", 1337)]:
-        p.add_argument(f"--{key}", type=int, default=default)
-    p.add_argument("--gen_encodings", default=",".join(relative_encodings()))
-    p.add_argument("--eval_lengths", default="1,4,16", help="multiples of block_size")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="autocast dtype (CUDA)")
-    p.add_argument("--compile", action="store_true",
-                   help="train: also time each encoding under torch.compile (rows '+c'); eval: compile")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
-    p.add_argument("--json", default="bench.json", help="where to write the figures")
-    args = p.parse_args(argv)
+    """-> namespace of options. --dtype: autocast dtype (float32 or bfloat16; auto as train.py);
+    --compile=True also times each encoding compiled (rows '+c') and compiles the eval pass;
+    --eval_lengths: multiples of block_size."""
+    opts, _, _ = parse(sys.argv[1:] if argv is None else argv, options(), doc=__doc__)
+    args = SimpleNamespace(**opts)
+    args.device = pick_device(args.device)
+    args.dtype = pick_dtype(args.dtype, args.device.split(":")[0])
+    if args.dtype not in ("float32", "bfloat16"):
+        raise ConfigError(f"--dtype must be auto, float32 or bfloat16, got {args.dtype!r}")
     for name in args.encodings.split(",") + args.gen_encodings.split(","):
         if name not in positional.REGISTRY:
-            p.error(f"unknown encoding {name!r}; valid: {', '.join(positional.REGISTRY)}")
+            raise ConfigError(f"unknown encoding {name!r}; valid: {', '.join(positional.REGISTRY)}")
     unknown = set(args.sections.split(",")) - {"peak", "train", "gen", "eval"}
     if unknown:
-        p.error(f"unknown section(s) {', '.join(sorted(unknown))}; valid: peak, train, gen, eval")
+        raise ConfigError(f"unknown section(s) {', '.join(sorted(unknown))}; valid: peak, train, gen, eval")
     return args
 
 
@@ -298,7 +304,10 @@ def table(results, args):
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    try:
+        args = parse_args(argv)
+    except ValueError as e:
+        fail(e)
     if args.threads:
         torch.set_num_threads(args.threads)
     sections = args.sections.split(",")

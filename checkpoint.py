@@ -4,13 +4,19 @@ save() writes to a temporary file in the same folder, flushes and fsyncs it, the
 renames it over the target: a crash at any moment leaves either the old or the new
 checkpoint on disk, never a mix. load() turns every way a file can be unusable into
 one sentence (CheckpointError) and never modifies the file.
+
+The one loader of trained runs, used by sample, evaluate, compare and the plots:
+    model, ckpt = load_model(out_dir, {"window": 64}, device)   # config.model_config + weights
+    encode, decode, vocab_size = tokenizer_of(ckpt)             # the tokenizer saved with it
 """
 import glob
 import os
+import pickle
 import tempfile
 
 import torch
 
+ROOT = os.path.dirname(os.path.abspath(__file__))  # the project folder: recorded relative paths start here
 
 TMP_PREFIX = ".ckpt-"
 
@@ -75,3 +81,51 @@ def load(out_dir, map_location="cpu"):
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks {', '.join(missing)}: not written by this repo's train.py")
     return ckpt
+
+
+def build_model(ckpt, overrides=None, device="cpu", strict=True):
+    """The model of a loaded checkpoint in eval mode, its config rebuilt by
+    config.model_config(model_args, overrides, strict): model keys or encoding settings
+    (strict=False drops settings the resulting encoding does not take)."""
+    from config import ConfigError, model_config
+    from model import GPT
+    model = GPT(model_config(ckpt["model_args"], overrides, strict))
+    try:
+        model.load_state_dict(ckpt["model"])
+    except RuntimeError as e:  # an override changed a weight shape (n_layer, n_embd, ...)
+        why = next((line.strip() for line in str(e).splitlines()[1:] if line.strip()), str(e).splitlines()[0])
+        raise ConfigError(f"the checkpoint's weights do not fit the model with {overrides}: {why}; "
+                          f"drop the overrides that change shapes") from None
+    return model.to(device).eval()
+
+
+def load_model(out_dir, overrides=None, device="cpu", strict=True):
+    """(model, ckpt) of out_dir/ckpt.pt; `overrides` may change inference-time keys."""
+    ckpt = load(out_dir)
+    return build_model(ckpt, overrides, device, strict), ckpt
+
+
+def dataset_dir(ckpt, data_dir=None):
+    """The folder of the dataset a checkpoint was trained on: data_dir/dataset if data_dir is
+    given (as the user typed it), else the recorded data_dir/dataset, a relative one taken
+    from the project folder, never from the working directory."""
+    cfg = ckpt["config"]
+    return os.path.join(data_dir or os.path.join(ROOT, cfg.get("data_dir", "data")), cfg.get("dataset", ""))
+
+
+def tokenizer_of(ckpt):
+    """(encode, decode, vocab_size) of a checkpoint: the tokenizer it carries, or for an
+    older checkpoint its dataset's meta.pkl (dataset_dir); GPT-2 BPE only where there is
+    no meta.pkl and the vocabulary has GPT-2's size, as in nanoGPT."""
+    from data.tokenizer import GPT2, tokenizer_from
+    if "tokenizer" in ckpt:
+        return tokenizer_from(ckpt["tokenizer"])
+    meta = os.path.join(dataset_dir(ckpt), "meta.pkl")
+    if os.path.exists(meta):
+        with open(meta, "rb") as f:
+            return tokenizer_from(pickle.load(f), meta)
+    if ckpt["model_args"].get("vocab_size", 0) >= 50257:
+        return tokenizer_from(GPT2, "no meta.pkl found, so GPT-2 as in nanoGPT")
+    raise CheckpointError(f"this checkpoint carries no tokenizer and {meta} does not exist, and its "
+                          f"{ckpt['model_args'].get('vocab_size')}-id vocabulary is not GPT-2's: prepare that "
+                          f"dataset again (for its meta.pkl) or retrain with the current train.py")

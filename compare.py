@@ -7,7 +7,7 @@ length, and write one report folder (report.md, CSVs, PNGs).
 
 Each run is `train.py` in a subprocess (this interpreter) with the shared training keys and
 its own --pos_encoding, --seed and --out_dir=<out_root>/<encoding>-s<seed>; then
-evaluate.evaluate_checkpoint scores it at every eval length (and, for the encodings that
+evaluation.evaluate_checkpoint scores it at every eval length (and, for the encodings that
 support them, with each RoPE extension method of rope_scalings), cached in <run>/results.json.
 
 Restartable: a run whose checkpoint reached max_iters and whose results.json matches the
@@ -24,46 +24,34 @@ import time
 
 import checkpoint
 import compare_report
+import evaluation
+from cli import as_list, fail, fmt_time, pick_device, pick_dtype, typed
 from config import FIELDS, Config, ConfigError, coerce, load_file, parse_override
-from train import fmt_time, pick_device
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 # compare.py's own keys and their defaults; every other key is a training key (config.Config)
 DEFAULTS = dict(encodings="all", only="", seeds=1, out_root="out-compare", report_dir="",
                 eval_lengths=[256, 512, 1024], eval_tokens=8192, eval_mode="nonoverlap", eval_device="auto",
-                rope_scalings=[], rope_factor=0.0, plots=True)
+                eval_dtype="auto", rope_scalings=[], rope_factor=0.0, plots=True)
 PER_RUN = ("pos_encoding", "out_dir", "init_from", "wandb_run_name")   # set by compare.py for each run
 # training keys a finished run may differ in and still count (they do not change what is trained)
 NOT_COMPARED = {"max_iters", "lr_decay_iters", "eval_interval", "log_interval", "eval_iters", "device", "dtype",
                 "compile", "backend", "data_dir", "wandb_log", "wandb_project", "wandb_group", "eval_only"}
 
 
-def as_list(value):
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    return [value]
-
-
 def parse(argv):
-    """argv: config files and --key=value -> (settings, training keys)."""
+    """argv: config files and --key=value (cli.py's convention; config files first apply
+    first) -> (settings, training keys)."""
     settings, train_keys = dict(DEFAULTS), {}
     for arg in argv:
         is_override = arg.startswith("--") or ("=" in arg and not arg.endswith(".py"))
         for key, value in [parse_override(arg)] if is_override else load_file(arg).items():
             if key in DEFAULTS:
-                want = type(DEFAULTS[key])
-                if want is list:
-                    value = as_list(value)
-                elif want is float and isinstance(value, int) and not isinstance(value, bool):
-                    value = float(value)
-                elif want is str and key in ("only", "encodings") and isinstance(value, (list, tuple)):
+                if key in ("only", "encodings") and isinstance(value, (list, tuple)):
                     value = ",".join(value)
-                if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-                    raise ConfigError(f"compare key {key!r} wants a {want.__name__}, got {value!r}")
-                settings[key] = value
+                raw = arg.split("=", 1)[1] if is_override and isinstance(DEFAULTS[key], str) else None
+                settings[key] = typed(key, value, DEFAULTS[key], raw, what="compare key")
             elif key in PER_RUN:
                 raise ConfigError(f"{key!r} is set by compare.py for each run; choose encodings with "
                                   f"--only=... and the output folder with --out_root=...")
@@ -142,14 +130,13 @@ def train_run(cmd, log_path, tag):
             raise RuntimeError(f"train.py exited {proc.returncode}: {tail[-1] if tail else ''} (full log: {log_path})")
 
 
-def evaluate_run(run_dir, enc, settings, data_dir, iter_num):
-    """Rows of evaluate.evaluate_checkpoint for this run, plus one set per RoPE extension
-    method; each row gets `label` (encoding, or encoding+method). Cached in results.json.
-    Returns (rows, whether they were computed now)."""
-    import evaluate
+def evaluate_run(run_dir, enc, settings, data_dir, ckpt):
+    """Rows of evaluation.evaluate_checkpoint for this run (ckpt: its loaded checkpoint), plus
+    one set per RoPE extension method; each row gets `label` (encoding, or encoding+method).
+    Cached in results.json. Returns (rows, whether they were computed now)."""
     import positional
     key = {k: settings[k] for k in ("eval_lengths", "eval_tokens", "eval_mode", "rope_factor")}
-    key["iter_num"] = iter_num  # a run trained further is evaluated again
+    key["iter_num"] = ckpt["iter_num"]  # a run trained further is evaluated again
     key["rope_scalings"] = [m for m in settings["rope_scalings"] if positional.scaling_problem(enc, m) is None]
     path = os.path.join(run_dir, "results.json")
     if os.path.exists(path):
@@ -160,9 +147,11 @@ def evaluate_run(run_dir, enc, settings, data_dir, iter_num):
     variants = [(enc, None)] + [(f"{enc}+{m}", {"rope_scaling": m, "rope_factor": key["rope_factor"]})
                                 for m in key["rope_scalings"]]
     rows, device = [], pick_device(settings["eval_device"])
+    dtype = pick_dtype(settings["eval_dtype"], device.split(":")[0])
     for label, overrides in variants:
-        got = evaluate.evaluate_checkpoint(run_dir, key["eval_lengths"], mode=key["eval_mode"], overrides=overrides,
-                                           tokens_per_point=key["eval_tokens"], device=device, data_dir=data_dir)
+        got = evaluation.evaluate_checkpoint(run_dir, key["eval_lengths"], mode=key["eval_mode"], overrides=overrides,
+                                             tokens_per_point=key["eval_tokens"], device=device, data_dir=data_dir,
+                                             dtype=dtype, ckpt=ckpt)
         rows += [dict(row, label=label) for row in got]
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -171,10 +160,9 @@ def evaluate_run(run_dir, enc, settings, data_dir, iter_num):
     return rows, True
 
 
-def log_eval_to_wandb(run_dir, rows, enc, seed, settings):
+def log_eval_to_wandb(ckpt_cfg, rows, enc, seed, settings):
     """The evaluation curve of one run as a wandb table and line plot, in the comparison's group."""
     from wandb_util import start_wandb
-    ckpt_cfg = checkpoint.load(run_dir)["config"]
     cfg = Config(**{k: v for k, v in ckpt_cfg.items() if k in FIELDS})
     cfg.wandb_group = settings["wandb_group"]
     run = start_wandb(cfg, job_type="eval", name=f"{enc}-s{seed}-eval")
@@ -193,7 +181,8 @@ def log_eval_to_wandb(run_dir, rows, enc, seed, settings):
 # ---- the comparison -------------------------------------------------------------------
 def main(argv):
     if {"-h", "--help"} & set(argv):
-        print(__doc__ + "\nKeys of compare.py: " + ", ".join(DEFAULTS) + "; any other key is a training key (config.py).")
+        print(__doc__ + "\nKeys of compare.py: " + ", ".join(DEFAULTS) + "; any other key is a training key "
+              "(config.py).")
         return
     try:
         settings, train_keys, cfg = parse(argv)
@@ -201,8 +190,7 @@ def main(argv):
                 for enc in settings["encodings"] for seed in settings["seed_list"]]
         done = {run_dir: trained_iters(run_dir, train_keys, cfg) for _, _, run_dir in runs}  # checked up front
     except (ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        fail(e)
     to_train = sum(done[d] < cfg.max_iters for _, _, d in runs)
     print(f"compare: {len(runs)} runs ({', '.join(settings['encodings'])} x seeds {settings['seed_list']}), "
           f"{to_train} to train, {cfg.max_iters} iters of {cfg.batch_size * cfg.block_size:,} tokens each, "
@@ -223,11 +211,12 @@ def main(argv):
                       f"about {fmt_time(left)}", flush=True)
             else:
                 print(f"{tag} already trained ({done[run_dir]} iters): training skipped", flush=True)
-            rows, fresh = evaluate_run(run_dir, enc, settings, cfg.data_dir, checkpoint.load(run_dir)["iter_num"])
+            ckpt = checkpoint.load(run_dir)  # loaded once, for the evaluation and wandb
+            rows, fresh = evaluate_run(run_dir, enc, settings, cfg.data_dir, ckpt)
             print(f"{tag} " + ("evaluated" if fresh else "evaluation cached: skipped") + ": " + ", ".join(
                 f"ppl@{r['length']} {r['ppl']:.2f}" for r in rows if r["label"] == enc), flush=True)
             if cfg.wandb_log and fresh:
-                log_eval_to_wandb(run_dir, rows, enc, seed, settings)
+                log_eval_to_wandb(ckpt["config"], rows, enc, seed, settings)
             cmd = ["python"] + train_command(train_keys, settings, enc, seed, run_dir, resume=False)[1:]
             results.append(dict(encoding=enc, seed=seed, run_dir=run_dir, rows=rows, command=shlex.join(cmd)))
         except (ValueError, RuntimeError, FileNotFoundError) as e:  # one broken run does not stop the others

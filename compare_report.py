@@ -187,7 +187,7 @@ def write(results, failed, settings, cfg, command):
         pngs["ppl_vs_length"] = plot_ppl(os.path.join(out, "ppl_vs_length.png"), labels, by_label, lengths,
                                          cfg.block_size)
     if settings.get("plots", True):
-        from positional.plot import draw_all
+        from plots import draw_all
         first_seed = [r["run_dir"] for r in results if r["seed"] == settings["seed_list"][0]]
         pngs.update(draw_all(os.path.join(out, "encodings"), length=max(settings["eval_lengths"]),
                              checkpoints=first_seed, factor=settings["rope_factor"]))

@@ -20,6 +20,7 @@ import os
 import typing
 from dataclasses import dataclass
 
+import position_sampling
 import positional
 from model import GPTConfig, build_encoding
 
@@ -66,6 +67,10 @@ class Config(GPTConfig):
     compile: bool = False
     backend: str = "auto"                  # DDP backend; auto: nccl on cuda, gloo on cpu
     seed: int = 1337
+    # positions sampled in training (position_sampling.py): "" contiguous, "randomized" (Ruoss et al.
+    # 2023, an ordered subset of [0, max_position)), "pose" (Zhu et al. 2024, chunks with skips below max_position)
+    position_sampling: str = ""
+    pose_chunks: int = 2
 
     def validate(self):
         checks = [
@@ -88,6 +93,10 @@ class Config(GPTConfig):
         for ok, msg in checks:
             if not ok:
                 raise ConfigError(msg)
+        problem = position_sampling.check(self.position_sampling, self.block_size,
+                                          self.max_position or self.block_size, self.pose_chunks)
+        if problem:
+            raise ConfigError(problem)
         check_model(GPTConfig(**self.model_args()))
         return self
 
@@ -112,6 +121,13 @@ def _unknown(key):
     return ConfigError(f"unknown config key {key!r}{hint}")
 
 
+def as_bool(what, value):
+    """The boolean spellings of every command line: True/False/true/false/1/0; others refused."""
+    if value in (True, False, "true", "false") and not isinstance(value, float):
+        return value in (True, "true")
+    raise ConfigError(f"{what} wants True or False (or true/false/1/0), got {value!r}")
+
+
 def check_model(cfg: GPTConfig):
     """Raise a one-line ConfigError if the model config cannot be built."""
     try:
@@ -130,6 +146,8 @@ def coerce(key, value):
         raise _unknown(key)
     if key == "rope_scaling" and isinstance(value, dict):
         return value   # a Hugging Face style dict, expanded by split_settings
+    if want is bool:
+        return as_bool(f"config key {key!r}", value)
     if want is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if want is str and not isinstance(value, str):

@@ -41,6 +41,7 @@ class GPTConfig:
     window: int = 0                 # > 0: each query sees only the last `window` keys
     sinks: int = 0                  # with a window: the first `sinks` positions stay visible
     attention: str = "softmax"      # "linear": elu+1 linear attention (linear_attention.py)
+    max_position: int = 0           # positions seen in training with position_sampling (M or PoSE's target); 0: block_size
 
 
 ATTENTIONS = ("softmax", "linear")

@@ -5,114 +5,118 @@
 
     python sample.py --out_dir=out-rope --rope_scaling=yarn --rope_factor=4    # RoPE extension
     python sample.py --out_dir=out-alibi --window=256 --sinks=4 --max_new_tokens=100000
+    python sample.py --out_dir=out-rope --max_new_tokens=2000 --window=0       # the raw model past its length
 
+<<<<<<< HEAD
 Generation uses the KV cache and goes past the training block_size for every encoding:
 relative encodings keep attending with growing positions; an encoding with a position
 table (`learned`) re-encodes a sliding window of its last block_size tokens instead.
 Any model key may be overridden (rope_scaling and its knobs, window, sinks). With a
 window the KV cache is bounded (cache.WindowKVCache): it keeps the sinks and the last
 window keys at their original positions, so memory is constant however long the text.
+=======
+Options (cli.py's convention): out_dir, start (text, or FILE:path), num_samples, max_new_tokens,
+temperature, top_k, seed, device and dtype (auto), compile. Any model key or encoding
+setting may be overridden too (rope_scaling and its settings, window, sinks).
+
+Generation uses the KV cache and goes past the training block_size for every encoding.
+Past it, unless the encoding declares that it extrapolates or --window is given, each token
+attends to the last block_size tokens (window = block_size, said in one line), so every
+attention distance stays inside the trained range; --window=0 gives the raw behaviour.
+An encoding with a position table (`learned`) re-encodes a sliding window of its last
+block_size tokens instead. With a window the KV cache is bounded (cache.WindowKVCache).
+The tokenizer comes from the checkpoint, so this works from any folder.
+>>>>>>> main
 """
-import dataclasses
 import difflib
-import os
 import sys
-from contextlib import nullcontext
 
 import torch
 
 import checkpoint
-from config import SETTINGS, ConfigError, coerce, model_config, parse_override
-from data.tokenizer import load_tokenizer
-from model import GPT, GPTConfig
+from cli import autocast, fail, parse, pick_device, pick_dtype
+from config import ConfigError, coerce, is_key
 
-GPT_KEYS = [f.name for f in dataclasses.fields(GPTConfig)]
 DEFAULTS = dict(out_dir="out", start="\n", num_samples=1, max_new_tokens=500, temperature=0.8, top_k=200,
-                seed=1337, device="auto", dtype="float32", compile=False)
+                seed=1337, device="auto", dtype="auto", compile=False)
+
+
+def model_key(key, value):
+    """A key that is not an option: a model key or encoding setting (config.coerce's types)."""
+    close = difflib.get_close_matches(key, DEFAULTS, n=1, cutoff=0.8)
+    if not is_key(key) and close:
+        raise ConfigError(f"unknown option --{key}; did you mean --{close[0]}?")
+    return coerce(key, value)
 
 
 def parse_args(argv):
-    args = dict(DEFAULTS)
-    model_overrides = {}
-    for arg in argv:
-        key, value = parse_override(arg)
-        if key in DEFAULTS:
-            want = type(DEFAULTS[key])
-            if want is str:
-                value = arg.split("=", 1)[1]  # keep the raw text: --start=123 is the prompt "123"
-            elif want is float and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
-            if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-                raise ConfigError(f"--{key} wants a {want.__name__}, got {value!r}")
-            args[key] = value
-        elif key in GPT_KEYS or key in SETTINGS:  # model keys that may change at sampling time (window, sinks, ...)
-            model_overrides[key] = coerce(key, value)
-        else:
-            close = difflib.get_close_matches(key, [*DEFAULTS, *GPT_KEYS, *SETTINGS], n=1)
-            hint = f"did you mean --{close[0]}?" if close else f"valid: {', '.join(DEFAULTS)} and model keys"
-            raise ConfigError(f"unknown argument --{key}; {hint}")
+    """-> (options, model overrides)."""
+    args, overrides, _ = parse(argv, DEFAULTS, model_key, doc=__doc__)
     if args["max_new_tokens"] < 0:
         raise ConfigError(f"--max_new_tokens must be >= 0, got {args['max_new_tokens']}")
     if args["num_samples"] < 1:
         raise ConfigError(f"--num_samples must be >= 1, got {args['num_samples']}")
-    return args, model_overrides
+    return args, overrides
 
 
-def load_model(out_dir, overrides=None, device="cpu"):
-    """Rebuild the model from its checkpoint alone; `overrides` may change inference-time keys."""
-    if "window" in (overrides or {}) and overrides["window"] < 1:
-        raise ConfigError(f"--window must be >= 1 (the number of most recent keys each query sees), "
-                          f"got {overrides['window']}")
-    ckpt = checkpoint.load(out_dir)
-    model = GPT(model_config(ckpt["model_args"], overrides))
+def fit_window(model, ckpt, overrides, total, device):
+    """(model, note): past the training length, a model whose encoding does not declare
+    `extrapolates` is rebuilt with window = the training block_size, unless the user chose a
+    window (--window=0: none). note: one line saying what happens past the length, or None."""
+    trained = ckpt["model_args"]["block_size"]
+    limit = model.pe.max_positions
+    if limit is not None and total > limit:
+        return model, (f"[{model.pe.name} knows only {limit} positions: past them, each token is predicted from "
+                       f"the last {limit} tokens, re-encoded at positions 0..{limit - 1} (no KV cache)]")
+    if total <= trained or model.config.window or model.pe.extrapolates:
+        return model, None
+    raw = (f"[going past the training length ({trained} tokens): encodings that do not extrapolate degrade "
+           f"there (README: Length extrapolation); --window={trained} keeps every distance in the trained range]")
+    if "window" in overrides:  # --window=0: the raw model, as asked
+        return model, raw
     try:
-        model.load_state_dict(ckpt["model"])
-    except RuntimeError as e:  # an override changed a weight shape (n_layer, n_embd, ...)
-        raise ConfigError(f"the checkpoint's weights do not fit the model with {overrides}: "
-                          f"{str(e).splitlines()[1].strip()}; drop the overrides that change shapes") from None
-    return model.to(device).eval(), ckpt
+        windowed = checkpoint.build_model(ckpt, dict(overrides, window=trained), device)
+    except ValueError:  # this model takes no window (linear attention): the raw model
+        return model, raw
+    return windowed, (f"[past the training length ({trained} tokens) each token attends to the last {trained} "
+                      f"(--window={trained}), so every distance stays in the trained range; --window=0 for the "
+                      f"raw model]")
 
 
-def meta_path_of(cfg):
-    path = os.path.join(cfg.get("data_dir", "data"), cfg.get("dataset", ""), "meta.pkl")
-    return path if os.path.exists(path) else None
+def compile_forward(model):
+    """Compile the forward pass in place. model.generate is an eager method that calls
+    model(...) once per step, so compiling the module object would leave it eager; with
+    forward replaced, every step runs through the compiled graph."""
+    model.forward = torch.compile(model.forward)
+    return model
 
 
 def main(argv):
     try:
         args, overrides = parse_args(argv)
-        device = args["device"] if args["device"] != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-        model, ckpt = load_model(args["out_dir"], overrides, device)
-        encode, decode, _ = load_tokenizer(meta_path_of(ckpt["config"]))
+        device = pick_device(args["device"])
+        dtype = pick_dtype(args["dtype"], device.split(":")[0])
+        ckpt = checkpoint.load(args["out_dir"])
+        encode, decode, _ = checkpoint.tokenizer_of(ckpt)
         start = args["start"]
         if start.startswith("FILE:"):
             with open(start[5:], encoding="utf-8") as f:
                 start = f.read()
         ids = encode(start)
+        if not ids:
+            raise ConfigError("the prompt encodes to no tokens; give --start some text")
+        model = checkpoint.build_model(ckpt, overrides, device)
+        model, note = fit_window(model, ckpt, overrides, len(ids) + args["max_new_tokens"], device)
     except (ValueError, FileNotFoundError, RuntimeError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    if not ids:
-        print("error: the prompt encodes to no tokens; give --start some text", file=sys.stderr)
-        sys.exit(2)
-
-    limit = model.pe.max_positions
-    if limit is not None and len(ids) + args["max_new_tokens"] > limit:
-        print(f"[{model.pe.name} knows only {limit} positions: past them, each token is predicted from the "
-              f"last {limit} tokens, re-encoded at positions 0..{limit - 1} (no KV cache)]", file=sys.stderr)
-    elif not model.config.window and len(ids) + args["max_new_tokens"] > model.config.block_size:
-        trained = ckpt["model_args"]["block_size"]
-        print(f"[going past the training length ({trained} tokens): encodings that do not extrapolate degrade "
-              f"there (README: Length extrapolation); --window={trained} keeps every distance in the trained "
-              f"range]", file=sys.stderr)
+        fail(e)
+    if note:
+        print(note, file=sys.stderr)
     if args["compile"]:
-        model = torch.compile(model)
-    ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[args["dtype"]]
-    ctx = nullcontext() if ptdtype == torch.float32 else torch.autocast(device_type=device.split(":")[0], dtype=ptdtype)
+        compile_forward(model)
     gen = torch.Generator(device=device).manual_seed(args["seed"])
     x = torch.tensor(ids, dtype=torch.long, device=device)[None]                  # (1, T)
-    printer = lambda tok: (sys.stdout.write(decode([tok])), sys.stdout.flush())
-    with ctx:
+    printer = lambda tok: (sys.stdout.write(decode([tok])), sys.stdout.flush())  # noqa: E731
+    with autocast(device, dtype):
         for _ in range(args["num_samples"]):  # one at a time, so that each streams as it is written
             sys.stdout.write(start)
             model.generate(x, args["max_new_tokens"], args["temperature"], args["top_k"], gen, on_token=printer)

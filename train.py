@@ -31,35 +31,16 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import checkpoint
 import positional
+from cli import fail, fmt_time, pick_device, pick_dtype
 from config import ConfigError, describe, load_config, upgrade_model_args
 from data.loader import TokenData, ensure_prepared
+from data.tokenizer import tokenizer_entry
 from guard import OutDirLock, StopSignal
 from model import GPT, GPTConfig
 from wandb_util import start_wandb
 
 # model keys a resumed run must keep (an encoding's settings are compared when its weights do not fit)
 SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "bias", "vocab_size", "pos_encoding", "attention")
-
-
-def fail(msg):
-    print(f"error: {msg}", file=sys.stderr)
-    sys.exit(2)
-
-
-def pick_device(requested):
-    if requested != "auto":
-        return requested
-    if torch.cuda.is_available():
-        return "cuda"
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
-
-
-def pick_dtype(requested, device_type):
-    if requested != "auto":
-        return requested
-    return "bfloat16" if device_type == "cuda" and torch.cuda.is_bf16_supported() else "float32"
 
 
 def rng_state(data_gen):
@@ -87,11 +68,6 @@ def lr_at(it, cfg):
         return cfg.min_lr
     ratio = (it - cfg.warmup_iters) / max(1, decay_iters - cfg.warmup_iters)
     return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (cfg.learning_rate - cfg.min_lr)
-
-
-def fmt_time(s):
-    s = int(s)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def resume_hint(argv):
@@ -251,7 +227,8 @@ def train(argv, cfg, ckpt, data, model, stop):
         checkpoint.save({"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(),
                          "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": iter_num,
                          "best_val_loss": best_val, "val_loss": val_loss, "rng": rng_state(data_gen),
-                         "nonfinite_skipped": skipped}, checkpoint.path_in(cfg.out_dir))
+                         "nonfinite_skipped": skipped, "tokenizer": tokenizer_entry(data.meta)},
+                        checkpoint.path_in(cfg.out_dir))
         nonlocal last_saved
         last_saved = iter_num
 

@@ -1,9 +1,10 @@
-"""Turn a dataset's meta.pkl back into encode/decode functions.
+"""Turn a dataset's meta.pkl (or the copy a checkpoint carries) back into encode/decode functions.
 
 Three cases, decided by what meta.pkl holds:
   - 'stoi'/'itos'            character level (data/shakespeare_char);
   - 'tokenizer': 'tiktoken'  BPE, with an optional 'id_map' (dense id -> original id, data/shakespeare);
   - no meta.pkl at all       GPT-2 BPE, nanoGPT's convention for datasets such as openwebtext.
+train.py saves tokenizer_entry(meta) in each checkpoint, so sampling needs no dataset folder.
 """
 import os
 import pickle
@@ -15,14 +16,25 @@ def _names(items):
     return ", ".join(repr(s) for s in dict.fromkeys(items))  # unique, in order of first appearance
 
 
-def load_tokenizer(meta_path=None):
-    """Return (encode, decode, vocab_size); encode: str -> list[int], decode: list[int] -> str."""
-    if meta_path is None or not os.path.exists(meta_path):
-        meta = {"tokenizer": "tiktoken", "encoding": "gpt2"}
-    else:
-        with open(meta_path, "rb") as f:
-            meta = pickle.load(f)
+GPT2 = {"tokenizer": "tiktoken", "encoding": "gpt2"}
 
+
+def tokenizer_entry(meta):
+    """What a checkpoint stores as its tokenizer: the dataset's meta.pkl contents (the char
+    vocabulary, or the BPE encoding's name and id map), GPT-2 BPE when there is none ({})."""
+    return dict(meta) if meta else dict(GPT2)
+
+
+def load_tokenizer(meta_path=None):
+    """Return (encode, decode, vocab_size) of a meta.pkl (None or missing: GPT-2 BPE)."""
+    if meta_path is None or not os.path.exists(meta_path):
+        return tokenizer_from(GPT2, "no meta.pkl found, so GPT-2 as in nanoGPT")
+    with open(meta_path, "rb") as f:
+        return tokenizer_from(pickle.load(f), meta_path)
+
+
+def tokenizer_from(meta, source="the checkpoint"):
+    """(encode, decode, vocab_size) from a meta dict; encode: str -> list[int], decode: list[int] -> str."""
     if "stoi" in meta:
         stoi, itos = meta["stoi"], meta["itos"]
 
@@ -40,7 +52,6 @@ def load_tokenizer(meta_path=None):
     try:
         enc = tiktoken.get_encoding(meta["encoding"])
     except Exception as e:  # gpt2 is downloaded on first use, so offline this is a ConnectionError
-        source = meta_path if "vocab_size" in meta else "no meta.pkl found, so GPT-2 as in nanoGPT"
         raise RuntimeError(f"could not load tiktoken encoding {meta['encoding']!r} ({source}): "
                            f"{type(e).__name__}: {e}") from e
     id_map = meta.get("id_map")

@@ -47,6 +47,9 @@ the built encoding; they are class attributes except where a setting decides the
                        refuses these encodings. Derived from which hooks a class overrides;
                        a class may set it explicitly.
   supports_rope_scaling True if the frequency methods of rope_scaling/ apply (rotary encodings)
+  extrapolates         True where perplexity was measured flat from 1x to 16x the training
+                       length (README, "Train short, test long"); sample.py then lets the text
+                       run past the training length without a window
 """
 from dataclasses import dataclass
 
@@ -72,6 +75,7 @@ class PositionalEncoding(nn.Module):
     excluded_param_names = ()
     needs_score_matrix = False
     supports_rope_scaling = False
+    extrapolates = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -103,6 +107,10 @@ class PositionalEncoding(nn.Module):
 
     def attention_values(self, probs, q_pos, k_pos, layer):
         return None
+
+    def method_label(self):
+        """The length-extension method in use, for reports ('yarn x4', 'rerope w32'); '' for none."""
+        return ""
 
     def extra_repr(self):
         return f"name={self.name!r}"

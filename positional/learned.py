@@ -24,7 +24,7 @@ class Learned(PositionalEncoding):
 
     @classmethod
     def from_config(cls, cfg, s):
-        return cls(cfg.block_size, cfg.n_embd)
+        return cls(cfg.max_position or cfg.block_size, cfg.n_embd)   # a table for every position trained on
 
     def embed(self, pos):
         return self.wpe(pos)  # (T, C)

@@ -1,18 +1,18 @@
 """Pictures of what each positional encoding does, the way the RoPE and ALiBi papers show them.
 
-    python -m positional.plot --out=plots/                           # every figure, untrained encodings
-    python -m positional.plot --out=plots/ --ckpt=out-t5,out-learned  # plus trained tables from checkpoints
-    python -m positional.plot --out=plots/ --head_dim=64 --length=2048 --bases=1e4,5e5
+The numbers and the figures, for any encoding object given (untrained or trained): this
+module imports nothing from the application. plots.py (at the project root) builds the
+encodings, loads trained checkpoints and is the command line:
+
+    python plots.py --out=plots/ --ckpt=out-t5,out-learned
 
 Every number drawn is computed by a small pure function here (tested in tests/test_plot.py);
 the draw_* functions only lay them out. The encodings are asked through their hooks
 (embed / rotate / score_bias / attention_logits), never by name, so a new encoding in
 positional.REGISTRY shows up in the pictures without a change here.
 """
-import argparse
 import math
 import os
-import sys
 
 import matplotlib
 
@@ -20,7 +20,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from . import REGISTRY  # noqa: E402
 from . import rope_scaling  # noqa: E402
 from .rope import rope_inv_freq  # noqa: E402
 
@@ -190,81 +189,3 @@ def draw_rope_angles(path, head_dim=128, base=10000.0, train_len=1024, factor=4.
                 title=f"θ'_j / θ_j: 1 extrapolates, 1/{factor:g} interpolates")
     axes[2].legend(fontsize=8)
     return _save(fig, path)
-
-
-def build_untrained(name, head_dim, n_head, length):
-    """An encoding from the registry, built for head_dim x n_head and `length` positions."""
-    from model import GPTConfig  # model imports positional: import here, not at the top
-    from . import build
-    return build(GPTConfig(block_size=length, n_head=n_head, n_embd=head_dim * n_head, pos_encoding=name))
-
-
-def load_trained(out_dir):
-    """(label, (encoding, head_dim)) of a checkpoint written by train.py."""
-    import checkpoint
-    from config import model_config
-    from model import GPT
-    ckpt = checkpoint.load(out_dir)
-    model = GPT(model_config(ckpt["model_args"]))
-    model.load_state_dict(ckpt["model"])
-    label = f"{model.pe.name} (trained)"
-    return label, (model.pe.eval(), model.config.n_embd // model.config.n_head)
-
-
-def draw_all(out, head_dim=128, n_head=8, length=1024, bases=(1e4, 1e5, 1e6), checkpoints=(), factor=4.0):
-    """Every figure into folder `out`; returns {figure name: path}. Encodings with
-    parameters are drawn only from trained checkpoints (an untrained table says nothing).
-    The RoPE angle plot extends a training length of length / factor to `length`."""
-    train_len = max(1, round(length / factor))
-    paths = {"rope_decay": draw_rope_decay(os.path.join(out, "rope_decay.png"), head_dim, length, bases),
-             "rope_angles": draw_rope_angles(os.path.join(out, "rope_angles.png"), head_dim, bases[0],
-                                             train_len, factor)}
-    fixed = {}
-    for name in REGISTRY:
-        pe = build_untrained(name, head_dim, n_head, length)
-        if not any(True for _ in pe.parameters()):
-            fixed[name] = (pe, head_dim)
-    trained = dict(load_trained(d) for d in checkpoints)
-    trained = {k: v for k, v in trained.items() if any(True for _ in v[0].parameters())}  # fixed ones: drawn above
-    every = {**fixed, **trained}
-    unbounded = {k: v for k, v in every.items() if v[0].max_positions is None or v[0].max_positions >= length}
-    paths["expected_logits"] = draw_expected_logits(os.path.join(out, "expected_logits.png"), unbounded, length)
-    for label, (pe, _) in every.items():
-        slug = label.split(" ")[0] + ("_trained" if label in trained else "")
-        n = min(length, pe.max_positions or length)
-        bias = bias_by_distance(pe, n)
-        if bias is not None:
-            paths[f"{slug}_bias"] = draw_bias_per_head(os.path.join(out, f"{slug}_bias.png"), bias,
-                                                       f"{label}: bias per head against distance")
-        table = position_table(pe, min(n, 256))
-        if table is not None:
-            paths[f"{slug}_similarity"] = draw_similarity(os.path.join(out, f"{slug}_similarity.png"), table,
-                                                          f"{label}: cosine similarity of positions")
-    return paths
-
-
-def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m positional.plot", description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="plots", help="folder for the PNGs")
-    p.add_argument("--head_dim", type=int, default=128, help="head dimension d")
-    p.add_argument("--n_head", type=int, default=8)
-    p.add_argument("--length", type=int, default=1024, help="largest distance drawn")
-    p.add_argument("--bases", default="1e4,1e5,1e6", help="RoPE bases for the decay bound, comma-separated")
-    p.add_argument("--factor", type=float, default=4.0, help="extension factor of the RoPE angle plot")
-    p.add_argument("--ckpt", default="", help="comma-separated out_dirs of trained runs (T5, learned tables)")
-    a = p.parse_args(argv)
-    try:
-        bases = tuple(float(b) for b in a.bases.split(","))
-        if a.head_dim < 2 or a.head_dim % 2 or a.length < 2 or a.n_head < 1 or a.factor < 1:
-            raise ValueError(f"need an even --head_dim >= 2, --length >= 2, --n_head >= 1 and --factor >= 1, got "
-                             f"{a.head_dim}, {a.length}, {a.n_head}, {a.factor}")
-        paths = draw_all(a.out, a.head_dim, a.n_head, a.length, bases, [c for c in a.ckpt.split(",") if c], a.factor)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    for path in paths.values():
-        print(path)
-
-
-if __name__ == "__main__":
-    main()

@@ -73,6 +73,7 @@ def rerope_logits(rope, q, k, q_pos, k_pos, window, leak=None):
 
 class ReRoPE(RoPE):
     name = "rerope"
+    extrapolates = True        # measured flat to 16x (README, "Train short, test long")
     Settings = ReRoPESettings
     supports_rope_scaling = False     # frequencies unchanged; it is itself the extension method
     cache_rotated_keys = False        # keys cached raw: attention_logits rotates them twice
@@ -86,6 +87,9 @@ class ReRoPE(RoPE):
     def from_config(cls, cfg, s):
         return cls(cfg.n_embd // cfg.n_head, s.rotary_fraction, s.rope_base,
                    s.rerope_window or max(1, cfg.block_size // 2))
+
+    def method_label(self):
+        return f"{self.name} w{self.window}" + (f" k{self.leak:g}" if self.leak else "")
 
     def rotate(self, x, pos, is_key=False):
         return x   # rotated inside attention_logits

@@ -126,6 +126,9 @@ class RoPE(PositionalEncoding):
     def from_config(cls, cfg, s, scaling=None):
         return cls(cfg.n_embd // cfg.n_head, s.rotary_fraction, s.rope_base, scaling)
 
+    def method_label(self):
+        return rope_scaling.label(self.kind, self.scaling) if self.kind else ""
+
     def angles(self, positions):
         """(T, r/2) float64 angles m * theta_j."""
         return positions.to(torch.float64)[:, None] * self.inv_freq.to(torch.float64)

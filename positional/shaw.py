@@ -39,6 +39,7 @@ class ShawSettings(Settings):
 
 class Shaw(PositionalEncoding):
     name = "shaw"
+    extrapolates = True        # measured flat to 16x (README, "Train short, test long")
     Settings = ShawSettings
 
     def __init__(self, n_layer: int, head_dim: int, max_distance: int = 16, values: bool = True):

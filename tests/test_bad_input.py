@@ -128,8 +128,8 @@ def test_second_trainer_on_the_same_out_dir_is_refused(saved_run, tiny_data, cap
     (["--start=Zebra €"], "prompt has characters not in the vocabulary: 'Z', 'b', '€'"),
     (["--max_new_tokens=-5"], "--max_new_tokens must be >= 0, got -5"),
     (["--num_samples=0"], "--num_samples must be >= 1, got 0"),
-    (["--temperature=hot"], "--temperature wants a float, got 'hot'"),
-    (["--temprature=0.5"], "unknown argument --temprature; did you mean --temperature?"),
+    (["--temperature=hot"], "--temperature wants a number, got 'hot'"),
+    (["--temprature=0.5"], "unknown option --temprature; did you mean --temperature?"),
     (["--start=FILE:/nonexistent/prompt.txt"], "No such file or directory"),
 ])
 def test_sample_bad_input(argv, message, saved_run, capsys):

@@ -89,7 +89,8 @@ def main_error(argv, capsys):
 @pytest.mark.parametrize("extra, message", [
     (["--only=rotary"], "unknown encoding 'rotary'; valid: none, learned"),
     (["--out_dir=x"], "'out_dir' is set by compare.py"),
-    (["--seeds=two"], "compare key 'seeds' wants a int"),
+    (["--seeds=two"], "compare key 'seeds' wants an integer, got 'two'"),
+    (["--plots=ture"], "compare key 'plots' wants True or False"),
     (["--eval_lengths=[0]"], "positive integer eval_lengths"),
     (["--n_layr=2"], "did you mean 'n_layer'?"),
 ])

@@ -1,4 +1,4 @@
-"""evaluate.py: the windows it scores, its agreement between modes, the report files and
+"""evaluation.py and evaluate.py: the windows it scores, its agreement between modes, the report files and
 the command line's errors, on tiny checkpoints saved directly (no training)."""
 import csv
 import dataclasses
@@ -12,6 +12,7 @@ import torch
 
 import checkpoint
 import evaluate
+import evaluation
 from tests.conftest import tiny_gpt
 
 
@@ -26,18 +27,18 @@ def save_tiny(tiny_data, out_dir, pos="rope", block_size=16):
 
 
 def test_spans_cover_every_target_once():
-    assert evaluate.spans(10, 4, 4) == [(0, 4, 0), (4, 8, 4), (6, 10, 8)]
-    assert evaluate.spans(10, 4, 2) == [(0, 4, 0), (2, 6, 4), (4, 8, 6), (6, 10, 8)]
+    assert evaluation.spans(10, 4, 4) == [(0, 4, 0), (4, 8, 4), (6, 10, 8)]
+    assert evaluation.spans(10, 4, 2) == [(0, 4, 0), (2, 6, 4), (4, 8, 6), (6, 10, 8)]
     for n, length, stride in [(37, 8, 3), (64, 16, 16), (16, 16, 1)]:
-        scored = [t for s, e, first in evaluate.spans(n, length, stride) for t in range(first, e)]
+        scored = [t for s, e, first in evaluation.spans(n, length, stride) for t in range(first, e)]
         assert scored == list(range(n))
-        assert all(e - s == length for s, e, _ in evaluate.spans(n, length, stride))
+        assert all(e - s == length for s, e, _ in evaluation.spans(n, length, stride))
 
 
 def test_score_equals_the_models_own_loss():
     model = tiny_gpt("alibi")
     tokens = torch.randint(0, 40, (65,))
-    nll, count = evaluate.score(model, tokens[:64], tokens[1:], 16, 16, batch_tokens=32)
+    nll, count = evaluation.score(model, tokens[:64], tokens[1:], 16, 16, batch_tokens=32)
     with torch.no_grad():
         want = model(tokens[:64].view(4, 16), tokens[1:].view(4, 16))[1].item()
     assert count == 64 and nll / count == pytest.approx(want, rel=1e-5)
@@ -45,9 +46,9 @@ def test_score_equals_the_models_own_loss():
 
 def test_sliding_with_stride_equal_to_length_is_nonoverlap(tiny_data, tmp_path):
     save_tiny(tiny_data, tmp_path, "t5")
-    a = evaluate.evaluate_checkpoint(str(tmp_path), [16, 48], "nonoverlap", tokens_per_point=200)
-    b = evaluate.evaluate_checkpoint(str(tmp_path), [16, 48], "sliding", stride=None, tokens_per_point=200)
-    c = [evaluate.evaluate_checkpoint(str(tmp_path), [n], "sliding", stride=n, tokens_per_point=200)[0]
+    a = evaluation.evaluate_checkpoint(str(tmp_path), [16, 48], "nonoverlap", tokens_per_point=200)
+    b = evaluation.evaluate_checkpoint(str(tmp_path), [16, 48], "sliding", stride=None, tokens_per_point=200)
+    c = [evaluation.evaluate_checkpoint(str(tmp_path), [n], "sliding", stride=n, tokens_per_point=200)[0]
          for n in (16, 48)]
     assert [r["loss"] for r in a] == pytest.approx([r["loss"] for r in c], rel=1e-6)
     assert [r["tokens"] for r in a] == [r["tokens"] for r in b] == [200, 200]   # the same tokens at every length
@@ -68,7 +69,7 @@ def test_cli_writes_table_csv_and_png_with_na_for_learned(tiny_data, tmp_path, c
     assert math.isnan(rows[-1]["ppl"]) and rows[-1]["tokens"] == 0 and not math.isnan(rows[-2]["ppl"])
     with open(tmp_path / "rep" / "extrapolation.csv") as f:
         table = list(csv.DictReader(f))
-    assert list(table[0]) == list(evaluate.COLUMNS) and len(table) == 6 and table[-1]["ppl"] == "n/a"
+    assert list(table[0]) == list(evaluation.COLUMNS) and len(table) == 6 and table[-1]["ppl"] == "n/a"
     assert float(table[0]["ppl"]) == pytest.approx(math.exp(float(table[0]["loss"])), rel=1e-5)
     md = open(tmp_path / "rep" / "extrapolation.md").read()
     assert "| learned | learned | base | nonoverlap |" in md and "n/a" in md and "| 16 | 32 |" in md
@@ -101,7 +102,7 @@ def test_cli_refuses_scaling_when_no_checkpoint_is_rotary(tiny_data, tmp_path, c
         evaluate.main([str(tmp_path), "--rope_scaling=yarn", "--rope_factor=4"])
     assert "--rope_scaling=yarn needs a checkpoint of rope, xpos; none of" in capsys.readouterr().err
     with pytest.raises(ValueError, match="needs a rotary encoding"):
-        evaluate.evaluate_checkpoint(str(tmp_path), [16], overrides={"rope_scaling": "yarn", "rope_factor": 4.0})
+        evaluation.evaluate_checkpoint(str(tmp_path), [16], overrides={"rope_scaling": "yarn", "rope_factor": 4.0})
 
 
 def test_rerope_is_skipped_for_xpos_only(tiny_data, tmp_path, capsys):
@@ -115,9 +116,9 @@ def test_rerope_is_skipped_for_xpos_only(tiny_data, tmp_path, capsys):
 
 def test_window_and_sinks_are_applied(tiny_data, tmp_path):
     save_tiny(tiny_data, tmp_path, "alibi")
-    full, = evaluate.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64)
-    wide, = evaluate.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64, overrides={"window": 32})
-    narrow, = evaluate.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64, overrides={"window": 4, "sinks": 2})
+    full, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64)
+    wide, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64, overrides={"window": 32})
+    narrow, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64, overrides={"window": 4, "sinks": 2})
     assert wide["loss"] == pytest.approx(full["loss"], rel=1e-6) and narrow["loss"] != pytest.approx(full["loss"])
     assert narrow["method"] == "window 4 sinks 2"
 

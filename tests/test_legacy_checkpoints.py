@@ -30,15 +30,15 @@ with open(os.path.join(DATA_DIR, "shakespeare_char", "meta.pkl"), "rb") as f:
 
 def load(ckpt_dir, overrides):
     """The model of ckpt_dir with eval-time overrides, on CPU, in eval mode."""
-    from sample import load_model
+    from checkpoint import load_model
     return load_model(ckpt_dir, overrides, "cpu")[0]
 
 
 def losses(ckpt_dir, overrides, lengths):
     """{length: mean validation loss (nan where the encoding has no positions)} on DATA_DIR's val split."""
-    import evaluate
-    rows = evaluate.evaluate_checkpoint(ckpt_dir, lengths=lengths, mode="nonoverlap", overrides=overrides,
-                                        device="cpu", data_dir=DATA_DIR)
+    import evaluation
+    rows = evaluation.evaluate_checkpoint(ckpt_dir, lengths=lengths, mode="nonoverlap", overrides=overrides,
+                                          device="cpu", data_dir=DATA_DIR)
     return {r["length"]: r["loss"] for r in rows}
 
 

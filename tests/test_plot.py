@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+import plots
 from positional import plot
 from positional.alibi import ALiBi, alibi_slopes
 from positional.nope import NoPE
@@ -108,7 +109,7 @@ def test_scaled_inv_freq_interpolates_and_extrapolates():
 
 
 def test_draw_all_writes_every_figure(tmp_path):
-    paths = plot.draw_all(str(tmp_path), head_dim=16, n_head=4, length=64, bases=(1e4, 1e5))
+    paths = plots.draw_all(str(tmp_path), head_dim=16, n_head=4, length=64, bases=(1e4, 1e5))
     assert {"rope_decay", "rope_angles", "expected_logits", "alibi_bias", "sinusoidal_similarity"} <= set(paths)
     for path in paths.values():
         data = open(path, "rb").read()
@@ -121,8 +122,8 @@ def test_draw_all_writes_every_figure(tmp_path):
 
 
 def test_cli(tmp_path):
-    r = run_py("-m", "positional.plot", f"--out={tmp_path}", "--head_dim=16", "--length=64", "--n_head=2")
+    r = run_py("plots.py", f"--out={tmp_path}", "--head_dim=16", "--length=64", "--n_head=2")
     assert len(r.stdout.split()) >= 5 and all(p.endswith(".png") for p in r.stdout.split())
-    r = run_py("-m", "positional.plot", f"--out={tmp_path}", "--head_dim=15", check=False)
+    r = run_py("plots.py", f"--out={tmp_path}", "--head_dim=15", check=False)
     assert r.returncode == 2 and r.stderr.strip().startswith("error: need an even --head_dim")
     assert len(r.stderr.strip().splitlines()) == 1

@@ -1,0 +1,248 @@
+"""Perplexity against evaluation length, past the training length (Press et al. 2022,
+"Train Short, Test Long", https://arxiv.org/abs/2108.12409, section 2 and appendix B):
+the library behind evaluate.py and compare.py.
+
+Two modes, as in the ALiBi paper:
+  nonoverlap  the text is cut into windows of the evaluation length L; every token is
+              scored, the first ones of each window with little context;
+  sliding     windows of length L advance by the stride s; only the last s tokens of each
+              window are scored (all L of the first), so every token has L - s or more
+              tokens of context. With s = L the two modes are the same computation.
+Every (checkpoint, method, length) scores the same tokens: the first N targets of the
+split, N = max(tokens_per_point, longest length), so numbers compare across lengths and
+runs, and a long length costs no more scored tokens than a short one. Training's val
+loss averages random batches instead, so the two differ a little. An encoding with a
+position table (`learned`) gets "n/a" rows past it.
+"""
+import csv
+import math
+import os
+
+import torch
+from torch.nn import functional as F
+
+import checkpoint
+from cli import autocast
+from config import ConfigError
+from data.loader import TokenData
+
+MULTIPLES = (1, 2, 4, 8, 16)      # default lengths, in units of the training block_size
+TOKENS_PER_POINT = 8192           # scored tokens per (checkpoint, method, length)
+BATCH_TOKENS = 4096               # tokens per forward pass: bounds memory at long lengths
+COLUMNS = ("out_dir", "encoding", "method", "mode", "length", "tokens", "loss", "ppl")
+
+
+def spans(n, length, stride):
+    """Windows of `length` tokens covering the targets [0, n) (n >= length), each scoring
+    the targets from its third element on, none twice: [(start, end, first_scored), ...]."""
+    out, scored, end = [], 0, length
+    while scored < n:
+        end = min(end, n)
+        out.append((end - length, end, scored))
+        scored, end = end, end + stride
+    return out
+
+
+@torch.no_grad()
+def score(model, x, y, length, stride, device="cpu", batch_tokens=BATCH_TOKENS):
+    """Summed negative log-likelihood of the targets y[0:n] (n = len(y)), predicted from
+    windows of x (the same tokens shifted by one). Returns (nll_sum, n_scored)."""
+    windows = spans(len(y), length, stride)
+    per_batch = max(1, batch_tokens // length)
+    total, count = 0.0, 0
+    for b in range(0, len(windows), per_batch):
+        chunk = windows[b:b + per_batch]
+        xb = torch.stack([x[s:e] for s, e, _ in chunk]).to(device)             # (b, L)
+        yb = torch.stack([y[s:e] for s, e, _ in chunk]).to(device)             # (b, L)
+        logits, _ = model(xb)                                                   # (b, L, V)
+        nll = F.cross_entropy(logits.float().transpose(1, 2), yb, reduction="none")   # (b, L)
+        offset = torch.tensor([first - s for s, _, first in chunk], device=device)
+        keep = torch.arange(length, device=device)[None, :] >= offset[:, None]       # (b, L)
+        total += nll[keep].sum().item()
+        count += int(keep.sum())
+    return total, count
+
+
+def method_label(model):
+    """'base', 'yarn x4', 'window 64 sinks 4', 'rerope w32 + window 64', ... of a model."""
+    cfg = model.config
+    parts = [model.pe.method_label()] if model.pe.method_label() else []
+    if cfg.window:
+        parts.append(f"window {cfg.window}" + (f" sinks {cfg.sinks}" if cfg.sinks else ""))
+    return " + ".join(parts) or "base"
+
+
+def check_overrides(overrides):
+    """Evaluation-time model keys: a window must be >= 1 (the rest is config.model_config's)."""
+    if "window" in overrides and overrides["window"] < 1:
+        raise ConfigError(f"--window must be >= 1 (the number of most recent keys each query sees), "
+                          f"got {overrides['window']}")
+
+
+def validation_tokens(ckpt, data_dir, split):
+    """The split's tokens as the memmap (np.uint16) and the TokenData it comes from; the
+    dataset is found as checkpoint.dataset_dir says (data_dir as given, else the recorded one)."""
+    data = TokenData(checkpoint.dataset_dir(ckpt, data_dir))
+    if split not in data.splits:
+        raise ConfigError(f"unknown split {split!r}; use train or val")
+    return data.splits[split], data
+
+
+def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, overrides=None,
+                        tokens_per_point=TOKENS_PER_POINT, device="cpu", data_dir=None, split="val",
+                        dtype="float32", ckpt=None):
+    """Rows (dicts with COLUMNS) of loss and perplexity for each evaluation length.
+    lengths: default MULTIPLES x the checkpoint's block_size. overrides: model keys or
+    encoding settings, e.g. {"rope_scaling": "yarn", "rope_factor": 4.0} or {"window": 64}.
+    stride (sliding mode): default length // 2; must be in [1, length]. dtype: a name of
+    cli.DTYPES (autocast). ckpt: the checkpoint of out_dir when already loaded."""
+    overrides = dict(overrides or {})
+    check_overrides(overrides)
+    if mode not in ("nonoverlap", "sliding"):
+        raise ConfigError(f"unknown mode {mode!r}; use nonoverlap or sliding")
+    if tokens_per_point < 1:
+        raise ConfigError(f"tokens_per_point must be >= 1, got {tokens_per_point}")
+    ckpt = ckpt if ckpt is not None else checkpoint.load(out_dir)
+    model = checkpoint.build_model(ckpt, overrides, device, strict=False)  # a sweep: base ignores rope_factor
+    block = ckpt["model_args"]["block_size"]
+    lengths = sorted(set(lengths or [m * block for m in MULTIPLES]))
+    if lengths[0] < 1:
+        raise ConfigError(f"evaluation lengths must be >= 1, got {lengths[0]}")
+    tokens, data = validation_tokens(ckpt, data_dir, split)
+    available = len(tokens) - 1                         # targets that have an input before them
+    if lengths[-1] > available:
+        raise ConfigError(f"{split}.bin in {data.dir} has {len(tokens)} tokens; evaluation length {lengths[-1]} "
+                          f"needs at least {lengths[-1] + 1}: use shorter --lengths or more data")
+    n = min(max(tokens_per_point, lengths[-1]), available)
+    scored = torch.from_numpy(tokens[:n + 1].astype("int64"))   # only what is scored leaves the memmap
+    x, y = scored[:n], scored[1:]
+    base = dict(out_dir=out_dir, encoding=model.config.pos_encoding, method=method_label(model), mode=mode)
+    rows = []
+    for length in lengths:
+        s = length if mode == "nonoverlap" else (stride or max(1, length // 2))
+        if not 1 <= s <= length:
+            raise ConfigError(f"--stride must be in [1, length]; got {s} for length {length}")
+        limit = model.pe.max_positions
+        if limit is not None and length > limit:    # the table ends: report, do not fail the run
+            rows.append(dict(base, length=length, tokens=0, loss=float("nan"), ppl=float("nan")))
+            continue
+        with autocast(device, dtype):
+            nll, count = score(model, x, y, length, s, device)
+        loss = nll / count
+        rows.append(dict(base, length=length, tokens=count, loss=loss, ppl=math.exp(min(loss, 700))))
+    return rows
+
+
+# ---- reports -------------------------------------------------------------------------
+def _series(rows):
+    """{(out_dir, encoding, method, mode): {length: row}} in first-seen order."""
+    out = {}
+    for r in rows:
+        out.setdefault((r["out_dir"], r["encoding"], r["method"], r["mode"]), {})[r["length"]] = r
+    return out
+
+
+def fmt_num(v):
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+
+
+def table_lines(rows):
+    """A markdown table of perplexity: one line per (checkpoint, method, mode), one column per length."""
+    lengths = sorted({r["length"] for r in rows})
+    head = ["run", "encoding", "method", "mode"] + [str(n) for n in lengths]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (out_dir, enc, method, mode), by_len in _series(rows).items():
+        cells = [fmt_num(by_len[n]["ppl"]) if n in by_len else "" for n in lengths]
+        lines.append("| " + " | ".join([os.path.basename(os.path.normpath(out_dir)), enc, method, mode] + cells) + " |")
+    return lines
+
+
+def scored_note(n_tokens, split="val"):
+    return (f"{split} perplexity of the first {n_tokens:,} {split} tokens, the same at every length (training's "
+            f"val loss averages random batches, so it differs a little)")
+
+
+def report_paths(report_dir):
+    return {k: os.path.join(report_dir, f"extrapolation.{k}") for k in ("md", "csv", "png")}
+
+
+def write_report(rows, report_dir, train_len=None, title="Perplexity against evaluation length"):
+    """Write extrapolation.csv (one row per point), .md (perplexity table) and .png (plot)
+    into report_dir. Returns {"md": path, "csv": path, "png": path}."""
+    os.makedirs(report_dir, exist_ok=True)
+    paths = report_paths(report_dir)
+    with open(paths["csv"], "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({**r, "loss": fmt_num(r["loss"]) if math.isnan(r["loss"]) else f"{r['loss']:.6f}",
+                        "ppl": fmt_num(r["ppl"]) if math.isnan(r["ppl"]) else f"{r['ppl']:.6f}"})
+    tokens = sorted({r["tokens"] for r in rows if r["tokens"]})
+    note = [scored_note(tokens[-1] if tokens else 0) + (f"; trained at length {train_len}." if train_len else ".")]
+    with open(paths["md"], "w") as f:
+        f.write("\n".join([f"## {title}", "", *note, "", *table_lines(rows), ""]))
+    plot(rows, paths["png"], train_len, title)
+    return paths
+
+
+def plot(rows, path, train_len=None, title=""):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    series = _series(rows)
+    dirs_of = {}
+    for out_dir, enc, _, _ in series:
+        dirs_of.setdefault(enc, set()).add(out_dir)
+    modes = {k[3] for k in series}
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for (out_dir, enc, method, mode), by_len in series.items():
+        pts = sorted((n, r["ppl"]) for n, r in by_len.items() if not math.isnan(r["ppl"]))
+        if not pts:
+            continue
+        name = enc if len(dirs_of[enc]) == 1 else os.path.basename(os.path.normpath(out_dir))
+        name += "" if method == "base" else f", {method}"
+        name += "" if len(modes) == 1 else f" ({mode})"
+        ax.plot(*zip(*pts), marker="o", label=name)
+    if train_len:
+        ax.axvline(train_len, color="grey", linestyle=":", label=f"training length {train_len}")
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    lengths = sorted({r["length"] for r in rows})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths, [str(n) for n in lengths])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_minor_formatter(ScalarFormatter())
+    ax.set_xlabel("evaluation length (tokens)")
+    ax.set_ylabel("validation perplexity")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))   # outside: lines stay visible
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def log_wandb(rows, ckpt_config, report_dir, png):
+    """One new wandb run (job_type eval) holding the rows as a table and the plot."""
+    import dataclasses
+    from config import Config
+    from wandb_util import start_wandb
+    known = {f.name for f in dataclasses.fields(Config)}
+    cfg = Config(**{k: v for k, v in ckpt_config.items() if k in known})
+    cfg.out_dir = report_dir
+    run = start_wandb(cfg, job_type="eval", name="extrapolation")
+    if run is None:
+        return
+    import wandb
+    table = wandb.Table(columns=list(COLUMNS), data=[[r[c] for c in COLUMNS] for r in rows])
+    series = _series(rows)
+    lengths = sorted({r["length"] for r in rows})
+    ys = [[by_len[n]["ppl"] if n in by_len else float("nan") for n in lengths] for by_len in series.values()]
+    keys = [f"{enc} {method} ({mode})" for _, enc, method, mode in series]
+    run.log({"extrapolation/table": table, "extrapolation/plot": wandb.Image(png),
+             "extrapolation/ppl": wandb.plot.line_series(xs=lengths, ys=ys, keys=keys, xname="length",
+                                                         title="perplexity against evaluation length")})
+    run.finish()
+
+

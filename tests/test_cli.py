@@ -1,0 +1,195 @@
+"""One command-line convention (cli.py) for train, sample, evaluate, compare, bench and plots;
+sample.py's compile, dtype, window default and tokenizer; evaluate.py's report rule; and the
+import rules: no CLI script imports another, positional/ imports nothing of the application."""
+import ast
+import dataclasses
+import glob
+import os
+import pickle
+
+import pytest
+import torch
+
+import bench
+import checkpoint
+import cli
+import compare
+import evaluate
+import plots
+import sample
+from config import load_config
+from tests.conftest import ROOT, TINY_ARGS, tiny_gpt
+from tests.inproc import copy_run, one_line_error, snapshot
+
+CLIS = ("train", "sample", "evaluate", "compare", "bench", "plots")
+
+
+@pytest.mark.parametrize("spelling, value", [("True", True), ("true", True), ("1", True),
+                                             ("False", False), ("false", False), ("0", False)])
+def test_boolean_spellings_are_read_the_same_everywhere(spelling, value):
+    assert load_config([f"--wandb_log={spelling}"]).wandb_log is value
+    assert sample.parse_args([f"--compile={spelling}"])[0]["compile"] is value
+    assert evaluate.parse_args(["out", f"--wandb_log={spelling}"])[1]["wandb_log"] is value
+    assert compare.parse([f"--plots={spelling}", "--only=rope"])[0]["plots"] is value
+    assert bench.parse_args([f"--compile={spelling}"]).compile is value
+
+
+def test_a_misspelled_boolean_is_refused_in_one_line_by_every_script(tiny_run, tmp_path, capsys):
+    import train
+    out = copy_run(tiny_run, tmp_path / "run")
+    before = snapshot(checkpoint.path_in(out))
+    cases = [(train.main, [f"--out_dir={out}", "--wandb_log=ture"], "config key 'wandb_log'"),
+             (sample.main, [f"--out_dir={out}", "--compile=ture"], "--compile"),
+             (evaluate.main, [str(out), "--wandb_log=ture"], "--wandb_log"),
+             (compare.main, ["--plots=ture"], "compare key 'plots'"),
+             (bench.main, ["--compile=ture"], "--compile"),
+             (plots.main, ["--head_dim=ten"], "--head_dim wants an integer, got 'ten'")]
+    for main, argv, who in cases:
+        err = one_line_error(main, argv, capsys)
+        assert who in err and ("wants True or False (or true/false/1/0), got 'ture'" in err or "ten" in err), err
+    assert one_line_error(sample.main, [f"--out_dir={out}", "--compile"], capsys) == \
+        "error: --compile needs a value: --compile=True"
+    assert snapshot(checkpoint.path_in(out)) == before
+    assert not glob.glob(str(out / "extrapolation.*"))
+
+
+def test_device_and_dtype_default_to_auto_everywhere():
+    assert sample.DEFAULTS["device"] == sample.DEFAULTS["dtype"] == "auto"
+    assert evaluate.OPTIONS["device"] == evaluate.OPTIONS["dtype"] == "auto"
+    assert compare.DEFAULTS["eval_device"] == compare.DEFAULTS["eval_dtype"] == "auto"
+    assert bench.options()["device"] == bench.options()["dtype"] == "auto"
+    cfg = load_config([])
+    assert cfg.device == cfg.dtype == "auto"
+    assert cli.pick_dtype("auto", "cpu") == "float32" and cli.pick_device("cpu") == "cpu"
+
+
+def test_sample_dtype_names(tiny_run, capsys):
+    err = one_line_error(sample.main, [f"--out_dir={tiny_run}", "--dtype=fp16"], capsys)
+    assert err == "error: dtype must be auto, float32, bfloat16, float16, got 'fp16'"
+    sample.main([f"--out_dir={tiny_run}", "--start=All:", "--max_new_tokens=5", "--dtype=bfloat16", "--device=cpu"])
+    assert capsys.readouterr().out.startswith("All:")
+
+
+def generated(out_dir, capsys, *extra):
+    capsys.readouterr()
+    sample.main([f"--out_dir={out_dir}", "--start=All:", "--max_new_tokens=12", "--device=cpu", *extra])
+    return capsys.readouterr()
+
+
+def test_compile_runs_generation_through_the_compiled_forward(tiny_run, capsys, monkeypatch):
+    calls = []
+
+    def fake_compile(fn, **kw):      # stands in for torch.compile: counts the calls of what it returns
+        def compiled(*args, **kwargs):
+            calls.append(args[0].shape)
+            return fn(*args, **kwargs)
+        return compiled
+
+    eager = generated(tiny_run, capsys).out
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    assert generated(tiny_run, capsys, "--compile=True").out == eager
+    # one prefill of the 4-token prompt, then one step per new token but the last
+    assert calls == [(1, 4)] + [(1, 1)] * 11
+
+
+def char_vocabulary(tiny_data):
+    with open(tiny_data / "tiny" / "meta.pkl", "rb") as f:
+        return set(pickle.load(f)["itos"].values())
+
+
+def test_sample_decodes_the_char_vocabulary_from_another_folder(tiny_run, tiny_data, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with open(tiny_data / "tiny" / "meta.pkl", "rb") as f:
+        assert checkpoint.load(tiny_run)["tokenizer"]["itos"] == pickle.load(f)["itos"]
+    text = generated(tiny_run, capsys).out
+    assert text.startswith("All:") and set(text.rstrip("\n-")) <= char_vocabulary(tiny_data)
+
+
+def old_checkpoint(src, dst, data_dir):
+    """A copy of checkpoint src as older train.py wrote it: no tokenizer, data_dir as given."""
+    ckpt = checkpoint.load(src)
+    del ckpt["tokenizer"]
+    ckpt["config"]["data_dir"] = data_dir
+    checkpoint.save(ckpt, checkpoint.path_in(dst))
+    return dst
+
+
+def test_a_checkpoint_without_tokenizer_finds_meta_from_the_project_not_the_cwd(tiny_run, tiny_data, tmp_path,
+                                                                                capsys, monkeypatch):
+    old = old_checkpoint(tiny_run, tmp_path / "old", os.path.relpath(tiny_data, ROOT))   # relative to the project
+    monkeypatch.chdir(tmp_path)
+    text = generated(old, capsys).out
+    assert text.startswith("All:") and set(text.rstrip("\n-")) <= char_vocabulary(tiny_data)
+    # the same relative path, now only valid from the working directory: not used
+    elsewhere = tmp_path / "cwd"
+    (elsewhere / "d").mkdir(parents=True)
+    os.symlink(tiny_data / "tiny", elsewhere / "d" / "tiny")
+    lost = old_checkpoint(tiny_run, tmp_path / "lost", "d")
+    monkeypatch.chdir(elsewhere)
+    err = one_line_error(sample.main, [f"--out_dir={lost}"], capsys)
+    assert f"{os.path.join(ROOT, 'd', 'tiny', 'meta.pkl')} does not exist" in err and "not GPT-2's" in err
+
+
+def test_past_the_training_length_sample_keeps_distances_in_range(tiny_run, capsys, monkeypatch):
+    block = checkpoint.load(tiny_run)["model_args"]["block_size"]                  # 16; the text runs to 4 + 40
+    built = []
+    real = checkpoint.build_model
+    monkeypatch.setattr(checkpoint, "build_model", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
+    err = generated(tiny_run, capsys, "--max_new_tokens=40").err
+    assert built[-1].config.window == block and f"(--window={block})" in err and "--window=0 for the raw" in err
+    err = generated(tiny_run, capsys, "--max_new_tokens=40", "--window=0").err
+    assert built[-1].config.window == 0 and "going past the training length" in err
+    assert generated(tiny_run, capsys, "--max_new_tokens=10").err == "" and built[-1].config.window == 0
+    monkeypatch.setattr(type(built[-1].pe), "extrapolates", True, raising=False)   # a capability, not a name
+    assert generated(tiny_run, capsys, "--max_new_tokens=40").err == "" and built[-1].config.window == 0
+
+
+def test_windowed_default_equals_an_explicit_window(tiny_run, capsys):
+    auto = generated(tiny_run, capsys, "--max_new_tokens=40").out
+    assert auto == generated(tiny_run, capsys, "--max_new_tokens=40", "--window=16").out
+
+
+def save_tiny(tiny_data, out_dir):
+    with open(tiny_data / "tiny" / "meta.pkl", "rb") as f:
+        vocab = pickle.load(f)["vocab_size"]
+    model = tiny_gpt("alibi", vocab_size=vocab, block_size=16)
+    checkpoint.save({"model": model.state_dict(), "model_args": dataclasses.asdict(model.config),
+                     "config": {"data_dir": str(tiny_data), "dataset": "tiny"}, "iter_num": 0},
+                    checkpoint.path_in(out_dir))
+
+
+def test_evaluate_says_what_it_scores_and_keeps_an_earlier_report(tiny_data, tmp_path, capsys):
+    save_tiny(tiny_data, tmp_path)
+    argv = [str(tmp_path), "--lengths=16", "--tokens_per_point=64"]
+    evaluate.main(argv)
+    out = capsys.readouterr().out
+    assert "val perplexity of the first 64 val tokens" in out and "training's val loss averages random" in out
+    assert "training's val loss averages random batches" in open(tmp_path / "extrapolation.md").read()
+    before = {p: snapshot(p) for p in glob.glob(str(tmp_path / "extrapolation.*"))}
+    err = one_line_error(evaluate.main, argv + ["--lengths=32"], capsys)
+    assert "holds an earlier evaluation" in err and "--overwrite=True" in err
+    assert {p: snapshot(p) for p in before} == before
+    rows = evaluate.main(argv + ["--lengths=32", "--overwrite=True"])
+    assert [r["length"] for r in rows] == [32] and "| 32 |" in open(tmp_path / "extrapolation.md").read()
+
+
+def imports_of(path):
+    tree = ast.parse(open(path).read())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_no_cli_script_imports_another():
+    for name in CLIS:
+        assert not imports_of(os.path.join(ROOT, f"{name}.py")) & (set(CLIS) - {name}), name
+
+
+def test_positional_imports_nothing_of_the_application():
+    ours = {os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(ROOT, "*.py"))} | {"data"}
+    for path in glob.glob(os.path.join(ROOT, "positional", "**", "*.py"), recursive=True):
+        assert not imports_of(path) & ours, path

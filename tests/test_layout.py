@@ -1,0 +1,74 @@
+"""The layout rules of the redesign (issue #10), checked on the source: no function outside
+tests over ~80 lines, no command-line script importing another, positional/ importing
+nothing from the application, and no encoding named outside positional/ and configs/."""
+import ast
+import os
+import re
+
+import pytest
+
+import positional
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLIS = {"train", "sample", "evaluate", "compare", "compare_tasks", "bench"}
+MAX_LINES = 80
+
+
+def sources(under=""):
+    for folder, dirs, files in os.walk(os.path.join(ROOT, under)):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("tests", "venv", "__pycache__", "reports")
+                   and not d.startswith("out")]
+        for f in files:
+            if f.endswith(".py"):
+                yield os.path.join(folder, f)
+
+
+def imported(path):
+    """Top-level module names imported by a file (absolute imports only)."""
+    tree = ast.parse(open(path).read())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_no_function_longer_than_80_lines():
+    long = []
+    for path in sources():
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_LINES:
+                    long.append(f"{os.path.relpath(path, ROOT)}:{node.lineno} {node.name} ({n} lines)")
+    assert not long, long
+
+
+def test_no_cli_script_imports_another():
+    bad = [(os.path.basename(p), m) for p in sources() for m in imported(p) & CLIS
+           if os.path.dirname(p) == ROOT and m != os.path.basename(p)[:-3]]
+    assert not bad, bad
+
+
+def test_positional_imports_nothing_from_the_application():
+    app = {os.path.basename(p)[:-3] for p in sources() if os.path.dirname(p) == ROOT} | {"data", "tasks"}
+    bad = [(os.path.relpath(p, ROOT), m) for p in sources("positional") for m in imported(p) & app]
+    assert not bad, bad
+
+
+def test_no_encoding_branch_outside_positional():
+    """No comparison against an encoding's name in the model, attention, cache, training,
+    sampling or evaluation code: they ask the encoding's capabilities instead."""
+    names = (set(positional.REGISTRY) | set(positional.SCALINGS)) - {"linear", "none"}   # also attention=linear, "no scaling"
+    bad = []
+    for path in sources():
+        if os.path.relpath(path, ROOT).split(os.sep)[0] in ("positional", "configs", "tests"):
+            continue
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.Compare):
+                consts = {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+                if consts & names:
+                    bad.append(f"{os.path.relpath(path, ROOT)}:{node.lineno} {sorted(consts & names)}")
+    assert not bad, bad
