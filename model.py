@@ -21,7 +21,8 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 import positional
-from attention import attend, attend_scores
+from attention import AttentionPlan, FlexState, attend, attend_scores
+from cache import new_cache
 from linear_attention import LinearSelfAttention
 
 
@@ -43,105 +44,6 @@ class GPTConfig:
     max_position: int = 0           # positions seen in training with position_sampling (M or PoSE's target); 0: block_size
     qk_norm: bool = False           # RMS-normalise q and k per head (learned gain), before the positional transform
     logn_scaling: bool = False      # queries scaled by max(1, log n / log L) at position n (n = pos + 1, L trained length)
-
-
-class KVCache(nn.Module):
-    """Static key/value buffers for all layers, set up explicitly by GPT.setup_cache.
-    k, v: (L, B, H, max_len, D). Not part of the state_dict."""
-
-    def __init__(self, n_layer, batch, n_head, max_len, head_dim, dtype, device):
-        super().__init__()
-        shape = (n_layer, batch, n_head, max_len, head_dim)
-        self.register_buffer("k", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
-        self.register_buffer("v", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
-        self.max_len, self.length = max_len, 0
-        self.state = {}  # layer -> running sums, for attentions that summarise the past (linear)
-
-    def key_positions(self, T):
-        """(length + T,) positions of the keys once T new tokens are written."""
-        return torch.arange(self.length + T, device=self.k.device)
-
-    def write(self, layer, k, v):
-        """Store k, v (B, H, T, D) after the cached ones; return all keys/values so far."""
-        start, end = self.length, self.length + k.shape[2]
-        self.k[layer, :, :, start:end] = k
-        self.v[layer, :, :, start:end] = v
-        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]   # (B, H, end, D)
-
-    def advance(self, T):
-        self.length += T
-
-    def reset(self):
-        self.length, self.state = 0, {}
-
-
-class WindowKVCache(nn.Module):
-    """A bounded cache for window attention with sinks (StreamingLLM, Xiao et al. 2023,
-    https://arxiv.org/abs/2309.17453): it keeps the first `sinks` keys and the last
-    window - 1 keys, all a later query can still see, so memory stays constant however
-    long the generation runs. Same interface as KVCache.
-
-    Positions: keys keep their original positions (key_positions returns them), and
-    attention_mask applies the window from those. StreamingLLM instead re-numbers the
-    positions inside the cache; we do not, because (1) cached decoding then equals the
-    windowed forward of evaluate.py and training exactly, in every layer; (2) it works
-    for every encoding, including absolute ones whose position is already inside the
-    hidden states, and keeps keys cached after rotation; (3) for relative encodings the
-    window's distances are identical under both schemes, only the sinks sit farther away.
-    k, v: (L, B, H, sinks + window - 1, D); keys/values of this call are held until advance."""
-
-    def __init__(self, n_layer, batch, n_head, window, sinks, head_dim, dtype, device):
-        super().__init__()
-        self.window, self.sinks, self.keep = window, sinks, sinks + window - 1
-        shape = (n_layer, batch, n_head, self.keep, head_dim)
-        self.register_buffer("k", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
-        self.register_buffer("v", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
-        self.register_buffer("pos", torch.zeros(self.keep, dtype=torch.long, device=device), persistent=False)
-        self.max_len, self.length, self.n_kept = float("inf"), 0, 0
-        self.pending = [None] * n_layer
-
-    def key_positions(self, T):
-        """(n_kept + T,) original positions of the kept keys, then of the T new ones."""
-        new = torch.arange(self.length, self.length + T, device=self.pos.device)
-        return torch.cat([self.pos[:self.n_kept], new])
-
-    def write(self, layer, k, v):
-        """k, v: (B, H, T, D). Returns the kept keys/values followed by the new ones."""
-        n = self.n_kept
-        k = torch.cat([self.k[layer, :, :, :n], k], dim=2)                      # (B, H, n + T, D)
-        v = torch.cat([self.v[layer, :, :, :n], v], dim=2)
-        self.pending[layer] = (k, v)
-        return k, v
-
-    def advance(self, T):
-        pos = self.key_positions(T)
-        end = self.length + T
-        keep = ((pos < self.sinks) | (pos > end - self.window)).nonzero().squeeze(1)   # sinks + last window - 1
-        for layer, (k, v) in enumerate(self.pending):
-            self.k[layer, :, :, :len(keep)] = k[:, :, keep]
-            self.v[layer, :, :, :len(keep)] = v[:, :, keep]
-        self.pos[:len(keep)] = pos[keep]
-        self.n_kept, self.length = len(keep), end
-        self.pending = [None] * len(self.pending)
-
-    def reset(self):
-        self.length = self.n_kept = 0
-
-
-def attention_mask(bias, q_pos, k_pos, window=0, sinks=0):
-    """What attention adds to its logits. None means 'plain causal', which lets SDPA take
-    its fast is_causal path; that is only right when queries and keys are the same
-    positions (SDPA's is_causal is upper-left aligned). Otherwise a bool mask (Tq, Tk),
-    or the bias (H, Tq, Tk) with -inf where a key is not visible."""
-    if bias is None and not window and len(q_pos) == len(k_pos):
-        return None
-    dist = q_pos[:, None] - k_pos[None, :]                   # (Tq, Tk), >= 0 for past keys
-    visible = dist >= 0
-    if window:
-        visible &= (dist < window) | (k_pos[None, :] < sinks)
-    if bias is None:
-        return visible
-    return bias.masked_fill(~visible, float("-inf"))
 
 
 ATTENTIONS = ("softmax", "linear")
@@ -194,10 +96,10 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.resid_dropout = nn.Dropout(cfg.dropout)
-        self.dropout = cfg.dropout
 
-    def forward(self, x, pe, pos, k_pos, mask, cache=None):
+    def forward(self, x, pe, plan, cache=None):
         B, T, C = x.shape
+        pos, k_pos = plan.q_pos, plan.k_pos
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
         if self.q_norm is not None:
@@ -213,15 +115,14 @@ class CausalSelfAttention(nn.Module):
         else:  # keys cached raw: rotate all of them at their positions, every call
             k, v = cache.write(self.layer, k, v)
             k = pe.rotate(k, k_pos, is_key=True)
-        dropout = self.dropout if self.training else 0.0
         logits = pe.attention_logits(q, k, pos, k_pos, self.layer)
         if logits is not None:  # the encoding forms the scores itself: explicit softmax
-            y, probs = attend_scores(logits, v, mask, dropout, self.training)   # (B, H, T, D)
+            y, probs = attend_scores(logits, v, plan)                          # (B, H, T, D)
             extra = pe.attention_values(probs, pos, k_pos, self.layer)
             if extra is not None:
                 y = y + extra
-        else:  # the kernel follows from the mask: see attention.py
-            y = attend(q, k, v, mask, dropout, self.training)
+        else:  # the kernel the plan chose: see attention.py
+            y = attend(q, k, v, plan)
         y = y.transpose(1, 2).contiguous().view(B, T, C)                           # (B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
@@ -245,8 +146,8 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.mlp = MLP(cfg)
 
-    def forward(self, x, pe, pos, k_pos, mask, cache):
-        x = x + self.attn(self.ln_1(x), pe, pos, k_pos, mask, cache)
+    def forward(self, x, pe, plan, cache):
+        x = x + self.attn(self.ln_1(x), pe, plan, cache)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -262,6 +163,7 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # weight tying
         self.kv_cache = None
+        self.flex = FlexState()  # FlexAttention (CUDA) is given up for this model after a failure
         own = set(self.pe.modules())  # the encoding initialises its own parameters
         for m in self.modules():
             if m not in own:
@@ -285,13 +187,10 @@ class GPT(nn.Module):
 
     # ---- KV cache ------------------------------------------------------------------
     def setup_cache(self, batch, max_len, dtype=None):
-        """A KV cache for max_len positions; with a window, a bounded one (max_len unused)."""
-        cfg, p = self.config, self.wte.weight
-        D, dtype = cfg.n_embd // cfg.n_head, dtype or p.dtype
-        if cfg.window:
-            self.kv_cache = WindowKVCache(cfg.n_layer, batch, cfg.n_head, cfg.window, cfg.sinks, D, dtype, p.device)
-        else:
-            self.kv_cache = KVCache(cfg.n_layer, batch, cfg.n_head, max_len, D, dtype, p.device)
+        """A cache for max_len positions (cache.py); with a window or linear attention a
+        bounded one, whose size does not depend on max_len."""
+        p = self.wte.weight
+        self.kv_cache = new_cache(self.config, batch, max_len, dtype or p.dtype, p.device)
         return self.kv_cache
 
     def reset_cache(self):
@@ -318,15 +217,16 @@ class GPT(nn.Module):
         self.pe.set_length(end)
         pos = torch.arange(start, end, device=idx.device)                         # (T,)
         k_pos = cache.key_positions(T) if cache is not None else pos               # (Tk,)
-        mask = attention_mask(self.pe.score_bias(pos, k_pos), pos, k_pos,
-                              self.config.window, self.config.sinks)
+        cfg = self.config
+        plan = AttentionPlan(pos, k_pos, self.pe.score_bias(pos, k_pos), cfg.window, cfg.sinks,
+                             cfg.dropout if self.training else 0.0, self.flex)
         x = self.wte(idx)                                                           # (B, T, C)
         e = self.pe.embed(pos)
         if e is not None:
             x = x + e
         x = self.drop(x)
         for block in self.h:
-            x = block(x, self.pe, pos, k_pos, mask, cache)
+            x = block(x, self.pe, plan, cache)
         if cache is not None:
             cache.advance(T)
         logits = self.lm_head(self.ln_f(x))                                        # (B, T, vocab)
@@ -355,25 +255,31 @@ class GPT(nn.Module):
         """Continue idx (B, T) by max_new_tokens, with the KV cache. An encoding with a
         position table (max_positions) keeps the cache while the text fits the table and
         then re-encodes a sliding window of the last max_positions tokens at every step.
-        on_token(id) is called with each new token of the first sequence, for streaming."""
+        on_token(id) is called with each new token of the first sequence, for streaming.
+        The cache is cleared on the way out, an exception included."""
         limit = self.pe.max_positions
-        out, total = idx, idx.shape[1] + max_new_tokens
-        cached = limit is None or total <= limit     # the whole run fits the encoding's positions
-        if cached:
-            self.setup_cache(idx.shape[0], total)
-            logits, _ = self(idx)
-        for i in range(max_new_tokens):
-            if not cached:
-                logits, _ = self(out[:, -limit:])
-            logits = logits[:, -1, :] / max(temperature, 1e-8)
-            if top_k is not None:
-                v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
-                logits[logits < v[:, [-1]]] = -float("inf")
-            nxt = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)   # (B, 1)
-            out = torch.cat((out, nxt), dim=1)
-            if on_token is not None:
-                on_token(nxt[0, 0].item())
-            if cached and i < max_new_tokens - 1:
-                logits, _ = self(nxt)
-        self.clear_cache()
+        total = idx.shape[1] + max_new_tokens
+        fits = total if limit is None else min(total, limit)   # positions the cache can cover
+        out = idx
+        self.setup_cache(idx.shape[0], fits)
+        try:
+            logits, _ = self(idx[:, -fits:])
+            for i in range(max_new_tokens):
+                logits = logits[:, -1, :] / max(temperature, 1e-8)
+                if top_k is not None:
+                    v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+                    logits[logits < v[:, [-1]]] = -float("inf")
+                nxt = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)   # (B, 1)
+                out = torch.cat((out, nxt), dim=1)
+                if on_token is not None:
+                    on_token(nxt[0, 0].item())
+                if i == max_new_tokens - 1:
+                    break
+                if self.kv_cache is not None and self.kv_cache.length < fits:
+                    logits, _ = self(nxt)
+                else:  # the text outgrew the encoding's positions: re-encode the last `limit` tokens
+                    self.clear_cache()
+                    logits, _ = self(out[:, -limit:])
+        finally:
+            self.clear_cache()
         return out
