@@ -78,6 +78,7 @@ class AttentionPlan:
     sinks: int = 0                      # ...and the first `sinks` positions
     dropout: float = 0.0                # attention dropout of this forward (0 when not training)
     flex: FlexState = None              # the model's FlexAttention state; None: never FlexAttention
+    key_counts: torch.Tensor = None     # (Tq,) keys each query sees, for SSMax (temperature.py); None unless asked
     mask: torch.Tensor = field(init=False)   # None (plain causal), (Tq, Tk) bool, or the bias with -inf
     kernel: str = field(init=False)
     block_mask: object = field(init=False, default=None)   # FlexAttention's BlockMask (kernel "flex")

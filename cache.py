@@ -3,25 +3,32 @@
   KVCache               softmax attention: every key and value, up to max_len positions
   WindowKVCache         softmax attention with a window: the sinks and the last window - 1
   LinearAttentionCache  linear attention: its running sums, whatever the length
+  LayerCaches           per-layer windows (layer_windows): one of the above per distinct window
 
-GPT.setup_cache builds the one new_cache picks (from the attention kind and the window,
-never from the encoding). All three answer the same questions: `length` (tokens seen),
-`max_len`, key_positions(T) (the positions of the keys a call of T tokens attends to
-individually), advance(T) (once per forward, after the last layer) and reset().
+GPT.setup_cache builds the one new_cache picks (from the attention kind and the layers'
+windows, never from the encoding). All answer the same questions: `length` (tokens seen),
+`max_len`, key_positions(T, layer) (the positions of the keys a call of T tokens attends to
+individually in that layer), advance(T) (once per forward, after the last layer) and reset().
 Buffers are registered persistent=False: a cache never enters a state_dict.
 """
 import torch
 from torch import nn
 
 
-def new_cache(cfg, batch, max_len, dtype, device):
-    """The cache for cfg's attention; max_len is only used by the unbounded KVCache."""
+def new_cache(cfg, batch, max_len, dtype, device, windows=None):
+    """The cache for cfg's attention; max_len is only used by the unbounded KVCache.
+    windows: each layer's window (a per-layer schedule); None: cfg.window for every layer."""
     H, D = cfg.n_head, cfg.n_embd // cfg.n_head
     if cfg.attention == "linear":
         return LinearAttentionCache(cfg.n_layer, batch, H, D, dtype, device)
-    if cfg.window:
-        return WindowKVCache(cfg.n_layer, batch, H, cfg.window, cfg.sinks, D, dtype, device)
-    return KVCache(cfg.n_layer, batch, H, max_len, D, dtype, device)
+    windows = list(windows) if windows is not None else [cfg.window] * cfg.n_layer
+
+    def kv(n_layer, window):
+        if window:
+            return WindowKVCache(n_layer, batch, H, window, cfg.sinks, D, dtype, device)
+        return KVCache(n_layer, batch, H, max_len, D, dtype, device)
+
+    return kv(len(windows), windows[0]) if len(set(windows)) == 1 else LayerCaches(windows, kv)
 
 
 class KVCache(nn.Module):
@@ -34,7 +41,7 @@ class KVCache(nn.Module):
         self.register_buffer("v", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
         self.max_len, self.length = max_len, 0
 
-    def key_positions(self, T):
+    def key_positions(self, T, layer=None):
         """(length + T,) positions of the keys once T new tokens are written."""
         return torch.arange(self.length + T, device=self.k.device)
 
@@ -77,7 +84,7 @@ class WindowKVCache(nn.Module):
         self.max_len, self.length, self.n_kept = float("inf"), 0, 0
         self.pending = [None] * n_layer
 
-    def key_positions(self, T):
+    def key_positions(self, T, layer=None):
         """(n_kept + T,) original positions of the kept keys, then of the T new ones."""
         new = torch.arange(self.length, self.length + T, device=self.pos.device)
         return torch.cat([self.pos[:self.n_kept], new])
@@ -120,7 +127,7 @@ class LinearAttentionCache(nn.Module):
                              persistent=False)
         self.max_len, self.length = float("inf"), 0
 
-    def key_positions(self, T):
+    def key_positions(self, T, layer=None):
         return torch.arange(self.length, self.length + T, device=self.S.device)
 
     def read(self, layer):
@@ -136,3 +143,36 @@ class LinearAttentionCache(nn.Module):
 
     def reset(self):
         self.length = 0
+
+
+class LayerCaches(nn.Module):
+    """Layers with different windows (GPT's layer_windows): one cache per distinct window, built
+    by make(n_layers, window) and holding the layers that have it, so windowed layers keep a
+    bounded WindowKVCache and global ones a KVCache. Same interface; key_positions(T, layer)
+    answers for that layer's cache."""
+
+    def __init__(self, windows, make):
+        super().__init__()
+        distinct = list(dict.fromkeys(windows))
+        self.parts = nn.ModuleList(make(windows.count(w), w) for w in distinct)
+        self.where = [(distinct.index(w), windows[:i].count(w)) for i, w in enumerate(windows)]  # (part, index)
+        self.max_len = min(p.max_len for p in self.parts)
+
+    @property
+    def length(self):
+        return self.parts[0].length
+
+    def key_positions(self, T, layer=0):
+        return self.parts[self.where[layer][0]].key_positions(T)
+
+    def write(self, layer, k, v):
+        part, i = self.where[layer]
+        return self.parts[part].write(i, k, v)
+
+    def advance(self, T):
+        for p in self.parts:
+            p.advance(T)
+
+    def reset(self):
+        for p in self.parts:
+            p.reset()

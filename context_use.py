@@ -70,7 +70,7 @@ def context_gain(model, tokens, base_len, multiples=MULTIPLES, stride=0, scored_
     if windows < 1:
         raise ValueError(f"context gain at {longest} tokens needs at least {longest + 1} tokens, got {len(tokens)}")
     ends = [longest + k * stride for k in range(windows)]     # the same targets for every context
-    limit = getattr(model.pe, "max_positions", None)
+    limit = model.max_positions
     rows = []
     for c in contexts:
         if limit is not None and c > limit:
@@ -90,9 +90,9 @@ def per_position_loss(model, tokens, length, sequences=SEQUENCES, device="cpu", 
     n = min(sequences, (len(tokens) - 1) // length)
     if n < 1:
         raise ValueError(f"per-position loss at length {length} needs at least {length + 1} tokens, got {len(tokens)}")
-    limit = getattr(model.pe, "max_positions", None)
+    limit = model.max_positions
     if limit is not None and length > limit:
-        raise ValueError(f"the {model.pe.name} encoding knows {limit} positions; per-position loss at {length} "
+        raise ValueError(f"the {model.pos_name} encoding knows {limit} positions; per-position loss at {length} "
                          f"needs an encoding without a limit")
     ends = [(k + 1) * length for k in range(n)]
     return window_losses(model, tokens, ends, length, length, device, batch_tokens).mean(0), n

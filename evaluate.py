@@ -90,7 +90,7 @@ def context_reports(ckpts, methods, opts, device, dtype, report_dir):
                 continue
             model = checkpoint.build_model(ckpt, overrides, device, strict=False)
             label = f"{os.path.basename(os.path.normpath(d))} {method_label(model)}"
-            limit, lens = model.pe.max_positions, lens | {block}
+            limit, lens = model.max_positions, lens | {block}
             with autocast(device, dtype):
                 if opts["context_gain"]:
                     gains[label] = context_use.context_gain(model, tokens, block, scored_tokens=opts["tokens_per_point"],

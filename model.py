@@ -8,6 +8,8 @@ The encoding (positional/) acts through three hooks, called unconditionally here
 pe.attention_values on an explicit-softmax path; see positional/base.py).
 There is no encoding-specific code in this file. attention="linear" swaps in
 linear_attention.LinearSelfAttention, for encodings that never touch the score matrix.
+A per-layer schedule (schedule.py: layer_encodings, layer_windows) gives layers their own
+encoding and window; model.pe stays the main encoding, the others are in model.pe_layers.
 
 Positions are absolute and explicit: GPT.forward derives them once from the KV cache
 offset, so training, long evaluation and cached decoding share one code path.
@@ -20,10 +22,11 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-import positional
 from attention import AttentionPlan, FlexState, attend, attend_scores
 from cache import new_cache
 from linear_attention import LinearSelfAttention
+from schedule import build_layers, pattern_label
+from temperature import key_counts, logn_factor, ssmax_factor, ssmax_init
 
 
 @dataclass
@@ -44,45 +47,9 @@ class GPTConfig:
     max_position: int = 0           # positions seen in training with position_sampling (M or PoSE's target); 0: block_size
     qk_norm: bool = False           # RMS-normalise q and k per head (learned gain), before the positional transform
     logn_scaling: bool = False      # queries scaled by max(1, log n / log L) at position n (n = pos + 1, L trained length)
-
-
-ATTENTIONS = ("softmax", "linear")
-
-
-def build_encoding(cfg):
-    """The positional encoding of cfg, checked with the rest of the model config: the one
-    place a model config is validated (config.py and GPT both call it). One-line ValueError."""
-    if cfg.n_head < 1 or cfg.n_embd % cfg.n_head:
-        raise ValueError(f"n_embd={cfg.n_embd} is not divisible by n_head={cfg.n_head}; "
-                         f"pick n_embd a multiple of n_head")
-    if cfg.window < 0 or cfg.sinks < 0:
-        raise ValueError(f"window and sinks must be >= 0 (0: off), got window={cfg.window}, sinks={cfg.sinks}")
-    if cfg.sinks and not cfg.window:
-        raise ValueError(f"sinks={cfg.sinks} needs a window (sinks stay visible past it): add --window=W")
-    if cfg.attention not in ATTENTIONS:
-        raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}, got {cfg.attention!r}")
-    pe = positional.build(cfg)
-    if cfg.attention == "linear":
-        if pe.needs_score_matrix:
-            ok = ", ".join(n for n, c in positional.REGISTRY.items() if not c.needs_score_matrix)
-            raise ValueError(f"the {pe.name} encoding acts on the attention score matrix, which linear attention "
-                             f"never forms; use one of {ok}, or attention=softmax")
-        if not pe.cache_rotated_keys:
-            raise ValueError(f"the {pe.name} encoding re-rotates cached keys, which linear attention's running "
-                             f"sums cannot; drop its rope_scaling or use attention=softmax")
-        if cfg.window:
-            raise ValueError("linear attention has no window; set window=0 (or attention=softmax)")
-        if cfg.qk_norm or cfg.logn_scaling:
-            raise ValueError("qk_norm and logn_scaling are options of softmax attention; drop them or use attention=softmax")
-    return pe
-
-
-def logn_factor(pos, length):
-    """(T,) query scales max(1, log n / log L) at positions pos, n = pos + 1 tokens seen (log-n
-    attention scaling: Su 2021, kexue.fm/archives/8823; Qwen's use_logn_attn): the
-    entropy of attention stays near its trained level past the training length L."""
-    n = (pos + 1).to(torch.float32)
-    return (torch.log(n) / math.log(length)).clamp(min=1.0)
+    ssmax: bool = False             # SSMax: logits scaled by s_h log(n), n the keys a query sees, s_h learned (temperature.py)
+    layer_encodings: str = ""       # per-layer encodings, a comma pattern over the layers ("rope,rope,rope,none"); schedule.py
+    layer_windows: str = ""         # per-layer windows, a comma pattern ("32,0"; 0 global); "" = `window` everywhere
 
 
 class CausalSelfAttention(nn.Module):
@@ -92,7 +59,9 @@ class CausalSelfAttention(nn.Module):
         D = cfg.n_embd // cfg.n_head
         self.q_norm = nn.RMSNorm(D, eps=1e-6) if cfg.qk_norm else None   # one gain (D,) shared by the heads
         self.k_norm = nn.RMSNorm(D, eps=1e-6) if cfg.qk_norm else None
-        self.logn_length = max(2, cfg.max_position or cfg.block_size) if cfg.logn_scaling else 0
+        trained = max(2, cfg.max_position or cfg.block_size)
+        self.logn_length = trained if cfg.logn_scaling else 0
+        self.ssmax = nn.Parameter(ssmax_init(cfg.n_head, trained)) if cfg.ssmax else None   # s_h: (H,)
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.resid_dropout = nn.Dropout(cfg.dropout)
@@ -106,6 +75,8 @@ class CausalSelfAttention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         if self.logn_length:
             q = q * logn_factor(pos, self.logn_length).to(q.dtype)[:, None]           # (T, 1) per query
+        if self.ssmax is not None:
+            q = q * ssmax_factor(self.ssmax, plan.key_counts).to(q.dtype)           # (H, T, 1) s_h log n
         pe.layer_input(x, pos, self.layer)                                      # data-dependent encodings (FoX)
         q = pe.rotate(q, pos)
         if cache is None or pe.cache_rotated_keys:
@@ -155,7 +126,9 @@ class GPT(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.config = cfg
-        self.pe = build_encoding(cfg)
+        self.schedule, encodings = build_layers(cfg)     # [Layer(encoding, window)] per layer; {name: encoding}
+        self.pe = encodings.pop(cfg.pos_encoding)        # the main encoding
+        self.pe_layers = nn.ModuleDict(encodings) if encodings else None   # a schedule's other encodings
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.drop = nn.Dropout(cfg.dropout)
         self.h = nn.ModuleList([Block(cfg, i) for i in range(cfg.n_layer)])
@@ -164,13 +137,40 @@ class GPT(nn.Module):
         self.lm_head.weight = self.wte.weight  # weight tying
         self.kv_cache = None
         self.flex = FlexState()  # FlexAttention (CUDA) is given up for this model after a failure
-        own = set(self.pe.modules())  # the encoding initialises its own parameters
+        own = {m for pe in self.encodings.values() for m in pe.modules()}  # encodings initialise their own parameters
         for m in self.modules():
             if m not in own:
                 self._init_weights(m)
         for name, p in self.named_parameters():  # GPT-2's scaled init of residual projections
             if name.endswith("c_proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    # ---- what the layers' encodings can do, together --------------------------------
+    @property
+    def encodings(self):
+        """{name: encoding} of the layers, the main one (self.pe) first."""
+        return {self.config.pos_encoding: self.pe, **(self.pe_layers or {})}
+
+    @property
+    def pos_name(self):
+        """The encoding's name, or a per-layer schedule's pattern ('rope/w32,none')."""
+        return pattern_label(self.schedule) if self.config.layer_encodings or self.config.layer_windows else self.pe.name
+
+    @property
+    def max_positions(self):
+        """Positions every layer's encoding can represent (the fewest of them), or None: any."""
+        limits = [pe.max_positions for pe in self.encodings.values() if pe.max_positions is not None]
+        return min(limits) if limits else None
+
+    @property
+    def extrapolates(self):
+        return all(pe.extrapolates for pe in self.encodings.values())
+
+    @property
+    def excluded_param_names(self):
+        """Parameter names left out of the model size (GPT-2's wpe), as named in this model."""
+        return [n if name == self.config.pos_encoding else n.replace("pe.", f"pe_layers.{name}.", 1)
+                for name, pe in self.encodings.items() for n in pe.excluded_param_names]
 
     def _init_weights(self, module):
         if isinstance(module, nn.Linear):
@@ -182,7 +182,7 @@ class GPT(nn.Module):
 
     def get_num_params(self):
         """Parameters, without the ones the encoding excludes (GPT-2's position table)."""
-        skip = set(self.pe.excluded_param_names)
+        skip = set(self.excluded_param_names)
         return sum(p.numel() for n, p in self.named_parameters() if n not in skip)
 
     # ---- KV cache ------------------------------------------------------------------
@@ -190,7 +190,8 @@ class GPT(nn.Module):
         """A cache for max_len positions (cache.py); with a window or linear attention a
         bounded one, whose size does not depend on max_len."""
         p = self.wte.weight
-        self.kv_cache = new_cache(self.config, batch, max_len, dtype or p.dtype, p.device)
+        windows = [layer.window for layer in self.schedule]
+        self.kv_cache = new_cache(self.config, batch, max_len, dtype or p.dtype, p.device, windows)
         return self.kv_cache
 
     def reset_cache(self):
@@ -201,32 +202,24 @@ class GPT(nn.Module):
         self.kv_cache = None
 
     # ---- forward -------------------------------------------------------------------
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, pos=None):
         """idx: (B, T) token ids -> logits (B, T, vocab), and the loss if targets are given.
-        With a cache set up, idx continues the cached sequence."""
+        With a cache set up, idx continues the cached sequence. pos: (T,) increasing training
+        positions (position_sampling.py), on the host; None: contiguous from the cache offset."""
         B, T = idx.shape
         cache = self.kv_cache
-        start = cache.length if cache is not None else 0
-        end = start + T
-        if self.pe.max_positions is not None and end > self.pe.max_positions:
-            raise ValueError(f"the {self.pe.name} encoding knows {self.pe.max_positions} positions, got a "
-                             f"sequence reaching position {end}; crop the input or use an encoding without a limit")
-        if cache is not None and end > cache.max_len:
-            raise ValueError(f"KV cache holds {cache.max_len} positions, this call needs {end}; "
-                             f"call setup_cache with a larger max_len")
-        self.pe.set_length(end)
-        pos = torch.arange(start, end, device=idx.device)                         # (T,)
-        k_pos = cache.key_positions(T) if cache is not None else pos               # (Tk,)
-        cfg = self.config
-        plan = AttentionPlan(pos, k_pos, self.pe.score_bias(pos, k_pos), cfg.window, cfg.sinks,
-                             cfg.dropout if self.training else 0.0, self.flex)
+        pos, end = self.positions(T, cache, pos, idx.device)                       # (T,), last + 1
+        encodings = self.encodings
+        for pe in encodings.values():
+            pe.set_length(end)
+        plans = self.plans(pos, cache, encodings)
         x = self.wte(idx)                                                           # (B, T, C)
         e = self.pe.embed(pos)
         if e is not None:
             x = x + e
         x = self.drop(x)
-        for block in self.h:
-            x = block(x, self.pe, plan, cache)
+        for block, layer in zip(self.h, self.schedule):
+            x = block(x, encodings[layer.encoding], plans[layer], cache)
         if cache is not None:
             cache.advance(T)
         logits = self.lm_head(self.ln_f(x))                                        # (B, T, vocab)
@@ -235,13 +228,51 @@ class GPT(nn.Module):
             loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
         return logits, loss
 
+    def positions(self, T, cache, pos, device):
+        """(T,) positions of this call and the last one + 1, checked on the host."""
+        start = cache.length if cache is not None else 0
+        if pos is None:
+            end = start + T
+        else:
+            if cache is not None:
+                raise ValueError("explicit positions are for training, without a KV cache: clear the cache")
+            if pos.shape != (T,) or pos.is_floating_point():
+                raise ValueError(f"explicit positions must be a (T,) = ({T},) integer tensor, got {tuple(pos.shape)}")
+            if pos[0] < 0 or not bool((pos[1:] > pos[:-1]).all()):
+                raise ValueError("explicit positions must be >= 0 and increasing (position_sampling.py draws them so)")
+            end = int(pos[-1]) + 1
+        limit = self.max_positions
+        if limit is not None and end > limit:
+            raise ValueError(f"the {self.pos_name} encoding knows {limit} positions, got a sequence reaching "
+                             f"position {end}; crop the input or use an encoding without a limit")
+        if cache is not None and end > cache.max_len:
+            raise ValueError(f"KV cache holds {cache.max_len} positions, this call needs {end}; "
+                             f"call setup_cache with a larger max_len")
+        return (torch.arange(start, end, device=device) if pos is None else pos.to(device)), end
+
+    def plans(self, pos, cache, encodings):
+        """{Layer: AttentionPlan}: layers sharing (encoding, window) share one plan, and one score bias;
+        without a cache every layer's keys are pos, so the windows of an encoding share its bias too."""
+        cfg, plans, biases = self.config, {}, {}
+        for i, layer in enumerate(self.schedule):
+            if layer in plans:
+                continue
+            k_pos = cache.key_positions(len(pos), i) if cache is not None else pos       # (Tk,)
+            key = (layer.encoding, layer.window if cache is not None else 0)
+            if key not in biases:
+                biases[key] = encodings[layer.encoding].score_bias(pos, k_pos)            # (H, Tq, Tk) or None
+            counts = key_counts(pos, k_pos, layer.window, cfg.sinks) if cfg.ssmax else None
+            plans[layer] = AttentionPlan(pos, k_pos, biases[key], layer.window, cfg.sinks,
+                                         cfg.dropout if self.training else 0.0, self.flex, key_counts=counts)
+        return plans
+
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
         """AdamW. Weight decay falls on the matrices of the transformer (dim >= 2: token embedding,
         attention, MLP) and on nothing else: not on biases and norms (as in nanoGPT), and not on any
         parameter of the positional encoding, whatever its shape (tables, slopes, small MLPs of
         distances): decay would pull a bias table towards "no position" while leaving a vector of
         slopes alone. Unlike nanoGPT, this spares `learned`'s position table too."""
-        pe_params = {id(p) for p in self.pe.parameters()}
+        pe_params = {id(p) for pe in self.encodings.values() for p in pe.parameters()}
         params = [p for p in self.parameters() if p.requires_grad]
         decay = [p for p in params if p.dim() >= 2 and id(p) not in pe_params]
         decay_ids = {id(p) for p in decay}
@@ -257,7 +288,7 @@ class GPT(nn.Module):
         then re-encodes a sliding window of the last max_positions tokens at every step.
         on_token(id) is called with each new token of the first sequence, for streaming.
         The cache is cleared on the way out, an exception included."""
-        limit = self.pe.max_positions
+        limit = self.max_positions
         total = idx.shape[1] + max_new_tokens
         fits = total if limit is None else min(total, limit)   # positions the cache can cover
         out = idx

@@ -64,11 +64,11 @@ def fit_window(model, ckpt, overrides, total, device):
     `extrapolates` is rebuilt with window = the training block_size, unless the user chose a
     window (--window=0: none). note: one line saying what happens past the length, or None."""
     trained = ckpt["model_args"]["block_size"]
-    limit = model.pe.max_positions
+    limit = model.max_positions
     if limit is not None and total > limit:
-        return model, (f"[{model.pe.name} knows only {limit} positions: past them, each token is predicted from "
+        return model, (f"[{model.pos_name} knows only {limit} positions: past them, each token is predicted from "
                        f"the last {limit} tokens, re-encoded at positions 0..{limit - 1} (no KV cache)]")
-    if total <= trained or model.config.window or model.pe.extrapolates:
+    if total <= trained or model.config.window or model.config.layer_windows or model.extrapolates:
         return model, None
     raw = (f"[going past the training length ({trained} tokens): encodings that do not extrapolate degrade "
            f"there (README: Length extrapolation); --window={trained} keeps every distance in the trained range]")

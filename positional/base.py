@@ -56,6 +56,8 @@ the built encoding; they are class attributes except where a setting decides the
                        refuses these encodings. Derived from which hooks a class overrides;
                        a class may set it explicitly.
   supports_rope_scaling True if the frequency methods of rope_scaling/ apply (rotary encodings)
+  reads_window         True when from_config reads cfg.window and cfg.sinks (CoPE counts only
+                       visible keys): in a per-layer schedule its layers must share one window
   extrapolates         True where perplexity was measured flat from 1x to 16x the training
                        length (README, "Train short, test long"); sample.py then lets the text
                        run past the training length without a window
@@ -85,6 +87,7 @@ class PositionalEncoding(nn.Module):
     needs_score_matrix = False
     supports_rope_scaling = False
     extrapolates = False
+    reads_window = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -66,6 +66,7 @@ def interpolate(table, p):
 
 class CoPE(PositionalEncoding):
     name = "cope"
+    reads_window = True   # counts only the keys inside the window
     Settings = CoPESettings
 
     def __init__(self, n_layer: int, head_dim: int, max_position: int, window: int = 0, sinks: int = 0):

@@ -295,5 +295,5 @@ def test_model_options_keep_cache_equal_to_recompute(name, option):
 
 
 def test_linear_attention_refuses_the_softmax_options():
-    with pytest.raises(ValueError, match="qk_norm and logn_scaling are options of softmax attention"):
+    with pytest.raises(ValueError, match="qk_norm, logn_scaling and ssmax are options of softmax attention"):
         tiny_gpt("rope", attention="linear", qk_norm=True)
