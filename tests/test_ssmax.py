@@ -66,3 +66,33 @@ def test_ssmax_cache_equals_recompute(name, window):
 def test_ssmax_is_an_option_of_softmax_attention():
     with pytest.raises(ValueError, match="qk_norm, logn_scaling and ssmax are options of softmax attention"):
         tiny_gpt("rope", attention="linear", ssmax=True)
+
+
+# ---- the attention-entropy picture (plots.py) ------------------------------------------------
+def test_attention_entropy_of_uniform_attention_is_log_n():
+    from plots import attention_entropy
+    model = tiny_gpt("none", n_layer=2)
+    with torch.no_grad():
+        for b in model.h:
+            b.attn.c_attn.weight[:32].zero_()                   # q = 0: every visible key weighs the same
+    h = attention_entropy(model, torch.randint(0, 40, (2, 12)))
+    torch.testing.assert_close(h, torch.log(torch.arange(1, 13, dtype=torch.float64)), rtol=1e-6, atol=1e-6)
+    windowed = tiny_gpt("none", n_layer=2, window=4)
+    with torch.no_grad():
+        for b in windowed.h:
+            b.attn.c_attn.weight[:32].zero_()
+    h = attention_entropy(windowed, torch.randint(0, 40, (2, 12)))
+    torch.testing.assert_close(h, torch.log(torch.arange(1, 13, dtype=torch.float64).clamp(max=4)), rtol=1e-6, atol=1e-6)
+
+
+def test_plots_entropy_draws_each_checkpoint_with_and_without_log_n(tiny_data, tmp_path):
+    import plots
+    from tests.conftest import TINY_ARGS
+    from tests.inproc import run_train
+    assert run_train([*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={tmp_path / 'run'}", "--max_iters=10"]) == 0
+    curves, train_len = plots.entropy_curves([str(tmp_path / "run")], 64, str(tiny_data))
+    (plain, h), (logn, h_logn) = curves.items()
+    assert train_len == 16 and logn == plain + " + log-n" and h.shape == (64,)
+    assert torch.equal(h[:16], h_logn[:16]) and (h_logn[16:] < h[16:]).all()   # sharper past L
+    plots.main([f"--entropy={tmp_path / 'run'}", "--length=64", f"--data_dir={tiny_data}", f"--out={tmp_path}"])
+    assert (tmp_path / "attention_entropy.png").stat().st_size > 0
