@@ -11,7 +11,7 @@
 Generation uses the KV cache and goes past the training block_size for every encoding:
 relative encodings keep attending with growing positions; an encoding with a position
 table (`learned`) re-encodes a sliding window of its last block_size tokens instead.
-Any model key may be overridden (rope_scaling and its knobs, window, sinks). With a
+Any model key or encoding setting may be overridden (rope_scaling and its settings, window, sinks). With a
 window the KV cache is bounded (cache.WindowKVCache): it keeps the sinks and the last
 window keys at their original positions, so memory is constant however long the text.
 =======
