@@ -1,17 +1,21 @@
-"""The attention kernels, and the one place that picks between them.
+"""The attention kernels, the plan that says which one runs, and the one function that picks it.
 
-GPT.forward builds the mask once per forward (model.attention_mask) and every layer calls
-attend(q, k, v, mask, ...). What the encoding provides decides the kernel; no encoding
-is named here:
+GPT.forward builds one AttentionPlan per forward (from the positions, the encoding's score
+bias, the window and sinks, dropout) and every layer calls attend(q, k, v, plan). The plan
+holds everything the choice depends on; choose_kernel reads it and nothing else. No
+encoding is named here:
 
-  mask is None        plain causal, queries and keys at the same positions
-                      -> SDPA with is_causal=True (the fused flash kernel on CPU and CUDA)
-  mask is bool        a window, or cached decoding (Tq != Tk)
-                      -> SDPA with the bool mask
-  mask is float       a score bias (H, Tq, Tk) with -inf where a key is hidden
-      no gradient     -> SDPA with the mask passed as (1, H, Tq, Tk)            [ALiBi; eval]
-      gradient        -> explicit_attention: one baddbmm, softmax, bmm          [T5 training]
-      CUDA, Tq == Tk  -> FlexAttention, the bias read by a score_mod             [unmeasured]
+  kernel     when                                          runs
+  causal     no bias, no window, Tq == Tk                  SDPA is_causal=True (fused flash, CPU and CUDA)
+  sdpa       no bias: a window, or Tq != Tk (cached        SDPA with the bool mask (1, 1, Tq, Tk)
+             decoding; SDPA's is_causal is upper-left)
+  sdpa       a bias (H, Tq, Tk) that needs no gradient     SDPA with the bias as (1, H, Tq, Tk)  [ALiBi; eval]
+  explicit   a bias that needs a gradient                  one baddbmm, softmax, bmm            [T5 training]
+  flex       a bias on CUDA, Tq == Tk, no dropout          FlexAttention, bias read by a
+                                                           score_mod, -inf blocks skipped       [unmeasured]
+
+Encodings that form their scores themselves (attention_logits: ReRoPE, Shaw,
+Transformer-XL) use attend_scores with the same plan's mask instead.
 
 Measured on a 2-core CPU (benchmarks/), the choices rest on two facts of PyTorch 2.13's
 CPU SDPA: a 3-D float mask (H, Tq, Tk) sends it to the unfused math kernel while the same
@@ -25,41 +29,105 @@ centre; it is not used.
 
 Tensor contract: q (B, H, Tq, D), k and v (B, H, Tk, D) -> (B, H, Tq, D).
 """
+import functools
 import math
 import warnings
+from dataclasses import dataclass, field
 
 import torch
 from torch.nn import functional as F
 
-_flex = None           # compiled FlexAttention, built on first use (CUDA)
-_block_mask = (None, None)  # (mask, its BlockMask): one per forward, shared by the layers
-_flex_failed = []           # the error, once FlexAttention has failed in this process
+
+def attention_mask(bias, q_pos, k_pos, window=0, sinks=0):
+    """What attention adds to its logits. None means 'plain causal', which lets SDPA take
+    its fast is_causal path; that is only right when queries and keys are the same
+    positions (SDPA's is_causal is upper-left aligned). Otherwise a bool mask (Tq, Tk),
+    or the bias (H, Tq, Tk) with -inf where a key is not visible."""
+    if bias is None and not window and len(q_pos) == len(k_pos):
+        return None
+    dist = q_pos[:, None] - k_pos[None, :]                   # (Tq, Tk), >= 0 for past keys
+    visible = dist >= 0
+    if window:
+        visible &= (dist < window) | (k_pos[None, :] < sinks)
+    if bias is None:
+        return visible
+    return bias.masked_fill(~visible, float("-inf"))
 
 
-def use_flex(q, k, mask, dropout=0.0):
-    """FlexAttention for a score bias on CUDA, where it has a backward pass; full-length
-    passes only (a decode step has one query: SDPA with the mask row is cheap, and a
-    compiled kernel per cache length is not)."""
-    return (q.is_cuda and mask is not None and mask.dtype != torch.bool and dropout == 0.0
-            and q.shape[2] == k.shape[2])
+class FlexState:
+    """Owned by one model: whether FlexAttention still may run (it is given up, with one
+    warning, after its first failure: an older torch, an unsupported head size)."""
+
+    def __init__(self):
+        self.error = None
+
+    def fail(self, e):
+        self.error = e
+        warnings.warn(f"FlexAttention failed ({type(e).__name__}: {e}); using SDPA for this model")
 
 
-def flex_attention(q, k, v, mask, compiled=True):
+@dataclass
+class AttentionPlan:
+    """How every layer of one forward attends (see the module docstring for the table).
+    Built once per forward by GPT.forward; only `kernel` may change, to the fallback,
+    if FlexAttention fails during the forward."""
+    q_pos: torch.Tensor                 # (Tq,) absolute positions of the queries; its device is the run's
+    k_pos: torch.Tensor                 # (Tk,) absolute positions of the keys (cached, then new)
+    bias: torch.Tensor = None           # (H, Tq, Tk) the encoding's score bias, or None
+    window: int = 0                     # > 0: a query sees keys less than `window` behind it...
+    sinks: int = 0                      # ...and the first `sinks` positions
+    dropout: float = 0.0                # attention dropout of this forward (0 when not training)
+    flex: FlexState = None              # the model's FlexAttention state; None: never FlexAttention
+    key_counts: torch.Tensor = None     # (Tq,) keys each query sees, for SSMax (temperature.py); None unless asked
+    mask: torch.Tensor = field(init=False)   # None (plain causal), (Tq, Tk) bool, or the bias with -inf
+    kernel: str = field(init=False)
+    block_mask: object = field(init=False, default=None)   # FlexAttention's BlockMask (kernel "flex")
+
+    def __post_init__(self):
+        self.mask = attention_mask(self.bias, self.q_pos, self.k_pos, self.window, self.sinks)
+        self.kernel = choose_kernel(self)
+
+    @property
+    def bias_needs_grad(self):
+        return self.bias is not None and self.bias.requires_grad and torch.is_grad_enabled()
+
+
+def choose_kernel(p: AttentionPlan) -> str:
+    """The one place a kernel is chosen, from the plan alone."""
+    if p.mask is None:
+        return "causal"
+    if p.bias is None:
+        return "sdpa"
+    if (p.flex is not None and p.flex.error is None and p.q_pos.is_cuda and p.dropout == 0.0
+            and len(p.q_pos) == len(p.k_pos)):
+        return "flex"
+    return "explicit" if p.bias_needs_grad else "sdpa"
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_flex():
+    from torch.nn.attention.flex_attention import flex_attention
+    return torch.compile(flex_attention, dynamic=False)
+
+
+def flex_block_mask(mask):
+    """FlexAttention's BlockMask of the keys `mask` (H, Tq, Tk) leaves visible in any head."""
+    from torch.nn.attention.flex_attention import create_block_mask
+    visible = ~torch.isneginf(mask.detach()).all(0)                       # (Tq, Tk)
+    Tq, Tk = visible.shape
+    return create_block_mask(lambda b, h, qi, ki: visible[qi, ki], None, None, Tq, Tk, device=mask.device)
+
+
+def flex_attention(q, k, v, mask, block_mask=None, compiled=True):
     """FlexAttention with the shared bias read by a score_mod and its -inf entries turned
     into a block mask, so hidden blocks are skipped and no (B, H, Tq, Tk) is stored; the
     bias gets its gradient through the score_mod. mask: (H, Tq, Tk) float.
     Unmeasured: no GPU was available when this was written (see benchmarks/)."""
-    global _flex, _block_mask
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention as flex
-    if _block_mask[0] is not mask:
-        visible = ~torch.isneginf(mask.detach()).all(0)                   # (Tq, Tk)
-        _block_mask = (mask, create_block_mask(lambda b, h, qi, ki: visible[qi, ki], None, None,
-                                               q.shape[2], k.shape[2], device=q.device))
-    if compiled and _flex is None:
-        _flex = torch.compile(flex, dynamic=False)
+    from torch.nn.attention.flex_attention import flex_attention as flex
+    block_mask = flex_block_mask(mask) if block_mask is None else block_mask
     bias = mask  # kept in float32: FlexAttention forms the scores in float32 whatever q's dtype
-    return (_flex if compiled else flex)(q, k, v, score_mod=lambda s, b, h, qi, ki: s + bias[h, qi, ki],
-                                         block_mask=_block_mask[1])
+    return (compiled_flex() if compiled else flex)(q, k, v, score_mod=lambda s, b, h, qi, ki: s + bias[h, qi, ki],
+                                                   block_mask=block_mask)
 
 
 def explicit_attention(q, k, v, mask, dropout=0.0, training=False):
@@ -78,32 +146,36 @@ def explicit_attention(q, k, v, mask, dropout=0.0, training=False):
     return torch.bmm(p, v.reshape(B * H, Tk, D)).view(B, H, Tq, D)
 
 
-def attend_scores(scores, v, mask, dropout=0.0, training=False):
+def attend_scores(scores, v, plan):
     """softmax(scores + mask) v for scores an encoding formed itself (attention_logits:
-    ReRoPE, Shaw, Transformer-XL). scores: (B, H, Tq, Tk), 1/sqrt(D) included; mask as in
-    attend (None: plain causal with Tq == Tk). Returns y (B, H, Tq, D) and the
-    probabilities, which attention_values may use."""
+    ReRoPE, Shaw, Transformer-XL). scores: (B, H, Tq, Tk), 1/sqrt(D) included; the mask is
+    the plan's. Returns y (B, H, Tq, D) and the probabilities, which attention_values may use."""
+    mask = plan.mask
     if mask is None:
         Tq, Tk = scores.shape[-2:]
         mask = torch.ones(Tq, Tk, dtype=torch.bool, device=scores.device).tril()
     scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
-    probs = F.dropout(torch.softmax(scores.float(), dim=-1).to(v.dtype), dropout, training)
+    probs = F.dropout(torch.softmax(scores.float(), dim=-1).to(v.dtype), plan.dropout, plan.dropout > 0)
     return probs @ v, probs
 
 
-def attend(q, k, v, mask, dropout=0.0, training=False):
-    """Attention of q over k, v under the shared mask (see the module docstring)."""
-    if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout if training else 0.0)
+def attend(q, k, v, plan):
+    """Attention of q over k, v with the kernel the plan chose (see the module docstring)."""
+    kernel, mask, dropout = plan.kernel, plan.mask, plan.dropout
+    if kernel == "causal":
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
+    if kernel == "flex":
+        try:
+            if plan.block_mask is None:  # once per forward, shared by the layers
+                plan.block_mask = flex_block_mask(mask)
+            return flex_attention(q, k, v, mask, plan.block_mask)
+        except Exception as e:  # the other kernels still work: fall back for this model
+            plan.flex.fail(e)
+            plan.kernel = choose_kernel(plan)
+            return attend(q, k, v, plan)
+    if kernel == "explicit":
+        return explicit_attention(q, k, v, mask, dropout, dropout > 0)
     if mask.dtype != torch.bool:
-        if use_flex(q, k, mask, dropout if training else 0.0) and not _flex_failed:
-            try:
-                return flex_attention(q, k, v, mask)
-            except Exception as e:  # an older torch, an unsupported head size: the paths below still work
-                _flex_failed.append(e)
-                warnings.warn(f"FlexAttention failed ({type(e).__name__}: {e}); using SDPA for this run")
-        if mask.requires_grad and torch.is_grad_enabled():
-            return explicit_attention(q, k, v, mask, dropout, training)
         mask = mask.to(q.dtype)
     mask = mask.view((1,) * (4 - mask.dim()) + tuple(mask.shape))          # (1, H or 1, Tq, Tk)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout if training else 0.0)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)

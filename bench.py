@@ -176,7 +176,7 @@ def bench_train(args, peak):
 def recompute_generate(model, idx, n, gen):
     """nanoGPT's way: the whole context (cropped to a position table) through the model
     for every new token."""
-    limit = model.pe.max_positions
+    limit = model.max_positions
     for _ in range(n):
         logits, _ = model(idx if limit is None else idx[:, -limit:])
         nxt = torch.multinomial(F.softmax(logits[:, -1, :], dim=-1), 1, generator=gen)
@@ -257,7 +257,7 @@ def bench_eval(args):
         res = {}
         for m in mults:
             T = m * args.block_size
-            if raw.pe.max_positions is not None and T > raw.pe.max_positions:
+            if raw.max_positions is not None and T > raw.max_positions:
                 res[f"{m}x"] = None  # a position table ends at block_size
                 continue
             idx = torch.randint(args.vocab_size, (args.batch_size, T), device=args.device)

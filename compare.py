@@ -13,11 +13,22 @@ support them, with each RoPE extension method of rope_scalings), cached in <run>
 Restartable: a run whose checkpoint reached max_iters and whose results.json matches the
 evaluation settings is skipped; a run with an earlier checkpoint resumes (--init_from=resume).
 Nothing here depends on which encoding is trained; compare_report.py writes the report.
+
+The papers' fine-tuning protocol (--finetune_iters=N, 0: off; --finetune_factor=s, 0: the
+rope_factor): after pretraining at L, each encoding that takes RoPE scaling is fine-tuned,
+from a copy of its checkpoint in <run>-ft-<method>, for N more iterations at length s L
+with each frequency method of rope_scalings (position interpolation: Chen et al. 2023,
+~1000 steps; YaRN: Peng et al. 2023, 400) and, as PI's control, with none ("direct"), at
+a constant learning rate of min_lr and the same tokens per iteration (batch_size / s).
+Every fine-tuned model is evaluated with its own scaling; the report shows its row,
+"<enc>+<method> ft", next to the row of the same method without fine-tuning. Restartable
+like the runs: a fine-tune short of its iterations resumes, a finished one is skipped.
 """
 import ast
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -33,7 +44,8 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 # compare.py's own keys and their defaults; every other key is a training key (config.Config)
 DEFAULTS = dict(encodings="all", only="", seeds=1, out_root="out-compare", report_dir="",
                 eval_lengths=[256, 512, 1024], eval_tokens=8192, eval_mode="nonoverlap", eval_device="auto",
-                eval_dtype="auto", rope_scalings=[], rope_factor=0.0, plots=True)
+                eval_dtype="auto", rope_scalings=[], rope_factor=0.0, plots=True, finetune_iters=0,
+                finetune_factor=0.0)
 PER_RUN = ("pos_encoding", "out_dir", "init_from", "wandb_run_name")   # set by compare.py for each run
 # training keys a finished run may differ in and still count (they do not change what is trained)
 NOT_COMPARED = {"max_iters", "lr_decay_iters", "eval_interval", "log_interval", "eval_iters", "device", "dtype",
@@ -77,6 +89,10 @@ def check(settings, train_keys):
     settings["seed_list"] = [cfg.seed + i for i in range(settings["seeds"])]
     settings["report_dir"] = settings["report_dir"] or os.path.join(settings["out_root"], "report")
     settings["rope_factor"] = settings["rope_factor"] or max(lengths) / cfg.block_size
+    settings["finetune_factor"] = settings["finetune_factor"] or settings["rope_factor"]
+    if settings["finetune_iters"] < 0 or settings["finetune_factor"] * cfg.block_size < 1:
+        raise ConfigError(f"need --finetune_iters >= 0 (0: off) and --finetune_factor > 0; got "
+                          f"{settings['finetune_iters']}, {settings['finetune_factor']}")
     settings["wandb_group"] = cfg.wandb_group or f"compare-{os.path.basename(os.path.normpath(settings['out_root']))}"
     return settings, train_keys, cfg
 
@@ -130,21 +146,23 @@ def train_run(cmd, log_path, tag):
             raise RuntimeError(f"train.py exited {proc.returncode}: {tail[-1] if tail else ''} (full log: {log_path})")
 
 
-def evaluate_run(run_dir, enc, settings, data_dir, ckpt):
+def evaluate_run(run_dir, enc, settings, data_dir, ckpt, label=None):
     """Rows of evaluation.evaluate_checkpoint for this run (ckpt: its loaded checkpoint), plus
     one set per RoPE extension method; each row gets `label` (encoding, or encoding+method).
+    With a label (a fine-tuned run): its own scaling only, rows labelled so.
     Cached in results.json. Returns (rows, whether they were computed now)."""
     import positional
     key = {k: settings[k] for k in ("eval_lengths", "eval_tokens", "eval_mode", "rope_factor")}
     key["iter_num"] = ckpt["iter_num"]  # a run trained further is evaluated again
-    key["rope_scalings"] = [m for m in settings["rope_scalings"] if positional.scaling_problem(enc, m) is None]
+    key["rope_scalings"] = [m for m in settings["rope_scalings"]
+                            if label is None and positional.scaling_problem(enc, m) is None]
     path = os.path.join(run_dir, "results.json")
     if os.path.exists(path):
         with open(path) as f:
             cached = json.load(f)
         if cached.get("settings") == key:
             return cached["rows"], False
-    variants = [(enc, None)] + [(f"{enc}+{m}", {"rope_scaling": m, "rope_factor": key["rope_factor"]})
+    variants = [(label or enc, None)] + [(f"{enc}+{m}", {"rope_scaling": m, "rope_factor": key["rope_factor"]})
                                 for m in key["rope_scalings"]]
     rows, device = [], pick_device(settings["eval_device"])
     dtype = pick_dtype(settings["eval_dtype"], device.split(":")[0])
@@ -158,6 +176,49 @@ def evaluate_run(run_dir, enc, settings, data_dir, ckpt):
         json.dump({"settings": key, "rows": rows}, f, indent=1, default=float)
     os.replace(tmp, path)
     return rows, True
+
+
+# ---- fine-tuning at the longer length ------------------------------------------------
+def finetune_methods(enc, settings):
+    """The fine-tunes of one encoding: "" (direct, no scaling) and each frequency method of
+    rope_scalings it takes; none when fine-tuning is off or the encoding takes no scaling."""
+    import positional
+    from positional import rope_scaling
+    if not settings["finetune_iters"] or positional.scaling_problem(enc, "linear") is not None:
+        return []
+    return [""] + [m for m in settings["rope_scalings"]
+                   if m in rope_scaling.METHODS and positional.scaling_problem(enc, m) is None]
+
+
+def finetune(run_dir, base_iter, enc, seed, method, settings, train_keys, cfg, tag):
+    """Fine-tune a copy of run_dir's checkpoint (at base_iter) at finetune_factor x block_size
+    with `method` ("" for none) for finetune_iters; returns (its folder, its checkpoint)."""
+    s, ft_dir = settings["finetune_factor"], f"{run_dir}-ft-{method or 'direct'}"
+    target, marker = base_iter + settings["finetune_iters"], os.path.join(ft_dir, "finetuned_from.json")
+    if not os.path.exists(marker) or json.load(open(marker)) != {"iter_num": base_iter}:
+        os.makedirs(ft_dir, exist_ok=True)   # a copy, so the pretrained run stays as it is; a stale one replaced
+        shutil.copyfile(checkpoint.path_in(run_dir), checkpoint.path_in(ft_dir))
+        with open(marker, "w") as f:
+            json.dump({"iter_num": base_iter}, f)
+    if checkpoint.load(ft_dir)["iter_num"] < target:
+        cmd = train_command(train_keys, settings, enc, seed, ft_dir, resume=True)
+        cmd += [f"--block_size={round(s * cfg.block_size)}", f"--batch_size={max(1, round(cfg.batch_size / s))}",
+                f"--max_iters={target}", "--decay_lr=False", f"--learning_rate={cfg.min_lr!r}",
+                f"--wandb_run_name={enc}-s{seed}-ft-{method or 'direct'}"]
+        cmd += [f"--rope_scaling={method}", f"--rope_factor={s!r}"] if method else []
+        print(f"{tag} fine-tuning {method or 'direct'} at {round(s * cfg.block_size)} to iter {target}", flush=True)
+        train_run(cmd, os.path.join(ft_dir, "train.out"), f"{tag} ft {method or 'direct'}")
+    return ft_dir, checkpoint.load(ft_dir)
+
+
+def finetune_rows(run_dir, base_iter, enc, seed, settings, train_keys, cfg, tag, rows):
+    """rows plus the fine-tuned runs' rows, each "<enc>+<method> ft" next to "<enc>+<method>"."""
+    methods = finetune_methods(enc, settings)
+    for m in methods:
+        ft_dir, ckpt = finetune(run_dir, base_iter, enc, seed, m, settings, train_keys, cfg, tag)
+        rows = rows + evaluate_run(ft_dir, enc, settings, cfg.data_dir, ckpt, label=f"{enc}+{m or 'direct'} ft")[0]
+    order = [enc, f"{enc}+direct ft"] + [x for m in methods[1:] for x in (f"{enc}+{m}", f"{enc}+{m} ft")]
+    return sorted(rows, key=lambda r: order.index(r["label"]) if r["label"] in order else len(order))
 
 
 def log_eval_to_wandb(ckpt_cfg, rows, enc, seed, settings):
@@ -213,6 +274,7 @@ def main(argv):
                 print(f"{tag} already trained ({done[run_dir]} iters): training skipped", flush=True)
             ckpt = checkpoint.load(run_dir)  # loaded once, for the evaluation and wandb
             rows, fresh = evaluate_run(run_dir, enc, settings, cfg.data_dir, ckpt)
+            rows = finetune_rows(run_dir, ckpt["iter_num"], enc, seed, settings, train_keys, cfg, tag, rows)
             print(f"{tag} " + ("evaluated" if fresh else "evaluation cached: skipped") + ": " + ", ".join(
                 f"ppl@{r['length']} {r['ppl']:.2f}" for r in rows if r["label"] == enc), flush=True)
             if cfg.wandb_log and fresh:

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import position_sampling
 import positional
-from model import GPTConfig, build_encoding
+from model import GPTConfig
+from schedule import build_layers
 
 
 class ConfigError(ValueError):
@@ -132,7 +133,7 @@ def as_bool(what, value):
 def check_model(cfg: GPTConfig):
     """Raise a one-line ConfigError if the model config cannot be built."""
     try:
-        build_encoding(cfg)
+        build_layers(cfg)
     except ValueError as e:
         raise ConfigError(str(e)) from None
 
@@ -193,7 +194,7 @@ def load_config(argv, cls=Config) -> Config:
             values[key] = coerce(key, value)
     fields, settings = split_settings(values)
     cfg = cls(**fields)
-    cfg.pos_settings = resolve_settings(cfg.pos_encoding, cfg.rope_scaling, settings)
+    cfg.pos_settings = resolve_settings(cfg.pos_encoding, cfg.rope_scaling, settings, layer_encodings=cfg.layer_encodings)
     return cfg.validate()
 
 
@@ -208,15 +209,16 @@ def split_settings(values: dict):
             values["rope_scaling"], extra = hf.from_hf(values["rope_scaling"])
         except ValueError as e:
             raise ConfigError(str(e)) from None
+        extra = {k: coerce(k, v) for k, v in extra.items()}     # JSON's 32 -> 32.0; "yes" for a bool refused
         values = {**extra, **{k: v for k, v in values.items() if k not in extra}}
     fields = {k: v for k, v in values.items() if k in FIELDS and k not in SETTINGS}
     settings = {k: v for k, v in values.items() if k in SETTINGS}
     return fields, settings
 
 
-def resolve_settings(pos_encoding, rope_scaling, given, inherited=None):
+def resolve_settings(pos_encoding, rope_scaling, given, inherited=None, layer_encodings=""):
     try:
-        return positional.resolve(pos_encoding, rope_scaling, given, inherited)
+        return positional.resolve(pos_encoding, rope_scaling, given, inherited, layer_encodings)
     except ValueError as e:
         raise ConfigError(str(e)) from None
 
@@ -225,20 +227,35 @@ def describe(cfg) -> str:
     return "\n".join(f"  {k} = {v!r}" for k, v in dataclasses.asdict(cfg).items())
 
 
+def _older_values(args):
+    """Settings added after a checkpoint was written take the value that checkpoint was made
+    with (a settings class's older_values, e.g. NTK-by-parts' turns ramp), not today's default."""
+    _, classes = positional.settings_classes(args["pos_encoding"], args.get("rope_scaling", ""),
+                                             args.get("layer_encodings", ""))
+    return {k: v for c in classes for k, v in getattr(c, "older_values", {}).items()}
+
+
 def upgrade_model_args(model_args: dict) -> dict:
     """A checkpoint's model_args in today's form. Checkpoints written before the encodings
     owned their settings kept every knob as a flat field (rope_base, t5_num_buckets, ...):
-    the ones of the chosen encoding and method become pos_settings, the rest are dropped."""
+    the ones of the chosen encoding and method become pos_settings, the rest are dropped.
+    Model keys added since a checkpoint was written take their defaults (qk_norm=False, ...)."""
+    defaults = {k: v for k, v in dataclasses.asdict(GPTConfig()).items() if k != "pos_settings"}
+    model_args = {**defaults, **model_args}
     if "pos_settings" in model_args:
-        return dict(model_args)
+        args = dict(model_args)
+        args["pos_settings"] = {**_older_values(args), **args["pos_settings"]}
+        return args
     args = {k: v for k, v in model_args.items() if k in MODEL_FIELDS}
-    flat = {k: v for k, v in model_args.items() if k in SETTINGS}
+    flat = {**_older_values(args), **{k: v for k, v in model_args.items() if k in SETTINGS}}
     if args.get("rope_scaling") in positional.LOGIT_METHODS and not flat.get("rerope_window"):
         flat["rerope_window"] = max(1, (flat.get("rope_original_max_position") or args["block_size"]) // 2)
-    _, classes = positional.settings_classes(args["pos_encoding"], args.get("rope_scaling", ""))
+    _, classes = positional.settings_classes(args["pos_encoding"], args.get("rope_scaling", ""),
+                                             args.get("layer_encodings", ""))
     in_play = {f.name for c in classes for f in dataclasses.fields(c)}
     args["pos_settings"] = positional.resolve(args["pos_encoding"], args.get("rope_scaling", ""),
-                                              {k: v for k, v in flat.items() if k in in_play})
+                                              {k: v for k, v in flat.items() if k in in_play},
+                                              layer_encodings=args.get("layer_encodings", ""))
     return args
 
 
@@ -259,12 +276,13 @@ def model_config(model_args: dict, overrides: dict = None, strict: bool = True) 
     args.update(fields)
     if not strict:
         try:
-            _, classes = positional.settings_classes(args["pos_encoding"], args["rope_scaling"])
+            _, classes = positional.settings_classes(args["pos_encoding"], args["rope_scaling"], args["layer_encodings"])
         except ValueError as e:
             raise ConfigError(str(e)) from None
         in_play = {f.name for c in classes for f in dataclasses.fields(c)}
         given = {k: v for k, v in given.items() if k in in_play}
-    args["pos_settings"] = resolve_settings(args["pos_encoding"], args["rope_scaling"], given, args["pos_settings"])
+    args["pos_settings"] = resolve_settings(args["pos_encoding"], args["rope_scaling"], given, args["pos_settings"],
+                                            args["layer_encodings"])
     cfg = GPTConfig(**args)
     check_model(cfg)
     return cfg

@@ -18,6 +18,11 @@ a comma list; "base" means none. A scaling is skipped, with a note, for the chec
 whose encoding does not take it, and refused if no checkpoint given takes it.
 Writes extrapolation.{csv,md,png} to --report_dir, and refuses to replace those of an
 earlier call unless --overwrite=True.
+
+Context use (context_use.py), for every checkpoint and method: --context_gain=True scores
+the same tokens with contexts of 1, 2, 4, 8, 16 x block_size (stride block_size // 2) and
+writes context_gain.{csv,md}; --per_position=True writes the mean loss at each position of
+sequences of 16 x block_size as per_position.{csv,png}.
 """
 import difflib
 import os
@@ -25,13 +30,14 @@ import sys
 
 import checkpoint
 import positional
-from cli import fail, parse, pick_device, pick_dtype
+from cli import autocast, fail, parse, pick_device, pick_dtype
 from config import ConfigError, coerce, is_key, model_config
 from evaluation import (MULTIPLES, TOKENS_PER_POINT, check_overrides, evaluate_checkpoint, fmt_num, log_wandb,
-                        report_paths, scored_note, table_lines, write_report)
+                        method_label, report_paths, scored_note, table_lines, validation_tokens, write_report)
 
 OPTIONS = dict(lengths=[], mode="nonoverlap", stride=0, tokens_per_point=TOKENS_PER_POINT, device="auto",
-               dtype="auto", data_dir="", split="val", report_dir="", overwrite=False, wandb_log=False)
+               dtype="auto", data_dir="", split="val", report_dir="", overwrite=False, wandb_log=False,
+               context_gain=False, per_position=False)
 
 
 def model_key(key, value):
@@ -48,7 +54,12 @@ def parse_args(argv):
     """-> (out_dirs, options, methods); methods: one overrides dict per --rope_scaling entry."""
     opts, overrides, out_dirs = parse(argv, OPTIONS, model_key, positionals=True, doc=__doc__)
     scalings = [""]
-    if "rope_scaling" in overrides:
+    if isinstance(overrides.get("rope_scaling"), dict):   # a Hugging Face style dict: its method and settings
+        from positional.rope_scaling.hf import from_hf
+        kind, flat = from_hf(overrides.pop("rope_scaling"))
+        overrides.update({k: coerce(k, v) for k, v in flat.items()})
+        scalings = [kind]
+    elif "rope_scaling" in overrides:
         raw = next(a for a in argv if a.startswith("--rope_scaling=")).split("=", 1)[1]
         scalings = ["" if s.strip() in ("base", "none", "") else s.strip() for s in raw.split(",")]
         for s in scalings:
@@ -63,6 +74,36 @@ def parse_args(argv):
     check_overrides(overrides)
     methods = [dict(overrides, **({"rope_scaling": s} if s else {})) for s in scalings]
     return out_dirs, opts, methods
+
+
+def context_reports(ckpts, methods, opts, device, dtype, report_dir):
+    """--context_gain / --per_position: context_use's measures for each (checkpoint, method)
+    on the split's tokens, written to report_dir. Returns the paths written."""
+    import context_use
+    gains, curves, lens = {}, {}, set()
+    for d, ckpt in ckpts.items():
+        block = ckpt["model_args"]["block_size"]
+        tokens, _ = validation_tokens(ckpt, opts["data_dir"] or None, opts["split"])
+        for overrides in methods:
+            kind = overrides.get("rope_scaling")
+            if kind and positional.scaling_problem(ckpt["model_args"]["pos_encoding"], kind) is not None:
+                continue
+            model = checkpoint.build_model(ckpt, overrides, device, strict=False)
+            label = f"{os.path.basename(os.path.normpath(d))} {method_label(model)}"
+            limit, lens = model.max_positions, lens | {block}
+            with autocast(device, dtype):
+                if opts["context_gain"]:
+                    gains[label] = context_use.context_gain(model, tokens, block, scored_tokens=opts["tokens_per_point"],
+                                                            device=device)
+                if opts["per_position"] and (limit is None or limit >= 16 * block):
+                    curves[label] = context_use.per_position_loss(model, tokens, 16 * block, device=device)[0]
+    paths = []
+    if gains:
+        paths += context_use.write_context_gain(gains, report_dir).values()
+        print("\n" + "\n".join(context_use.gain_table_lines(gains)))
+    if curves:
+        paths += context_use.write_per_position(curves, report_dir, lens.pop() if len(lens) == 1 else None).values()
+    return paths
 
 
 def main(argv):
@@ -112,6 +153,11 @@ def main(argv):
     print(f"\n({scored_note(budget, opts['split'])})\nwrote {paths['md']}, {paths['csv']}, {paths['png']}")
     if opts["wandb_log"]:
         log_wandb(rows, next(iter(ckpts.values()))["config"], report_dir, paths["png"])
+    if opts["context_gain"] or opts["per_position"]:
+        try:
+            print("wrote " + ", ".join(context_reports(ckpts, methods, opts, device, dtype, report_dir)))
+        except (ValueError, RuntimeError) as e:
+            fail(e)
     return rows
 
 

@@ -122,7 +122,7 @@ def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, o
         s = length if mode == "nonoverlap" else (stride or max(1, length // 2))
         if not 1 <= s <= length:
             raise ConfigError(f"--stride must be in [1, length]; got {s} for length {length}")
-        limit = model.pe.max_positions
+        limit = model.max_positions
         if limit is not None and length > limit:    # the table ends: report, do not fail the run
             rows.append(dict(base, length=length, tokens=0, loss=float("nan"), ppl=float("nan")))
             continue

@@ -15,9 +15,9 @@ R is whatever pe.rotate does (rope, xpos; the identity for none, learned, sinuso
 so the numerator depends on m - n only: shifting all positions changes nothing.
 S and z are prefix sums over the sequence, taken chunk by chunk (inside a chunk of 64
 tokens, a masked (64, 64) product; across chunks, the running S and z): no (T, T)
-matrix, and time and memory linear in T. With a KV cache, the sums after the last token
-are all that is kept (cache.state[layer]), so decoding costs O(1) per token whatever
-the length.
+matrix, and time and memory linear in T. With a cache, the sums after the last token
+are all that is kept (cache.LinearAttentionCache), so decoding costs O(1) time and
+memory per token whatever the length.
 
 Encodings that act on the (Tq, Tk) score matrix (score_bias, attention_logits; their
 needs_score_matrix capability) cannot work here, and GPT refuses them at construction.
@@ -67,18 +67,13 @@ class LinearSelfAttention(nn.Module):
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.resid_dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, pe, pos, k_pos, mask, cache=None):
+    def forward(self, x, pe, plan, cache=None):
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
-        state = None
-        if cache is not None and cache.length > 0:
-            length, *state = cache.state[self.layer]
-            if length != cache.length:
-                raise RuntimeError(f"linear attention state covers {length} tokens, the cache {cache.length}; "
-                                   f"call reset_cache() or setup_cache() before a new sequence")
-        y, (S, z) = causal_linear_attention(q, k, v, pe, pos, state)
+        state = cache.read(self.layer) if cache is not None else None       # (S, z) or None
+        y, (S, z) = causal_linear_attention(q, k, v, pe, plan.q_pos, state)
         if cache is not None:
-            cache.state[self.layer] = (cache.length + T, S, z)
+            cache.write(self.layer, S, z)
         y = y.transpose(1, 2).contiguous().view(B, T, C)                    # (B, T, C)
         return self.resid_dropout(self.c_proj(y))

@@ -3,23 +3,33 @@
     python plots.py --out=plots/                                   # d = 128, distances up to 1024
     python plots.py --out=plots/ --ckpt=out-t5,out-learned         # plus trained tables
     python plots.py --out=plots/ --head_dim=64 --length=4096 --bases=1e4,5e5
+    python plots.py --out=plots/ --entropy=out-rope,out-ssmax --length=1024     # attention entropy only
 
 Options (cli.py's convention): out (plots), head_dim (128), n_head (8), length (1024),
 bases (1e4,1e5,1e6), factor (4: extension factor of the RoPE angle plot), ckpt (comma-
-separated out dirs). The numbers and figures are positional/plot.py's, which receives the
+separated out dirs), entropy (comma-separated out dirs: only the attention-entropy picture,
+over `length` tokens of each one's validation data, with and without log-n scaling), data_dir.
+The numbers and figures are positional/plot.py's, which receives the
 encoding objects built or loaded here; compare_report.py draws the same set.
 """
+import contextlib
+import math
 import os
 import sys
 
+import torch
+
 import checkpoint
+import model as model_module
 import positional
 from cli import fail, parse
+from evaluation import validation_tokens
 from model import GPTConfig
 from positional.plot import (bias_by_distance, draw_bias_per_head, draw_expected_logits, draw_rope_angles,
                              draw_rope_decay, draw_similarity, position_table)
 
-OPTIONS = dict(out="plots", head_dim=128, n_head=8, length=1024, bases=[1e4, 1e5, 1e6], factor=4.0, ckpt=[])
+OPTIONS = dict(out="plots", head_dim=128, n_head=8, length=1024, bases=[1e4, 1e5, 1e6], factor=4.0, ckpt=[],
+               entropy=[], data_dir="")
 
 
 def build_untrained(name, head_dim, n_head, length):
@@ -65,6 +75,90 @@ def draw_all(out, head_dim=128, n_head=8, length=1024, bases=(1e4, 1e5, 1e6), ch
     return paths
 
 
+# ---- attention entropy against query position ------------------------------------------------
+@contextlib.contextmanager
+def attention_probe(record):
+    """While active, every softmax attention layer of a GPT calls record(probs) with its
+    attention probabilities (B, H, Tq, Tk): recomputed from the q, k and plan the kernel gets
+    (same mask, bias and scaling), or taken from the explicit-softmax path."""
+    attend, attend_scores = model_module.attend, model_module.attend_scores
+
+    def probed_attend(q, k, v, plan):
+        scores = (q @ k.transpose(-1, -2)).float() / math.sqrt(q.shape[-1])       # (B, H, Tq, Tk)
+        mask = plan.mask if plan.mask is not None else torch.ones(scores.shape[-2:], dtype=torch.bool).tril()
+        scores = scores.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else scores + mask
+        record(torch.softmax(scores, -1))
+        return attend(q, k, v, plan)
+
+    def probed_scores(logits, v, plan):
+        y, probs = attend_scores(logits, v, plan)
+        record(probs.float())
+        return y, probs
+
+    model_module.attend, model_module.attend_scores = probed_attend, probed_scores
+    try:
+        yield
+    finally:
+        model_module.attend, model_module.attend_scores = attend, attend_scores
+
+
+@torch.no_grad()
+def attention_entropy(model, idx):
+    """(T,) mean entropy (nats) of the attention distribution of each query position of idx
+    (B, T), averaged over the batch, the heads and the layers."""
+    total = torch.zeros(idx.shape[1], dtype=torch.float64)
+    layers = []
+
+    def record(p):
+        layers.append(1)
+        total.add_(-(p * torch.log(p.clamp_min(1e-30))).sum(-1).mean((0, 1)).double())   # (Tq,)
+
+    with attention_probe(record):
+        model(idx)
+    return total / max(1, len(layers))
+
+
+def entropy_curves(out_dirs, length, data_dir="", batch=4):
+    """{label: (T,) entropy}: each checkpoint as trained and, where it was trained without it,
+    with log-n scaling switched on (an evaluation-time option); and the training length."""
+    curves, train_len = {}, None
+    for d in out_dirs:
+        ckpt = checkpoint.load(d)
+        tokens, _ = validation_tokens(ckpt, data_dir or None, "val")
+        n = batch * length
+        if len(tokens) < n:
+            raise ValueError(f"{d}: the validation split has {len(tokens)} tokens, {n} needed; lower --length")
+        idx = torch.from_numpy(tokens[:n].astype("int64")).view(batch, length)
+        train_len = ckpt["model_args"]["block_size"]
+        variants = {"": {}} if ckpt["model_args"].get("logn_scaling") else {"": {}, " + log-n": {"logn_scaling": True}}
+        for suffix, overrides in variants.items():
+            model = checkpoint.build_model(ckpt, overrides)
+            if model.max_positions is not None and length > model.max_positions:
+                raise ValueError(f"{d}: the {model.pos_name} encoding knows {model.max_positions} positions; "
+                                 f"lower --length")
+            tag = " ssmax" if model.config.ssmax else ""
+            curves[f"{os.path.basename(os.path.normpath(d))} ({model.pos_name}{tag}){suffix}"] = attention_entropy(model, idx)
+    return curves, train_len
+
+
+def draw_entropy(path, curves, train_len):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for label, h in curves.items():
+        ax.plot(range(1, len(h) + 1), h.numpy(), label=label, lw=1)
+    if train_len:
+        ax.axvline(train_len, color="grey", ls="--", lw=1, label=f"training length {train_len}")
+    ax.set(xscale="log", xlabel="query position", ylabel="mean attention entropy (nats)",
+           title="Attention entropy against query position")
+    ax.legend(fontsize=8)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
 def main(argv):
     try:
         a, _, _ = parse(argv, OPTIONS, doc=__doc__)
@@ -72,7 +166,11 @@ def main(argv):
         if a["head_dim"] < 2 or a["head_dim"] % 2 or a["length"] < 2 or a["n_head"] < 1 or a["factor"] < 1:
             raise ValueError(f"need an even --head_dim >= 2, --length >= 2, --n_head >= 1 and --factor >= 1, got "
                              f"{a['head_dim']}, {a['length']}, {a['n_head']}, {a['factor']}")
-        paths = draw_all(a["out"], a["head_dim"], a["n_head"], a["length"], bases, a["ckpt"], a["factor"])
+        if a["entropy"]:
+            curves, train_len = entropy_curves(a["entropy"], a["length"], a["data_dir"])
+            paths = {"entropy": draw_entropy(os.path.join(a["out"], "attention_entropy.png"), curves, train_len)}
+        else:
+            paths = draw_all(a["out"], a["head_dim"], a["n_head"], a["length"], bases, a["ckpt"], a["factor"])
     except (ValueError, FileNotFoundError) as e:
         fail(e)
     for path in paths.values():

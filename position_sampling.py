@@ -31,8 +31,8 @@ def check(method, n, max_position, chunks=2):
     if method not in METHODS:
         return f"position_sampling must be one of {', '.join(repr(m) for m in METHODS)}, got {method!r}"
     if method and max_position < n:
-        return (f"position_sampling={method} needs position_max >= block_size ({n}), got {max_position}; "
-                f"e.g. --position_max={4 * n}")
+        return (f"position_sampling={method} needs max_position >= block_size ({n}), got {max_position}; "
+                f"e.g. --max_position={4 * n}")
     if method == "pose" and not 1 <= chunks <= n:
         return f"pose_chunks must be in [1, block_size={n}], got {chunks}"
     return None

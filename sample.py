@@ -7,6 +7,14 @@
     python sample.py --out_dir=out-alibi --window=256 --sinks=4 --max_new_tokens=100000
     python sample.py --out_dir=out-rope --max_new_tokens=2000 --window=0       # the raw model past its length
 
+<<<<<<< HEAD
+Generation uses the KV cache and goes past the training block_size for every encoding:
+relative encodings keep attending with growing positions; an encoding with a position
+table (`learned`) re-encodes a sliding window of its last block_size tokens instead.
+Any model key or encoding setting may be overridden (rope_scaling and its settings, window, sinks). With a
+window the KV cache is bounded (cache.WindowKVCache): it keeps the sinks and the last
+window keys at their original positions, so memory is constant however long the text.
+=======
 Options (cli.py's convention): out_dir, start (text, or FILE:path), num_samples, max_new_tokens,
 temperature, top_k, seed, device and dtype (auto), compile. Any model key or encoding
 setting may be overridden too (rope_scaling and its settings, window, sinks).
@@ -16,8 +24,9 @@ Past it, unless the encoding declares that it extrapolates or --window is given,
 attends to the last block_size tokens (window = block_size, said in one line), so every
 attention distance stays inside the trained range; --window=0 gives the raw behaviour.
 An encoding with a position table (`learned`) re-encodes a sliding window of its last
-block_size tokens instead. With a window the KV cache is bounded (model.WindowKVCache).
+block_size tokens instead. With a window the KV cache is bounded (cache.WindowKVCache).
 The tokenizer comes from the checkpoint, so this works from any folder.
+>>>>>>> main
 """
 import difflib
 import sys
@@ -55,11 +64,11 @@ def fit_window(model, ckpt, overrides, total, device):
     `extrapolates` is rebuilt with window = the training block_size, unless the user chose a
     window (--window=0: none). note: one line saying what happens past the length, or None."""
     trained = ckpt["model_args"]["block_size"]
-    limit = model.pe.max_positions
+    limit = model.max_positions
     if limit is not None and total > limit:
-        return model, (f"[{model.pe.name} knows only {limit} positions: past them, each token is predicted from "
+        return model, (f"[{model.pos_name} knows only {limit} positions: past them, each token is predicted from "
                        f"the last {limit} tokens, re-encoded at positions 0..{limit - 1} (no KV cache)]")
-    if total <= trained or model.config.window or model.pe.extrapolates:
+    if total <= trained or model.config.window or model.config.layer_windows or model.extrapolates:
         return model, None
     raw = (f"[going past the training length ({trained} tokens): encodings that do not extrapolate degrade "
            f"there (README: Length extrapolation); --window={trained} keeps every distance in the trained range]")

@@ -29,6 +29,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import checkpoint
+import position_sampling
 import positional
 from cli import fail, fmt_time
 from config import ConfigError, describe, load_config, upgrade_model_args
@@ -41,7 +42,8 @@ from runtime import rng_state, seed_all, set_rng_state, start_runtime, stop_runt
 from tasks import TaskData
 
 # model keys a resumed run must keep (an encoding's settings are compared when its weights do not fit)
-SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "bias", "vocab_size", "pos_encoding", "attention")
+SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "bias", "vocab_size", "pos_encoding", "attention", "qk_norm", "ssmax",
+              "layer_encodings")
 
 
 @dataclass
@@ -82,7 +84,7 @@ def load_run(cfg):
             raise checkpoint.CheckpointError(f"checkpoint {path} has no optimizer state, so it cannot be resumed "
                                              f"exactly; it can still be sampled from (sample.py)")
         for k in SHAPE_KEYS:
-            have, want = ckpt["model_args"].get(k), getattr(cfg, k)
+            have, want = upgrade_model_args(ckpt["model_args"]).get(k), getattr(cfg, k)
             if k != "vocab_size" and have != want:
                 raise ConfigError(f"checkpoint in {cfg.out_dir} has {k}={have}, config asks for {want}; "
                                   f"use the checkpoint's value or a new --out_dir")
@@ -169,7 +171,7 @@ def train(argv, cfg, ckpt, data, model, stop):
     if rt.master:
         os.makedirs(cfg.out_dir, exist_ok=True)
         print(f"config ({'resumed from ' + cfg.out_dir if ckpt else 'from scratch'}):\n{describe(cfg)}")
-        print(f"{model.pe.name}: {model.get_num_params() / 1e6:.2f}M parameters, {tokens_per_iter:,} tokens/iter, "
+        print(f"{model.pos_name}: {model.get_num_params() / 1e6:.2f}M parameters, {tokens_per_iter:,} tokens/iter, "
               f"device {rt.device}, {rt.dtype}, {rt.world} process(es)")
 
     # ---- model, optimizer, and where a resumed run stands ---------------------------------
@@ -276,8 +278,10 @@ def step(model, optimizer, data, data_gen, cfg, rt, stop):
         if rt.ddp:  # sync gradients on the last micro step only
             model.require_backward_grad_sync = micro == n - 1
         x, y = batch(data, "train", data_gen, cfg, rt)
+        pos = position_sampling.sample(cfg.position_sampling, cfg.block_size, cfg.max_position or cfg.block_size,
+                                       cfg.pose_chunks, data_gen)   # (T,) on the host, or None: contiguous
         with rt.ctx:
-            _, loss = model(x, y)
+            _, loss = model(x, y, pos)
             loss = loss / n
         rt.scaler.scale(loss).backward()
         loss_sum += loss.detach()

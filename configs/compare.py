@@ -23,11 +23,11 @@ log_interval = 25
 wandb_log = False             # True: every run (and its length evaluation) in one wandb group
 wandb_group = ""              # "": "compare-<out_root>"
 
-# ---- evaluation past the training length (evaluate.evaluate_checkpoint) ---------------
+# ---- evaluation past the training length (evaluation.evaluate_checkpoint) -------------
 eval_lengths = [64, 128, 256, 512, 1024]
 eval_tokens = 8192            # tokens scored per (run, length) point
 eval_mode = "nonoverlap"      # or "sliding" (see evaluate.py)
 # RoPE extension methods, evaluated (no retraining) on the runs of every encoding that
-# accepts it (capability accepts_rope_scaling of positional/: rope and xpos)
+# accepts it (positional.scaling_problem: the rotary encodings)
 rope_scalings = ["linear", "ntk", "yarn"]
 rope_factor = 0.0             # 0: max(eval_lengths) / block_size

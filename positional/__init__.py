@@ -16,11 +16,15 @@ import difflib
 from . import rope_scaling as scalings
 from .alibi import ALiBi
 from .base import PositionalEncoding, Settings
+from .cope import CoPE
 from .fire import FIRE
+from .fox import FoX
 from .kerple import Kerple
 from .learned import Learned
 from .nope import NoPE
+from .p_rope import PRoPE
 from .rerope import LeakyReRoPE, ReRoPE
+from .resonance import ResonanceRoPE
 from .rope import RoPE
 from .shaw import Shaw
 from .sinusoidal import Sinusoidal
@@ -40,6 +44,10 @@ REGISTRY = {
     "transformer_xl": TransformerXL,
     "kerple": Kerple,
     "fire": FIRE,
+    "p_rope": PRoPE,
+    "resonance_rope": ResonanceRoPE,
+    "fox": FoX,
+    "cope": CoPE,
 }
 # rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)
 LOGIT_METHODS = {"rerope": (ReRoPE, "rope"), "leaky_rerope": (LeakyReRoPE, "rope")}
@@ -74,14 +82,48 @@ def scaling_problem(pos_encoding, rope_scaling):
     return None
 
 
-def settings_classes(pos_encoding, rope_scaling=""):
-    """(encoding class, [settings classes in play]) for a choice; one-line SettingError if invalid."""
+def layer_pattern(layer_encodings):
+    """The names of a per-layer pattern ("rope,rope,rope,none"), in order; "" gives []."""
+    if not layer_encodings.strip():
+        return []
+    names = [n.strip() for n in layer_encodings.split(",")]
+    for n in names:
+        if n not in REGISTRY:
+            raise SettingError(f"unknown encoding {n!r} in layer_encodings={layer_encodings!r}; "
+                               f"{_suggest(n, REGISTRY)}valid: {', '.join(REGISTRY)}")
+    return names
+
+
+def encodings_in_play(pos_encoding, layer_encodings=""):
+    """The distinct encodings of a model, its main one (pos_encoding, which a pattern must use) first."""
+    names = layer_pattern(layer_encodings)
+    if names and pos_encoding not in names:
+        raise SettingError(f"layer_encodings={layer_encodings!r} does not use pos_encoding={pos_encoding!r}, "
+                           f"the model's main encoding; set --pos_encoding to one of the pattern's")
+    return list(dict.fromkeys([pos_encoding, *names]))
+
+
+def scaling_of(name, rope_scaling):
+    """The rope_scaling an encoding of a per-layer schedule takes: the model's where it applies, else none."""
+    return rope_scaling if scaling_problem(name, rope_scaling) is None else ""
+
+
+def settings_classes(pos_encoding, rope_scaling="", layer_encodings=""):
+    """(encoding class, [settings classes in play]) for a choice; one-line SettingError if invalid.
+    With a per-layer pattern, the settings of every encoding in it are in play (their union)."""
     if pos_encoding not in REGISTRY:
         raise SettingError(f"unknown pos_encoding {pos_encoding!r}; {_suggest(pos_encoding, REGISTRY)}"
                            f"valid: {', '.join(REGISTRY)}")
     problem = scaling_problem(pos_encoding, rope_scaling)
     if problem:
         raise SettingError(problem)
+    cls, classes = _classes_of(pos_encoding, rope_scaling)
+    for name in encodings_in_play(pos_encoding, layer_encodings)[1:]:
+        classes += [c for c in _classes_of(name, scaling_of(name, rope_scaling))[1] if c not in classes]
+    return cls, classes
+
+
+def _classes_of(pos_encoding, rope_scaling):
     if rope_scaling in LOGIT_METHODS:
         cls = LOGIT_METHODS[rope_scaling][0]
         return cls, [cls.Settings]
@@ -105,12 +147,12 @@ def setting_keys():
     return keys
 
 
-def resolve(pos_encoding, rope_scaling="", given=None, inherited=None):
+def resolve(pos_encoding, rope_scaling="", given=None, inherited=None, layer_encodings=""):
     """The full settings dict of a choice: each setting in play from `given` (set by the user;
     a setting of another encoding or method is refused), else `inherited` (e.g. a checkpoint's,
     when only the rope_scaling changes), else its default."""
     given, inherited = dict(given or {}), dict(inherited or {})
-    _, classes = settings_classes(pos_encoding, rope_scaling)
+    _, classes = settings_classes(pos_encoding, rope_scaling, layer_encodings)
     in_play = {k: f for c in classes for k, f in _fields(c).items()}
     for key in given:
         if key not in in_play:
@@ -159,14 +201,18 @@ def typed(settings_cls, settings, cfg):
     return s
 
 
-def build(cfg) -> PositionalEncoding:
-    """The encoding of a GPTConfig, its settings typed and checked (one-line ValueError)."""
-    cls, classes = settings_classes(cfg.pos_encoding, cfg.rope_scaling)
-    settings = resolve(cfg.pos_encoding, cfg.rope_scaling, inherited=cfg.pos_settings)
+def build(cfg, name=None) -> PositionalEncoding:
+    """The encoding of a GPTConfig (or, with a per-layer pattern, its encoding `name`, with the
+    model's rope_scaling where it applies), its settings typed and checked (one-line ValueError)."""
+    pattern = getattr(cfg, "layer_encodings", "")
+    settings = resolve(cfg.pos_encoding, cfg.rope_scaling, inherited=cfg.pos_settings, layer_encodings=pattern)
+    name = name or cfg.pos_encoding
+    rope_scaling = scaling_of(name, cfg.rope_scaling)
+    cls, classes = _classes_of(name, rope_scaling)
     s = typed(classes[0], settings, cfg)
     if len(classes) == 1:
         return cls.from_config(cfg, s)
     scaling = typed(classes[1], settings, cfg)
     if not scaling.rope_original_max_position:
         scaling = dataclasses.replace(scaling, rope_original_max_position=cfg.block_size)
-    return cls.from_config(cfg, s, (cfg.rope_scaling, scaling))
+    return cls.from_config(cfg, s, (rope_scaling, scaling))

@@ -18,6 +18,15 @@ explicit-softmax path the encoding may also add to the attention output:
   attention_values(probs, q_pos, k_pos, layer) -> (B, H, Tq, D) added to probs @ v, or None
                              (probs: (B, H, Tq, Tk) after softmax; Shaw's value term)
 
+Encodings whose position signal is computed from the content (FoX's forget gates) see
+each attention layer's input first, through one more no-op hook:
+
+  layer_input(x, pos, layer)  x: (B, T, C), the layer's normalised input; called by every
+                             softmax attention layer before attention_logits. Anything
+                             the encoding keeps across calls (FoX's running sums for
+                             cached decoding) it keys by absolute position, so it needs
+                             nothing from the KV cache.
+
 Notation (used in shape comments across the repo):
   B batch, T tokens in this call, H heads, D head dim, C model width,
   Tq = T query positions, Tk = cache length + T key positions.
@@ -47,6 +56,8 @@ the built encoding; they are class attributes except where a setting decides the
                        refuses these encodings. Derived from which hooks a class overrides;
                        a class may set it explicitly.
   supports_rope_scaling True if the frequency methods of rope_scaling/ apply (rotary encodings)
+  reads_window         True when from_config reads cfg.window and cfg.sinks (CoPE counts only
+                       visible keys): in a per-layer schedule its layers must share one window
   extrapolates         True where perplexity was measured flat from 1x to 16x the training
                        length (README, "Train short, test long"); sample.py then lets the text
                        run past the training length without a window
@@ -76,6 +87,7 @@ class PositionalEncoding(nn.Module):
     needs_score_matrix = False
     supports_rope_scaling = False
     extrapolates = False
+    reads_window = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -95,6 +107,9 @@ class PositionalEncoding(nn.Module):
 
     def embed(self, pos):
         return None
+
+    def layer_input(self, x, pos, layer):
+        pass
 
     def rotate(self, x, pos, is_key=False):
         return x

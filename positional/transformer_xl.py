@@ -13,10 +13,14 @@ concatenates them, which is the same up to a permutation of W_R's input columns)
 As in the paper's code (untied biases off by default), W_R is per layer while u and v,
 each (H, D), are shared by all layers.
 
-Never builds the (Tq, Tk, D) tensor of r_{i-j}: r is projected once per distance,
-(H, n, D) for the n positions in play, and (q + v) @ r.T, (B, H, Tq, n), is gathered at
-i - j. This is the paper's "relative shift" done as an index gather, which stays right
-with a KV cache (queries at the end of the keys) and with non-contiguous cached keys.
+Never builds the (Tq, Tk, D) tensor of r_{i-j} for a full pass: r is projected once per
+distance, (H, n, D) for the n positions in play, and (q + v) @ r.T, (B, H, Tq, n), is
+gathered at i - j. This is the paper's "relative shift" done as an index gather, which
+stays right with a KV cache (queries at the end of the keys) and with non-contiguous
+cached keys. Decoding: without autograd the projected rows are kept per layer and only
+the new distances are projected at each step; a call with fewer (query, key) pairs than
+distances in play (a windowed decode step) projects only its pairs' rows, so its cost
+and memory follow the window, not the position.
 """
 import math
 
@@ -39,6 +43,7 @@ class TransformerXL(PositionalEncoding):
         self.v = nn.Parameter(torch.randn(n_head, n_embd // n_head) * 0.02)   # (H, D) position bias
         self.register_buffer("table", sinusoidal_table(0, n_embd), persistent=False)   # (n, C) R_0 .. R_{n-1}
         self.n_positions = 0
+        self.rows = {}   # layer -> (key, r (cap, C) projected so far, how many rows are filled); no autograd
 
     @classmethod
     def from_config(cls, cfg, s):
@@ -50,11 +55,39 @@ class TransformerXL(PositionalEncoding):
             self.table = sinusoidal_table(n, self.n_embd).to(self.table.device)
         self.n_positions = n_positions     # distances i - j never reach it
 
+    def projected(self, layer, dtype):
+        """r_d = W_R R_d for d < n_positions, (n, C). With autograd, projected whole; without,
+        kept per layer, the new rows only projected, and rebuilt when W_R changes (its
+        in-place version counter: an optimizer step, load_state_dict) or moves."""
+        n, w = self.n_positions, self.w_r[layer]
+        if torch.is_grad_enabled() and self.w_r.requires_grad:
+            return self.table[:n].to(dtype) @ w.to(dtype)
+        key = (self.w_r._version, dtype, self.table.device, len(self.table))
+        old_key, r, filled = self.rows.get(layer, (None, None, 0))
+        if old_key != key:  # the table grew (geometrically): keep the rows already projected
+            fresh = torch.empty(len(self.table), self.n_embd, dtype=dtype, device=self.table.device)
+            if old_key is not None and old_key[:3] == key[:3]:
+                fresh[:filled] = r[:filled]
+            else:
+                filled = 0
+            r = fresh
+        if filled < n:
+            r[filled:n] = self.table[filled:n].to(dtype) @ w.to(dtype)              # (n - filled, C)
+            filled = n
+        self.rows[layer] = (key, r, filled)
+        return r[:n]
+
     def attention_logits(self, q, k, q_pos, k_pos, layer):
         B, H, Tq, D = q.shape
-        R = self.table[:self.n_positions].to(q.dtype)                              # (n, C)
-        r = (R @ self.w_r[layer].to(q.dtype)).view(-1, H, D).transpose(0, 1)       # (H, n, D)
+        Tk = k.shape[2]
         content = (q + self.u[:, None].to(q.dtype)) @ k.transpose(-1, -2)          # (B, H, Tq, Tk)
-        position = (q + self.v[:, None].to(q.dtype)) @ r.transpose(-1, -2)         # (B, H, Tq, n)
+        qv = q + self.v[:, None].to(q.dtype)                                        # (B, H, Tq, D)
         dist = (q_pos[:, None] - k_pos[None, :]).clamp(min=0)                      # (Tq, Tk); future keys masked later
-        return (content + position.gather(-1, dist.expand(B, H, -1, -1))) / math.sqrt(D)
+        if Tq * Tk < self.n_positions:  # fewer pairs than distances (a windowed step): project the pairs' rows
+            R = self.table[dist.reshape(-1)].to(q.dtype)                            # (Tq*Tk, C)
+            rd = (R @ self.w_r[layer].to(q.dtype)).view(Tq, Tk, H, D)               # (Tq, Tk, H, D)
+            position = torch.einsum("bhqd,qkhd->bhqk", qv, rd)                      # (B, H, Tq, Tk)
+        else:
+            r = self.projected(layer, q.dtype).view(-1, H, D).transpose(0, 1)      # (H, n, D)
+            position = (qv @ r.transpose(-1, -2)).gather(-1, dist.expand(B, H, -1, -1))   # (B, H, Tq, n) -> (B, H, Tq, Tk)
+        return (content + position) / math.sqrt(D)

@@ -42,8 +42,8 @@ def on_training_forward(monkeypatch, hook=None):
     hook(n, loss, model) -> loss is called with the 1-based count and may replace the loss or act."""
     losses, real = [], GPT.forward
 
-    def forward(self, idx, targets=None):
-        logits, loss = real(self, idx, targets)
+    def forward(self, idx, targets=None, pos=None):
+        logits, loss = real(self, idx, targets, pos)
         if self.training and targets is not None:
             losses.append(loss.item())
             if hook is not None:

@@ -28,16 +28,24 @@ with open(os.path.join(DATA_DIR, "shakespeare_char", "meta.pkl"), "rb") as f:
     VOCAB_SIZE = pickle.load(f)["vocab_size"]
 
 
+def as_then(overrides):
+    """2cc827a's yarn and ntk_by_parts ramped by turns within L; today's default ramp is the
+    index ramp of Hugging Face and the YaRN authors (issue #11), so ask for the old one."""
+    if overrides.get("rope_scaling") in ("yarn", "ntk_by_parts"):
+        return {**overrides, "rope_ramp": "turns"}
+    return overrides
+
+
 def load(ckpt_dir, overrides):
     """The model of ckpt_dir with eval-time overrides, on CPU, in eval mode."""
     from checkpoint import load_model
-    return load_model(ckpt_dir, overrides, "cpu")[0]
+    return load_model(ckpt_dir, as_then(overrides), "cpu")[0]
 
 
 def losses(ckpt_dir, overrides, lengths):
     """{length: mean validation loss (nan where the encoding has no positions)} on DATA_DIR's val split."""
     import evaluation
-    rows = evaluation.evaluate_checkpoint(ckpt_dir, lengths=lengths, mode="nonoverlap", overrides=overrides,
+    rows = evaluation.evaluate_checkpoint(ckpt_dir, lengths=lengths, mode="nonoverlap", overrides=as_then(overrides),
                                           device="cpu", data_dir=DATA_DIR)
     return {r["length"]: r["loss"] for r in rows}
 

@@ -17,9 +17,11 @@ from tests.conftest import tiny_gpt
 ALL = list(positional.REGISTRY)
 
 
-def reference_attend(q, k, v, mask, dropout=0.0, training=False):
+def reference_attend(q, k, v, plan):
     """softmax(q k^T / sqrt(D) + mask) v, written out in float64: the plain path every
-    kernel must match. mask: None (causal, Tq == Tk), bool (Tq, Tk) or float (H, Tq, Tk)."""
+    kernel must match. plan: an AttentionPlan, or its mask: None (causal, Tq == Tk),
+    bool (Tq, Tk) or float (H, Tq, Tk)."""
+    mask = plan.mask if isinstance(plan, attention.AttentionPlan) else plan
     Tq, Tk = q.shape[2], k.shape[2]
     s = (q.double() @ k.double().transpose(-1, -2)) / math.sqrt(q.shape[-1])   # (B, H, Tq, Tk)
     if mask is None:
@@ -76,7 +78,7 @@ def test_generation_fast_path_matches_reference(name, monkeypatch):
     torch.testing.assert_close(torch.cat(fast_logits, 1), torch.cat(ref_logits, 1), rtol=1e-5, atol=1e-5)
 
 
-def test_kernel_choice_follows_the_mask(monkeypatch):
+def test_kernel_choice_follows_the_plan(monkeypatch):
     """No encoding names: plain causal -> SDPA is_causal; a fixed bias -> SDPA with a 4-D
     mask (its flash kernel on CPU); a bias that needs a gradient -> the explicit path."""
     calls = []
@@ -117,12 +119,65 @@ def test_bias_is_built_once_per_forward(name, monkeypatch):
     assert len(calls) == 3  # prefill and one decode step: once each
 
 
+def plan(T, Tk=None, bias=None, window=0, dropout=0.0, flex=True, device="cpu"):
+    """An AttentionPlan for T queries at the end of Tk keys (on `device`, without allocating there)."""
+    Tk = Tk or T
+    on = torch.empty(0, device=device)
+    q_pos, k_pos = torch.arange(Tk - T, Tk).to(on.device), torch.arange(Tk).to(on.device)
+    return attention.AttentionPlan(q_pos, k_pos, bias, window, 0, dropout, attention.FlexState() if flex else None)
+
+
+def test_choose_kernel_reads_the_plan():
+    b = torch.zeros(2, 4, 4)
+    g = torch.zeros(2, 4, 4, requires_grad=True)
+    assert [plan(4).kernel, plan(4, window=2).kernel, plan(1, 4).kernel] == ["causal", "sdpa", "sdpa"]
+    assert [plan(4, bias=b).kernel, plan(4, bias=g).kernel] == ["sdpa", "explicit"]   # CPU: no FlexAttention
+    with torch.no_grad():
+        assert plan(4, bias=g).kernel == "sdpa"                     # no gradient wanted: SDPA takes the bias
+    assert plan(4, bias=b).mask.dim() == 3 and plan(4, window=2).mask.dtype == torch.bool and plan(4).mask is None
+
+
 def test_flex_attention_is_chosen_for_biases_on_cuda_only():
-    q = torch.zeros(1, 2, 4, 8)
-    bias = torch.zeros(2, 4, 4)
-    assert not attention.use_flex(q, q, bias)            # CPU: no FlexAttention backward
-    assert not attention.use_flex(q, q, None)
-    assert not attention.use_flex(q, q, torch.ones(4, 4, dtype=torch.bool))
+    """Full-length passes with a bias, no dropout, while the model's FlexAttention has not
+    failed (positions that say they are on CUDA stand in for a GPU: the choice reads only
+    is_cuda and the lengths)."""
+    b = torch.zeros(2, 4, 4)
+    assert plan(4, bias=b).kernel == "sdpa"                          # CPU: no FlexAttention backward
+    for kw, want in [({}, "flex"), ({"dropout": 0.1}, "sdpa"), ({"flex": False}, "sdpa"), ({"bias": None}, "causal")]:
+        p = plan(4, **{"bias": b, **kw})
+        p.q_pos = FakeCuda(p.q_pos)
+        assert attention.choose_kernel(p) == want, kw
+    p = plan(1, 4, bias=torch.zeros(2, 1, 4))                        # a decode step: SDPA with the bias row
+    p.q_pos = FakeCuda(p.q_pos)
+    assert attention.choose_kernel(p) == "sdpa"
+
+
+class FakeCuda:
+    """Positions that say they are on CUDA (the choice reads only is_cuda and the length)."""
+    is_cuda = True
+
+    def __init__(self, t):
+        self.t = t
+
+    def __len__(self):
+        return len(self.t)
+
+
+def test_a_failing_flex_attention_falls_back_once_for_the_model(monkeypatch):
+    calls = []
+
+    def broken(*a, **kw):
+        calls.append(1)
+        raise RuntimeError("no kernel")
+    monkeypatch.setattr(attention, "flex_attention", broken)
+    q, k, v = (torch.randn(1, 2, 4, 8) for _ in range(3))
+    p = plan(4, bias=torch.zeros(2, 4, 4))
+    p.kernel = "flex"                                            # as chosen on CUDA
+    with pytest.warns(UserWarning, match="FlexAttention failed"):
+        y = attention.attend(q, k, v, p)
+    torch.testing.assert_close(y, reference_attend(q, k, v, p), rtol=1e-5, atol=1e-5)
+    assert p.kernel == "sdpa" and isinstance(p.flex.error, RuntimeError) and calls == [1]
+    assert attention.choose_kernel(p) == "sdpa"                  # the model's later forwards skip it
 
 
 @pytest.mark.parametrize("name", ["alibi", "t5"])
@@ -130,7 +185,7 @@ def test_flex_attention_score_mod_matches_reference(name):
     """The CUDA path's score_mod and block mask, run by FlexAttention's eager CPU version."""
     pe = tiny_gpt(name, n_head=2, n_embd=32).pe
     pos = torch.arange(40)
-    mask = model_mod.attention_mask(pe.score_bias(pos, pos), pos, pos, window=9, sinks=2)   # (H, T, T)
+    mask = attention.attention_mask(pe.score_bias(pos, pos), pos, pos, window=9, sinks=2)   # (H, T, T)
     q, k, v = (torch.randn(1, 2, 40, 16) * 2 for _ in range(3))
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "flex_attention called without torch.compile()"
@@ -143,11 +198,13 @@ def test_explicit_attention_matches_reference_with_long_alibi_bias():
     pe = tiny_gpt("alibi", n_head=4).pe
     T = 1024
     pos = torch.arange(T)
-    mask = model_mod.attention_mask(pe.score_bias(pos, pos), pos, pos)     # (H, T, T)
+    mask = attention.attention_mask(pe.score_bias(pos, pos), pos, pos)     # (H, T, T)
     q, k, v = (torch.randn(1, 4, T, 8) for _ in range(3))
     want = reference_attend(q, k, v, mask)
     torch.testing.assert_close(attention.explicit_attention(q, k, v, mask), want, rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(attention.attend(q, k, v, mask), want, rtol=1e-4, atol=1e-5)
+    p = attention.AttentionPlan(pos, pos, pe.score_bias(pos, pos))
+    assert p.kernel == "sdpa"
+    torch.testing.assert_close(attention.attend(q, k, v, p), want, rtol=1e-4, atol=1e-5)
 
 
 def test_compiled_model_matches_eager():

@@ -52,7 +52,7 @@ def test_same_seed_same_positions():
 
 @pytest.mark.parametrize("args, message", [
     (("random", 16, 64), "position_sampling must be one of '', 'randomized', 'pose'"),
-    (("randomized", 16, 8), "needs position_max >= block_size (16), got 8"),
+    (("randomized", 16, 8), "needs max_position >= block_size (16), got 8"),
     (("pose", 16, 64, 0), "pose_chunks must be in [1, block_size=16], got 0"),
 ])
 def test_bad_settings_are_one_line(args, message):

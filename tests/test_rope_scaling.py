@@ -53,24 +53,30 @@ def test_dynamic_follows_the_length_past_the_original():
     assert scale == 1.0
 
 
-# turns 8, 4, 2, 1 against alpha = 1, beta = 4: gamma = 1, 1, 1/3, 0; s = 2
+# The paper's ramp (rope_ramp="turns"): turns 8, 4, 2, 1 against alpha = 1, beta = 4:
+# gamma = 1, 1, 1/3, 0; s = 2
 BY_PARTS = torch.tensor([1.0, 0.5, (2 / 3) * 0.25 / 2 + (1 / 3) * 0.25, 0.125 / 2], dtype=torch.float64)
+# The default index ramp (HF, the YaRN authors' code): d(beta) = D ln(L/(2 pi beta)) / (2 ln b)
+# = log2(8 / beta) here, so d(4) = 1, d(1) = 3; ramp (j - 1)/2 = 0, 0, 1/2, 1; gamma = 1 - ramp
+BY_INDEX = torch.tensor([1.0, 0.5, 0.5 * 0.25 / 2 + 0.5 * 0.25, 0.125 / 2], dtype=torch.float64)
 
 
-def test_ntk_by_parts_blends_by_turns():
-    got, scale = inv("ntk_by_parts", factor=2.0, original_max_position=L_TURNS, beta_fast=4.0, beta_slow=1.0)
-    torch.testing.assert_close(got, BY_PARTS)
+@pytest.mark.parametrize("ramp, want", [("index", BY_INDEX), ("turns", BY_PARTS)])
+def test_ntk_by_parts_blends(ramp, want):
+    got, scale = inv("ntk_by_parts", factor=2.0, original_max_position=L_TURNS, beta_fast=4.0, beta_slow=1.0, ramp=ramp)
+    torch.testing.assert_close(got, want)
     assert scale == 1.0
 
 
-def test_yarn_is_by_parts_plus_temperature():
-    got, scale = inv("yarn", factor=2.0, original_max_position=L_TURNS, beta_fast=4.0, beta_slow=1.0)
-    torch.testing.assert_close(got, BY_PARTS)
+@pytest.mark.parametrize("ramp, want", [("index", BY_INDEX), ("turns", BY_PARTS)])
+def test_yarn_is_by_parts_plus_temperature(ramp, want):
+    got, scale = inv("yarn", factor=2.0, original_max_position=L_TURNS, beta_fast=4.0, beta_slow=1.0, ramp=ramp)
+    torch.testing.assert_close(got, want)
     assert scale == pytest.approx(0.1 * math.log(2) + 1)
 
 
 def test_llama3_by_wavelength():
-    # wavelengths 2pi, 4pi, 8pi, 16pi against L/high = 4pi and L/low = 16pi: the same blend here
+    # wavelengths 2pi, 4pi, 8pi, 16pi against L/high = 4pi and L/low = 16pi: the turns blend of NTK-by-parts
     got, scale = inv("llama3", factor=2.0, original_max_position=L_TURNS, low_freq_factor=1.0, high_freq_factor=4.0)
     torch.testing.assert_close(got, BY_PARTS)
     got, _ = inv("llama3", factor=8.0, original_max_position=L_TURNS / 4, low_freq_factor=1.0, high_freq_factor=4.0)

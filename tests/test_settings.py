@@ -43,7 +43,9 @@ def test_settings_of_another_encoding_are_one_line(argv, message):
 def test_settings_are_gathered_with_defaults_and_saved_as_a_dict():
     cfg = load_config(["configs/xpos.py", "--rope_base=500000", "--rope_scaling=yarn", "--rope_factor=4"])
     assert cfg.pos_settings == dict(rope_base=500000.0, rotary_fraction=1.0, xpos_scale_base=512.0, rope_factor=4.0,
-                                    rope_original_max_position=0, rope_beta_fast=32.0, rope_beta_slow=1.0)
+                                    rope_original_max_position=0, rope_beta_fast=32.0, rope_beta_slow=1.0,
+                                    rope_ramp="index", rope_truncate=True, rope_attention_factor=0.0,
+                                    rope_mscale=0.0, rope_mscale_all_dim=0.0)
     pe = GPT(GPTConfig(**cfg.model_args())).pe
     assert pe.base == 500000.0 and pe.kind == "yarn" and pe.scaling.rope_original_max_position == cfg.block_size
 

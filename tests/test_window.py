@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from model import WindowKVCache
+from cache import WindowKVCache
 from evaluation import check_overrides
 from config import ConfigError
 from tests.conftest import tiny_gpt

@@ -1,33 +1,75 @@
-"""Hugging Face style rope_scaling dicts, as found in a model's config.json:
+"""Hugging Face style scaling dicts -> our method name and flat setting keys.
 
-    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256, "beta_fast": 32}
+A model's config.json carries its RoPE scaling as a dict (`rope_scaling` in transformers
+v4, `rope_parameters` in v5), e.g.
 
-from_hf turns one into our method name and flat settings, so settings can be copied from
-a released model's config (older configs say "type" instead of "rope_type").
+    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256,
+     "beta_fast": 32, "beta_slow": 1, "attention_factor": null}
+
+from_hf turns it into ("yarn", {"rope_factor": 4.0, "rope_original_max_position": 256,
+"rope_beta_fast": 32, "rope_beta_slow": 1}), so settings can be copied from a model card.
+Rules, as transformers reads them:
+  - the method is "rope_type", or the older "type" ("default" means no scaling: "");
+  - a key whose value is None is absent (HF writes null for "use the default");
+  - "rope_theta" and "partial_rotary_factor" (v5 puts them in the same dict) map to
+    the RoPE keys rope_base and rotary_fraction.
+Differences: the factor is always the dict's "factor" (transformers v4 replaced it by
+max_position_embeddings / original_max_position_embeddings when both were known; this
+dict alone does not know the first); a missing original_max_position_embeddings leaves
+rope_original_max_position at 0, i.e. the model's block_size, where HF takes the
+config's max_position_embeddings. "ntk" and "ntk_by_parts" are not HF types; they are
+accepted with the same key names for our methods of those names.
 """
-KEYS = {                       # Hugging Face key -> our flat setting
+
+KEYS = {  # HF key -> our flat key
     "factor": "rope_factor",
     "original_max_position_embeddings": "rope_original_max_position",
     "beta_fast": "rope_beta_fast",
     "beta_slow": "rope_beta_slow",
+    "truncate": "rope_truncate",
+    "attention_factor": "rope_attention_factor",
+    "mscale": "rope_mscale",
+    "mscale_all_dim": "rope_mscale_all_dim",
     "low_freq_factor": "rope_low_freq_factor",
     "high_freq_factor": "rope_high_freq_factor",
+    "rope_theta": "rope_base",
+    "partial_rotary_factor": "rotary_fraction",
 }
-TYPES = {"default": "", "linear": "linear", "dynamic": "dynamic", "yarn": "yarn", "llama3": "llama3",
-         "ntk": "ntk", "ntk_by_parts": "ntk_by_parts"}
+COMMON = ("rope_theta", "partial_rotary_factor")
+_BY_PARTS = ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "truncate")
+TYPES = {  # rope_type -> (our method, the HF keys it takes besides COMMON)
+    "default": ("", ()),
+    "linear": ("linear", ("factor",)),
+    "dynamic": ("dynamic", ("factor", "original_max_position_embeddings")),
+    "yarn": ("yarn", _BY_PARTS + ("attention_factor", "mscale", "mscale_all_dim")),
+    "llama3": ("llama3", ("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor")),
+    "ntk": ("ntk", ("factor",)),
+    "ntk_by_parts": ("ntk_by_parts", _BY_PARTS),
+}
 
 
-def from_hf(d: dict):
-    """(method name, {flat setting: value}) of a Hugging Face rope_scaling dict."""
-    kind = d.get("rope_type", d.get("type"))
+def from_hf(d):
+    """(method_name, {flat_key: value}) for an HF-style rope_scaling dict; ValueError (one
+    line) for an unknown type or key."""
+    if not isinstance(d, dict):
+        raise ValueError(f"a rope_scaling dict is expected, got {d!r}")
+    kind, old = d.get("rope_type"), d.get("type")
+    if kind is not None and old is not None and kind != old:
+        raise ValueError(f"rope_scaling dict has rope_type={kind!r} and type={old!r}; keep one")
+    kind = kind if kind is not None else old
+    if kind is None:
+        raise ValueError(f"rope_scaling dict needs a 'rope_type' (or 'type'): one of {', '.join(TYPES)}")
     if kind not in TYPES:
-        raise ValueError(f"rope_scaling dict has rope_type {kind!r}; supported: {', '.join(TYPES)}")
-    settings = {}
+        raise ValueError(f"unsupported rope_type {kind!r} in the rope_scaling dict; valid: {', '.join(TYPES)}")
+    method, takes = TYPES[kind]
+    flat = {}
     for key, value in d.items():
-        if key in ("rope_type", "type"):
+        if key in ("rope_type", "type") or value is None:
             continue
-        if key not in KEYS:
-            raise ValueError(f"rope_scaling dict key {key!r} is not supported; supported: {', '.join(KEYS)}")
-        settings[KEYS[key]] = float(value) if isinstance(value, int) and KEYS[key] != "rope_original_max_position" \
-            else value
-    return TYPES[kind], settings
+        if key not in takes and key not in COMMON:
+            raise ValueError(f"unknown key {key!r} for rope_type {kind!r} in the rope_scaling dict; "
+                             f"valid: {', '.join(takes + COMMON)}")
+        flat[KEYS[key]] = value
+    if method and "rope_factor" not in flat:
+        raise ValueError(f"rope_type {kind!r} needs a 'factor' in the rope_scaling dict")
+    return method, flat

@@ -1,0 +1,89 @@
+"""CoPE, contextual position encoding (Golovneva, Wang, Weston & Sukhbaatar 2024,
+"Contextual Position Encoding: Learning to Count What's Important",
+https://arxiv.org/abs/2405.18719).
+
+Positions are counted, not given: query i decides with a gate per key which keys count,
+and the position of key j is the number of counted keys from j up to i:
+
+    g_ij = sigmoid(q_i . k_j / sqrt(D))                    (0 for keys i cannot see)
+    p_ij = min(sum_{t=j..i} g_it, P)                       (fractional, in (0, P])
+    e[p] = (p - floor p) e[ceil p] + (1 - p + floor p) e[floor p]   (e: P + 1 learned vectors)
+    logit(i, j) = (q_i . k_j + q_i . e[p_ij]) / sqrt(D)
+
+q_i . e[p] is computed once for the P + 1 integer positions, (B, H, Tq, P + 1), and
+interpolated, never e[p] itself. e: (P + 1, D) per layer, shared by the heads, zeros at
+the start (so CoPE starts as NoPE), as in the paper. The gates read the same scaled
+logits as the softmax. Absolute positions play no part: only which keys are visible, so
+shifting every position changes nothing, and the cached keys give the same counts as a
+full pass. A window hides keys from the count too (their gate is 0), which keeps the
+bounded window cache equal to a windowed recompute.
+
+Cost: the logits are formed here (explicit softmax, no fused kernel), with a cumulative
+sum, two gathers and about five (B, H, Tq, Tk) tensors per layer.
+
+Settings: cope_max_position (P; 0: the training length). Counts past P share e[P].
+"""
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from .base import PositionalEncoding, Settings
+
+
+@dataclass
+class CoPESettings(Settings):
+    cope_max_position: int = field(default=0, metadata={"length": True})   # P; 0: block_size
+
+    def check(self, cfg):
+        if self.cope_max_position < 0:
+            raise ValueError(f"cope_max_position must be >= 0 (0: block_size), got {self.cope_max_position}")
+
+
+def visible_keys(q_pos, k_pos, window=0, sinks=0):
+    """(Tq, Tk) bool: the keys each query attends to (the rule of model.attention_mask)."""
+    dist = q_pos[:, None] - k_pos[None, :]
+    seen = dist >= 0
+    if window:
+        seen &= (dist < window) | (k_pos[None, :] < sinks)
+    return seen
+
+
+def cope_positions(gates, max_position):
+    """p_ij = min(sum_{t >= j} g_it, P): gates (..., Tq, Tk), zero where hidden, keys in order."""
+    return gates.flip(-1).cumsum(-1).flip(-1).clamp(max=max_position)
+
+
+def interpolate(table, p):
+    """table (..., Tq, P + 1) of q . e[n] at integers n; p (..., Tq, Tk) -> q . e[p] (..., Tq, Tk)."""
+    lo = p.detach().floor()
+    w = p - lo                                              # gradient flows through p here
+    lo = lo.long()
+    hi = (lo + 1).clamp(max=table.shape[-1] - 1)
+    return table.gather(-1, lo) * (1 - w) + table.gather(-1, hi) * w
+
+
+class CoPE(PositionalEncoding):
+    name = "cope"
+    reads_window = True   # counts only the keys inside the window
+    Settings = CoPESettings
+
+    def __init__(self, n_layer: int, head_dim: int, max_position: int, window: int = 0, sinks: int = 0):
+        super().__init__()
+        self.max_position, self.window, self.sinks = max_position, window, sinks
+        self.emb = nn.Parameter(torch.zeros(n_layer, max_position + 1, head_dim))   # e: (L, P + 1, D)
+
+    @classmethod
+    def from_config(cls, cfg, s):
+        return cls(cfg.n_layer, cfg.n_embd // cfg.n_head, s.cope_max_position or cfg.block_size,
+                   cfg.window, cfg.sinks)
+
+    def attention_logits(self, q, k, q_pos, k_pos, layer):
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        s = (q @ k.transpose(-1, -2)) * scale                                   # (B, H, Tq, Tk)
+        seen = visible_keys(q_pos, k_pos, self.window, self.sinks)              # (Tq, Tk)
+        gates = torch.sigmoid(s.float()).masked_fill(~seen, 0.0)
+        p = cope_positions(gates, float(self.max_position))                     # (B, H, Tq, Tk)
+        table = (q @ self.emb[layer].to(q.dtype).T).float()                     # (B, H, Tq, P + 1)
+        return s + interpolate(table, p) * scale

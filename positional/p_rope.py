@@ -1,0 +1,63 @@
+"""p-RoPE: RoPE with its lowest frequencies removed (Barbero et al. 2025, "Round and Round
+We Go! What makes Rotary Positional Encodings useful?", https://arxiv.org/abs/2410.06205).
+
+The frequencies are RoPE's over the *whole* head, and only the highest fraction p of them
+is kept; the others are set to zero, so their channel pairs never turn and carry no
+position (they act as NoPE channels, free to carry semantic content):
+
+    theta_i = base^(-2i / D)            if i <  round(p * D/2)
+            = 0                         otherwise,            i = 0 .. D/2 - 1
+
+p = 1 is RoPE, p = 0 is NoPE. The pairing is RoPE's half-split (channel i with i + D/2).
+
+Not GPT-NeoX's partial rotary (`rope` with rotary_fraction = p): that rotates the first
+p*D channels with frequencies recomputed over the rotated width, base^(-2i / (p D)), so
+its lowest kept frequency is base^(-1 + 2/(pD)), the same as full RoPE's lowest; p-RoPE's
+kept frequencies are full RoPE's highest ones, unchanged, and its lowest is near
+base^(-p). The two also pair different channels. tests/test_new_encodings.py shows the
+difference on numbers.
+
+A rope_scaling method changes the frequencies first; the removed ones are zeroed after
+it (and after dynamic NTK's recomputation: the zeroing is applied to the angles).
+Settings: rope_base, p_rope_fraction (p).
+"""
+from dataclasses import dataclass
+
+import torch
+
+from .base import Settings
+from .rope import RoPE
+
+
+@dataclass
+class PRoPESettings(Settings):
+    rope_base: float = 10000.0      # theta_i = base^(-2i/D)
+    p_rope_fraction: float = 0.75   # p: share of RoPE's frequencies kept (the highest ones)
+
+    def check(self, cfg):
+        head_dim = cfg.n_embd // cfg.n_head
+        if head_dim % 2:
+            raise ValueError(f"p_rope needs an even head dim, got {head_dim}; change n_embd/n_head")
+        if not 0 <= self.p_rope_fraction <= 1:
+            raise ValueError(f"p_rope_fraction must be in [0, 1] (1: RoPE, 0: NoPE), got {self.p_rope_fraction}")
+        if not self.rope_base > 1:
+            raise ValueError(f"rope_base must be > 1, got {self.rope_base}")
+
+
+class PRoPE(RoPE):
+    name = "p_rope"
+    Settings = PRoPESettings
+
+    def __init__(self, head_dim, fraction=0.75, base=10000.0, scaling=None):
+        super().__init__(head_dim, 1.0, base, scaling)
+        self.n_kept = int(round(fraction * head_dim / 2))
+        keep = (torch.arange(head_dim // 2) < self.n_kept).to(torch.float64)     # (D/2,) 1 = rotating pair
+        self.register_buffer("keep", keep, persistent=False)
+
+    @classmethod
+    def from_config(cls, cfg, s, scaling=None):
+        return cls(cfg.n_embd // cfg.n_head, s.p_rope_fraction, s.rope_base, scaling)
+
+    def angles(self, positions):
+        """(T, D/2) float64 angles m * theta_i, zero for the removed frequencies."""
+        return super().angles(positions) * self.keep

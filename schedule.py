@@ -1,0 +1,122 @@
+"""Per-layer schedules: which positional encoding and which attention window each layer has,
+built and checked in one place (GPT.__init__ and config.py both call build_layers).
+
+Two model keys, each a comma pattern repeated over the n_layer layers (and cut at n_layer,
+as Gemma 3's 5:1 pattern over 26 or 62 layers); "" gives every layer pos_encoding / window:
+
+    layer_encodings = "rope,rope,rope,none"    Llama 4 (Meta 2025, "iRoPE"): NoPE on every 4th layer
+    layer_encodings = "rope,none"              RoPE layers in a sliding window interleaved with global
+    layer_windows   = "32,0"                   NoPE layers (Yang et al. 2025, arXiv:2501.18795)
+    layer_windows   = "32,32,32,0"             Gemma-style local/global layers (Gemma 2 alternates 1:1,
+                                               Gemma 3 has 5 local to 1 global); 0 = global
+
+pos_encoding stays the model's main encoding (model.pe: its settings and rope_scaling, reports)
+and must be one of the pattern's. Each distinct encoding is built once, with the settings of all
+encodings in play (positional.resolve over the pattern) and the model's rope_scaling where it
+applies (rotary ones); layers sharing (encoding, window) share one score bias and one attention
+plan per forward. An encoding that acts on the token embeddings (learned, sinusoidal) acts before
+any layer, so it cannot be given to some layers only.
+"""
+import dataclasses
+from typing import NamedTuple
+
+import positional
+from positional.base import PositionalEncoding
+
+ATTENTIONS = ("softmax", "linear")
+
+
+class Layer(NamedTuple):
+    encoding: str   # a key of positional.REGISTRY
+    window: int     # > 0: the layer's queries see only the last `window` keys (and the sinks)
+
+
+def repeat(pattern, n_layer, key, convert):
+    """A comma pattern repeated over n_layer layers (one-line ValueError if it cannot be)."""
+    items = [p.strip() for p in pattern.split(",")]
+    if any(not p for p in items) or len(items) > n_layer:
+        raise ValueError(f"{key}={pattern!r} must be 1 to n_layer={n_layer} comma-separated entries "
+                         f"(repeated over the layers), got {len(items)}")
+    try:
+        values = [convert(p) for p in items]
+    except ValueError:
+        raise ValueError(f"{key}={pattern!r}: each entry must be a whole number of tokens >= 0 (0: global)") from None
+    return [values[i % len(values)] for i in range(n_layer)]
+
+
+def layer_schedule(cfg):
+    """[Layer] of each of cfg.n_layer layers."""
+    names = [cfg.pos_encoding] * cfg.n_layer
+    if cfg.layer_encodings.strip():
+        positional.encodings_in_play(cfg.pos_encoding, cfg.layer_encodings)   # names checked, main included
+        names = repeat(cfg.layer_encodings, cfg.n_layer, "layer_encodings", str)
+    windows = [cfg.window] * cfg.n_layer
+    if cfg.layer_windows.strip():
+        if cfg.window:
+            raise ValueError(f"window={cfg.window} and layer_windows={cfg.layer_windows!r} both set the windows; "
+                             f"give one of them (layer_windows: one per layer, 0 for global)")
+        windows = repeat(cfg.layer_windows, cfg.n_layer, "layer_windows", int)
+        if min(windows) < 0:
+            raise ValueError(f"layer_windows={cfg.layer_windows!r}: windows must be >= 0 (0: global)")
+    return [Layer(n, w) for n, w in zip(names, windows)]
+
+
+def check_shape(cfg, windows):
+    if cfg.n_head < 1 or cfg.n_embd % cfg.n_head:
+        raise ValueError(f"n_embd={cfg.n_embd} is not divisible by n_head={cfg.n_head}; "
+                         f"pick n_embd a multiple of n_head")
+    if cfg.window < 0 or cfg.sinks < 0:
+        raise ValueError(f"window and sinks must be >= 0 (0: off), got window={cfg.window}, sinks={cfg.sinks}")
+    if cfg.sinks and not any(windows):
+        raise ValueError(f"sinks={cfg.sinks} needs a window (sinks stay visible past it): add --window=W")
+    if cfg.attention not in ATTENTIONS:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}, got {cfg.attention!r}")
+
+
+def check_linear(cfg, encodings, windows):
+    """Linear attention never forms the score matrix and sums keys once: what it refuses."""
+    for pe in encodings.values():
+        if pe.needs_score_matrix:
+            ok = ", ".join(n for n, c in positional.REGISTRY.items() if not c.needs_score_matrix)
+            raise ValueError(f"the {pe.name} encoding acts on the attention score matrix, which linear attention "
+                             f"never forms; use one of {ok}, or attention=softmax")
+        if not pe.cache_rotated_keys:
+            raise ValueError(f"the {pe.name} encoding re-rotates cached keys, which linear attention's running "
+                             f"sums cannot; drop its rope_scaling or use attention=softmax")
+    if any(windows):
+        raise ValueError("linear attention has no window; set window=0 (or attention=softmax)")
+    if cfg.qk_norm or cfg.logn_scaling or cfg.ssmax:
+        raise ValueError("qk_norm, logn_scaling and ssmax are options of softmax attention; drop them "
+                         "or use attention=softmax")
+
+
+def build_layers(cfg):
+    """(schedule: [Layer] per layer, {name: encoding}, the main one first): the one place a model
+    config is validated (config.py and GPT both call it). One-line ValueError."""
+    schedule = layer_schedule(cfg)
+    windows = [layer.window for layer in schedule]
+    check_shape(cfg, windows)
+    encodings = {}
+    for name in positional.encodings_in_play(cfg.pos_encoding, cfg.layer_encodings):
+        own = {layer.window for layer in schedule if layer.encoding == name}
+        # an encoding that reads the window (CoPE) is built with its layers' window
+        one = next(iter(own)) if len(own) == 1 else 0
+        encodings[name] = positional.build(dataclasses.replace(cfg, window=one), name)
+        if encodings[name].reads_window and len(own) > 1:
+            raise ValueError(f"the {name} encoding counts positions inside its window, so its layers must "
+                             f"share one window; layer_windows gives them several")
+        embeds = type(encodings[name]).embed is not PositionalEncoding.embed
+        if embeds and any(layer.encoding != name for layer in schedule):
+            raise ValueError(f"the {name} encoding acts on the token embeddings, before any layer, so it cannot "
+                             f"be given to some layers only; use it for every layer or not at all")
+    if cfg.attention == "linear":
+        check_linear(cfg, encodings, windows)
+    return schedule, encodings
+
+
+def pattern_label(schedule):
+    """'rope/w32,none' for a schedule, one period of it where it repeats."""
+    labels = [layer.encoding + (f"/w{layer.window}" if layer.window else "") for layer in schedule]
+    for n in range(1, len(labels) + 1):
+        if all(labels[i] == labels[i % n] for i in range(len(labels))):
+            return ",".join(labels[:n])

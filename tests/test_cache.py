@@ -1,0 +1,134 @@
+"""The caches of cache.py as generation uses them: linear attention's constant-size state,
+learned's cache while the text fits its table, a cache never left behind by an exception,
+and Transformer-XL's decode step projecting only what it needs."""
+import pytest
+import torch
+
+from cache import KVCache, LinearAttentionCache
+from tests.conftest import tiny_gpt
+
+
+def buffers(cache):
+    return {n: (tuple(b.shape), b.data_ptr()) for n, b in cache.named_buffers()}
+
+
+def test_linear_attention_cache_does_not_grow_with_the_length():
+    model = tiny_gpt("rope", attention="linear")
+    short, long = buffers(model.setup_cache(2, 16)), buffers(model.setup_cache(2, 100_000))
+    assert {n: s for n, (s, _) in short.items()} == {n: s for n, (s, _) in long.items()}
+    assert set(short) == {"S", "z"} and short["S"][0] == (2, 2, 4, 8, 8)    # (L, B, H, D, D): no k/v buffers
+    seen = []
+    out = model.generate(torch.zeros(1, 3, dtype=torch.long), 60, top_k=5, generator=torch.Generator().manual_seed(0),
+                         on_token=lambda _: seen.append((type(model.kv_cache), buffers(model.kv_cache))))
+    assert out.shape == (1, 63) and len(seen) == 60
+    assert all(t is LinearAttentionCache and b == seen[0][1] for t, b in seen)   # same buffers at every step
+
+
+def test_linear_attention_cache_matches_full_forward_after_reset():
+    model = tiny_gpt("xpos", attention="linear")
+    idx = torch.randint(0, 40, (2, 20))
+    with torch.no_grad():
+        full = model(idx)[0]
+        model.setup_cache(2, 0)                               # max_len means nothing to linear attention
+        model(torch.randint(0, 40, (2, 7)))                   # another sequence, then a reset
+        model.reset_cache()
+        out = torch.cat([model(idx[:, :6])[0]] + [model(idx[:, t:t + 1])[0] for t in range(6, 20)], 1)
+    torch.testing.assert_close(out, full, rtol=1e-5, atol=1e-5)
+
+
+def greedy_recompute(model, idx, n, limit):
+    """nanoGPT's generate with top_k=1: the whole (cropped) context at every step."""
+    for _ in range(n):
+        with torch.no_grad():
+            logits = model(idx[:, -limit:])[0][:, -1]
+        idx = torch.cat([idx, logits.argmax(-1, keepdim=True)], 1)
+    return idx
+
+
+def test_learned_generation_uses_the_cache_while_the_text_fits_its_table(monkeypatch):
+    model = tiny_gpt("learned", block_size=16)
+    prompt = torch.randint(0, 40, (2, 4))
+    want = greedy_recompute(model, prompt, 30, 16)
+    lengths, forward = [], model.forward
+    monkeypatch.setattr(model, "forward", lambda idx, *a: lengths.append(idx.shape[1]) or forward(idx, *a))
+    got = model.generate(prompt, 30, top_k=1)
+    assert torch.equal(got, want) and model.kv_cache is None
+    # prefill 4, one cached token per step up to position 16, then the sliding 16-token window
+    assert lengths == [4] + [1] * 12 + [16] * 17
+
+
+def test_generation_with_a_prompt_longer_than_the_table_slides_from_the_start():
+    model = tiny_gpt("learned", block_size=16)
+    prompt = torch.randint(0, 40, (1, 20))
+    assert torch.equal(model.generate(prompt, 5, top_k=1), greedy_recompute(model, prompt, 5, 16))
+
+
+@pytest.mark.parametrize("name", ["rope", "learned"])
+def test_an_exception_inside_generate_leaves_no_cache(name):
+    model = tiny_gpt(name, block_size=16)
+    idx = torch.randint(0, 40, (1, 10))
+
+    def stop(token):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        model.generate(idx[:, :3], 8, on_token=stop)
+    assert model.kv_cache is None
+    with torch.no_grad():
+        after = model(idx)[0]                                  # a fresh sequence, not the interrupted one
+        fresh = tiny_gpt(name, block_size=16)(idx)[0]
+    torch.testing.assert_close(after, fresh, rtol=0, atol=0)
+
+
+def test_transformer_xl_decode_projects_only_the_new_distances():
+    model = tiny_gpt("transformer_xl")
+    pe = model.pe
+    idx = torch.randint(0, 40, (1, 30))
+    with torch.no_grad():
+        full = model(idx)[0]
+        pe.rows.clear()                                         # start the kept rows afresh
+        model.setup_cache(1, 30)
+        out, rows = [model(idx[:, :6])[0]], []
+        for t in range(6, 30):
+            out.append(model(idx[:, t:t + 1])[0])
+            rows.append([(r.data_ptr(), filled) for _, r, filled in pe.rows.values()])
+    torch.testing.assert_close(torch.cat(out, 1), full, rtol=1e-5, atol=1e-5)
+    assert [filled for _, filled in rows[0]] == [7, 7] and [filled for _, filled in rows[-1]] == [30, 30]
+    grown = [t for t in range(1, len(rows)) if rows[t][0][0] != rows[t - 1][0][0]]
+    assert len(grown) <= 2   # the buffer is reallocated only when the table doubles, not at each step
+
+
+def test_transformer_xl_rows_follow_a_weight_update():
+    model = tiny_gpt("transformer_xl")
+    idx = torch.randint(0, 40, (1, 12))
+    with torch.no_grad():
+        model(idx)                                              # rows projected and kept
+        model.pe.w_r.mul_(1.5)                                  # as an optimizer step would
+        got = model(idx)[0]
+        model.pe.rows.clear()
+        want = model(idx)[0]
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_transformer_xl_windowed_decode_reads_only_the_visible_distances():
+    W, S = 6, 2
+    model = tiny_gpt("transformer_xl", window=W, sinks=S)
+    idx = torch.randint(0, 40, (1, 4 * W + 5))
+    with torch.no_grad():
+        model.setup_cache(1, 0)
+        steps = [model(idx[:, :5])[0]] + [model(idx[:, t:t + 1])[0] for t in range(5, idx.shape[1])]
+        model.clear_cache()
+        model.pe.rows.clear()
+        full = model(idx)[0]
+        model.pe.rows.clear()
+        model.setup_cache(1, 0)
+        model(idx[:, :20])
+        model.pe.rows.clear()
+        model(idx[:, 20:21])                                    # 1 x (S + W) pairs < 21 distances
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-5, atol=1e-5)
+    assert model.pe.rows == {}                                  # no per-position rows kept under a window
+
+
+def test_setup_cache_picks_the_cache_from_the_attention_kind():
+    assert type(tiny_gpt("rope").setup_cache(1, 8)) is KVCache
+    assert type(tiny_gpt("rope", attention="linear").setup_cache(1, 8)) is LinearAttentionCache

@@ -1,0 +1,42 @@
+"""compare.py's fine-tuning protocol end to end on tiny data: each rotary run fine-tuned
+from a copy at s L, directly and with each frequency method, evaluated with its own
+scaling, reported next to the same method without fine-tuning; restartable."""
+import csv
+
+import torch
+
+from tests.conftest import TINY_ARGS, run_py
+
+
+def args(tiny_data, out_root, *extra):
+    tiny = [a for a in TINY_ARGS if not a.startswith(("--max_iters", "--eval_interval"))]
+    return ["compare.py", *tiny, f"--data_dir={tiny_data}", f"--out_root={out_root}", "--only=rope,alibi",
+            "--max_iters=6", "--eval_interval=6", "--eval_lengths=[16,32]", "--eval_tokens=64", "--plots=False",
+            "--rope_scalings=['linear','yarn']", "--finetune_factor=2", *extra]
+
+
+def test_finetune_protocol_end_to_end(tiny_data, tmp_path):
+    out = tmp_path / "cmp"
+    env = {"OMP_NUM_THREADS": "1"}
+    r = run_py(*args(tiny_data, out, "--finetune_iters=3"), env=env)
+    assert "fine-tuning yarn at 32 to iter 9" in r.stdout and "fine-tuning direct at 32 to iter 9" in r.stdout
+    for m, scaling in (("direct", ""), ("linear", "linear"), ("yarn", "yarn")):
+        ckpt = torch.load(out / f"rope-s1337-ft-{m}" / "ckpt.pt", weights_only=False)
+        a = ckpt["model_args"]
+        assert (ckpt["iter_num"], a["block_size"], a["rope_scaling"]) == (9, 32, scaling)
+        if scaling:  # L stays the pretraining length, s the fine-tune factor
+            assert (a["pos_settings"]["rope_original_max_position"], a["pos_settings"]["rope_factor"]) == (16, 2.0)
+        assert ckpt["config"]["learning_rate"] == ckpt["config"]["min_lr"] and ckpt["config"]["batch_size"] == 4
+    assert torch.load(out / "rope-s1337" / "ckpt.pt", weights_only=False)["iter_num"] == 6   # the original untouched
+    assert not (out / "alibi-s1337-ft-direct").exists()
+    with open(out / "report" / "eval.csv") as f:
+        labels = list(dict.fromkeys(row["label"] for row in csv.DictReader(f)))
+    assert labels == ["rope", "rope+direct ft", "rope+linear", "rope+linear ft", "rope+yarn", "rope+yarn ft", "alibi"]
+    report = (out / "report" / "report.md").read_text()
+    assert "| rope+yarn ft |" in report and "| rope+direct ft |" in report
+
+    r = run_py(*args(tiny_data, out, "--finetune_iters=3"), env=env)            # done: nothing trained again
+    assert "fine-tuning" not in r.stdout and "evaluation cached" in r.stdout
+    r = run_py(*args(tiny_data, out, "--finetune_iters=5"), env=env)            # a longer fine-tune resumes
+    assert "fine-tuning yarn at 32 to iter 11" in r.stdout
+    assert torch.load(out / "rope-s1337-ft-yarn" / "ckpt.pt", weights_only=False)["iter_num"] == 11
