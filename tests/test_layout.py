@@ -10,7 +10,7 @@ import pytest
 import positional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CLIS = {"train", "sample", "evaluate", "compare", "compare_tasks", "bench"}
+CLIS = {"train", "sample", "evaluate", "compare", "compare_tasks", "score_task", "bench"}
 MAX_LINES = 80
 
 
