@@ -4,6 +4,7 @@ length, and write one report folder (report.md, CSVs, PNGs).
     python compare.py configs/compare.py                          # every encoding of the config
     python compare.py configs/compare.py --only=rope,alibi --seeds=3
     python compare.py configs/compare.py --max_iters=200 --out_root=out-quick   # any training key
+    python compare.py configs/compare.py --jobs=2 --threads=1     # two runs side by side, one thread each
 
 Each run is `train.py` in a subprocess (this interpreter) with the shared training keys and
 its own --pos_encoding, --seed and --out_dir=<out_root>/<encoding>-s<seed>; then
@@ -32,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import checkpoint
 import compare_report
@@ -45,7 +47,7 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 DEFAULTS = dict(encodings="all", only="", seeds=1, out_root="out-compare", report_dir="",
                 eval_lengths=[256, 512, 1024], eval_tokens=8192, eval_mode="nonoverlap", eval_device="auto",
                 eval_dtype="auto", rope_scalings=[], rope_factor=0.0, plots=True, finetune_iters=0,
-                finetune_factor=0.0)
+                finetune_factor=0.0, jobs=1, threads=0)
 PER_RUN = ("pos_encoding", "out_dir", "init_from", "wandb_run_name")   # set by compare.py for each run
 # training keys a finished run may differ in and still count (they do not change what is trained)
 NOT_COMPARED = {"max_iters", "lr_decay_iters", "eval_interval", "log_interval", "eval_iters", "device", "dtype",
@@ -93,6 +95,10 @@ def check(settings, train_keys):
     if settings["finetune_iters"] < 0 or settings["finetune_factor"] * cfg.block_size < 1:
         raise ConfigError(f"need --finetune_iters >= 0 (0: off) and --finetune_factor > 0; got "
                           f"{settings['finetune_iters']}, {settings['finetune_factor']}")
+    if settings["jobs"] < 1 or settings["threads"] < 0:
+        raise ConfigError(f"need --jobs >= 1 and --threads >= 0 (0: cores / jobs); got {settings['jobs']}, "
+                          f"{settings['threads']}")
+    settings["threads"] = settings["threads"] or max(1, (os.cpu_count() or 1) // settings["jobs"])
     settings["wandb_group"] = cfg.wandb_group or f"compare-{os.path.basename(os.path.normpath(settings['out_root']))}"
     return settings, train_keys, cfg
 
@@ -130,12 +136,13 @@ def trained_iters(run_dir, train_keys, cfg):
     return ckpt["iter_num"]
 
 
-def train_run(cmd, log_path, tag):
-    """Run train.py, echoing its progress lines with `tag`; the full output goes to log_path."""
+def train_run(cmd, log_path, tag, threads=None):
+    """Run train.py (with `threads` intra-op threads), echoing its progress lines with `tag`;
+    the full output goes to log_path."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **({"OMP_NUM_THREADS": str(threads)} if threads else {}))
     with open(log_path, "a") as log:
         log.write(f"$ {shlex.join(cmd)}\n")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         tail = []
         for line in proc.stdout:
             log.write(line)
@@ -207,7 +214,7 @@ def finetune(run_dir, base_iter, enc, seed, method, settings, train_keys, cfg, t
                 f"--wandb_run_name={enc}-s{seed}-ft-{method or 'direct'}"]
         cmd += [f"--rope_scaling={method}", f"--rope_factor={s!r}"] if method else []
         print(f"{tag} fine-tuning {method or 'direct'} at {round(s * cfg.block_size)} to iter {target}", flush=True)
-        train_run(cmd, os.path.join(ft_dir, "train.out"), f"{tag} ft {method or 'direct'}")
+        train_run(cmd, os.path.join(ft_dir, "train.out"), f"{tag} ft {method or 'direct'}", settings["threads"])
     return ft_dir, checkpoint.load(ft_dir)
 
 
@@ -240,6 +247,29 @@ def log_eval_to_wandb(ckpt_cfg, rows, enc, seed, settings):
 
 
 # ---- the comparison -------------------------------------------------------------------
+def one_run(i, enc, seed, run_dir, done, settings, train_keys, cfg, n_runs):
+    """Train (or resume) one run, evaluate it and its fine-tunes; -> its result dict."""
+    tag = f"[{i + 1}/{n_runs} {enc} s{seed}]"
+    if done < cfg.max_iters:
+        cmd = train_command(train_keys, settings, enc, seed, run_dir, resume=done > 0)
+        print(f"{tag} " + (f"resuming from iter {done}" if done else "training"), flush=True)
+        os.makedirs(run_dir, exist_ok=True)
+        t0 = time.time()
+        train_run(cmd, os.path.join(run_dir, "train.out"), tag, settings["threads"])
+        print(f"{tag} trained in {fmt_time(time.time() - t0)}", flush=True)
+    else:
+        print(f"{tag} already trained ({done} iters): training skipped", flush=True)
+    ckpt = checkpoint.load(run_dir)  # loaded once, for the evaluation and wandb
+    rows, fresh = evaluate_run(run_dir, enc, settings, cfg.data_dir, ckpt)
+    rows = finetune_rows(run_dir, ckpt["iter_num"], enc, seed, settings, train_keys, cfg, tag, rows)
+    print(f"{tag} " + ("evaluated" if fresh else "evaluation cached: skipped") + ": " + ", ".join(
+        f"ppl@{r['length']} {r['ppl']:.2f}" for r in rows if r["label"] == enc), flush=True)
+    if cfg.wandb_log and fresh:
+        log_eval_to_wandb(ckpt["config"], rows, enc, seed, settings)
+    cmd = ["python"] + train_command(train_keys, settings, enc, seed, run_dir, resume=False)[1:]
+    return dict(encoding=enc, seed=seed, run_dir=run_dir, rows=rows, command=shlex.join(cmd))
+
+
 def main(argv):
     if {"-h", "--help"} & set(argv):
         print(__doc__ + "\nKeys of compare.py: " + ", ".join(DEFAULTS) + "; any other key is a training key "
@@ -252,39 +282,28 @@ def main(argv):
         done = {run_dir: trained_iters(run_dir, train_keys, cfg) for _, _, run_dir in runs}  # checked up front
     except (ValueError, FileNotFoundError) as e:
         fail(e)
+    import torch
+    torch.set_num_threads(settings["threads"])  # the in-process evaluations share the cores like the runs
     to_train = sum(done[d] < cfg.max_iters for _, _, d in runs)
     print(f"compare: {len(runs)} runs ({', '.join(settings['encodings'])} x seeds {settings['seed_list']}), "
           f"{to_train} to train, {cfg.max_iters} iters of {cfg.batch_size * cfg.block_size:,} tokens each, "
-          f"in {settings['out_root']}/", flush=True)
-    results, failed, times = [], [], []
-    for i, (enc, seed, run_dir) in enumerate(runs):
-        tag = f"[{i + 1}/{len(runs)} {enc} s{seed}]"
+          f"{settings['jobs']} side by side with {settings['threads']} thread(s) each, in {settings['out_root']}/",
+          flush=True)
+    t0, results, failed = time.time(), {}, []
+
+    def one(i):
+        enc, seed, run_dir = runs[i]
         try:
-            if done[run_dir] < cfg.max_iters:
-                cmd = train_command(train_keys, settings, enc, seed, run_dir, resume=done[run_dir] > 0)
-                print(f"{tag} " + (f"resuming from iter {done[run_dir]}" if done[run_dir] else "training"), flush=True)
-                os.makedirs(run_dir, exist_ok=True)
-                t0 = time.time()
-                train_run(cmd, os.path.join(run_dir, "train.out"), tag)
-                times.append(time.time() - t0)
-                left = sum(times) / len(times) * (to_train - len(times))
-                print(f"{tag} trained in {fmt_time(times[-1])}; {to_train - len(times)} run(s) left to train, "
-                      f"about {fmt_time(left)}", flush=True)
-            else:
-                print(f"{tag} already trained ({done[run_dir]} iters): training skipped", flush=True)
-            ckpt = checkpoint.load(run_dir)  # loaded once, for the evaluation and wandb
-            rows, fresh = evaluate_run(run_dir, enc, settings, cfg.data_dir, ckpt)
-            rows = finetune_rows(run_dir, ckpt["iter_num"], enc, seed, settings, train_keys, cfg, tag, rows)
-            print(f"{tag} " + ("evaluated" if fresh else "evaluation cached: skipped") + ": " + ", ".join(
-                f"ppl@{r['length']} {r['ppl']:.2f}" for r in rows if r["label"] == enc), flush=True)
-            if cfg.wandb_log and fresh:
-                log_eval_to_wandb(ckpt["config"], rows, enc, seed, settings)
-            cmd = ["python"] + train_command(train_keys, settings, enc, seed, run_dir, resume=False)[1:]
-            results.append(dict(encoding=enc, seed=seed, run_dir=run_dir, rows=rows, command=shlex.join(cmd)))
+            results[i] = one_run(i, enc, seed, run_dir, done[run_dir], settings, train_keys, cfg, len(runs))
         except (ValueError, RuntimeError, FileNotFoundError) as e:  # one broken run does not stop the others
-            print(f"{tag} error: {e}", file=sys.stderr, flush=True)
+            print(f"[{i + 1}/{len(runs)} {enc} s{seed}] error: {e}", file=sys.stderr, flush=True)
             failed.append((enc, seed, str(e)))
-    paths = compare_report.write(results, failed, settings, cfg, command=shlex.join(["python", "compare.py", *argv]))
+
+    with ThreadPoolExecutor(settings["jobs"]) as pool:
+        list(pool.map(one, range(len(runs))))
+    print(f"compare: {len(runs)} runs in {fmt_time(time.time() - t0)}", flush=True)
+    paths = compare_report.write([results[i] for i in sorted(results)], failed, settings, cfg,
+                                 command=shlex.join(["python", "compare.py", *argv]))
     print(f"compare: report in {paths['md']}" + (f"; {len(failed)} run(s) failed" if failed else ""), flush=True)
     if failed:
         sys.exit(1)

@@ -78,6 +78,23 @@ def test_compare_trains_reports_skips_and_resumes(tiny_data, tmp_path):
     assert len(tables) == 1 and tables[0]["eval/ppl_by_length/nrows"] == 4 * 3  # 4 labels x 3 lengths
 
 
+def test_side_by_side_runs_equal_one_after_the_other(tiny_data, tmp_path):
+    """--jobs=2 trains and evaluates the runs concurrently, one thread each; every number equals
+    the serial run's (same seeds, same single-threaded kernels), each in its own folder."""
+    evals = {}
+    for jobs in (1, 2):
+        out = tmp_path / f"jobs{jobs}"
+        r = run_py(*args(tiny_data, out, "--only=rope,alibi", "--rope_scalings=[]", f"--jobs={jobs}",
+                         "--threads=1", "--plots=False"), env={"OMP_NUM_THREADS": "1"})
+        assert f"{jobs} side by side with 1 thread(s) each" in r.stdout
+        with open(out / "report" / "eval.csv") as f:
+            evals[jobs] = sorted(tuple((k, v) for k, v in row.items() if k != "out_dir") for row in csv.DictReader(f))
+        for enc in ("rope", "alibi"):
+            ckpt = torch.load(out / f"{enc}-s1337" / "ckpt.pt", weights_only=False)
+            assert ckpt["config"]["pos_encoding"] == enc and ckpt["iter_num"] == 20
+    assert evals[1] == evals[2] and len(evals[1]) == 2 * 3  # 2 encodings x 3 lengths
+
+
 def main_error(argv, capsys):
     with pytest.raises(SystemExit) as e:
         compare.main(argv)
@@ -93,6 +110,7 @@ def main_error(argv, capsys):
     (["--plots=ture"], "compare key 'plots' wants True or False"),
     (["--eval_lengths=[0]"], "positive integer eval_lengths"),
     (["--n_layr=2"], "did you mean 'n_layer'?"),
+    (["--jobs=0"], "need --jobs >= 1"),
 ])
 def test_bad_input_one_line(extra, message, tiny_data, tmp_path, capsys):
     assert message in main_error(args(tiny_data, tmp_path / "cmp", *extra)[1:], capsys)
