@@ -24,6 +24,11 @@ a constant learning rate of min_lr and the same tokens per iteration (batch_size
 Every fine-tuned model is evaluated with its own scaling; the report shows its row,
 "<enc>+<method> ft", next to the row of the same method without fine-tuning. Restartable
 like the runs: a fine-tune short of its iterations resumes, a finished one is skipped.
+
+Context use (--context_use=True): context_use.measure's context gain and per-position loss
+for each run as trained, and for each label of context_labels (e.g. "rope+yarn",
+"rope+yarn ft"), on context_tokens targets per context and context_sequences sequences of
+16 L; cached in <run>/context.json, reported as mean ± std over seeds.
 """
 import ast
 import json
@@ -38,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 import checkpoint
 import compare_report
 import evaluation
-from cli import as_list, fail, fmt_time, pick_device, pick_dtype, typed
+from cli import as_list, autocast, fail, fmt_time, pick_device, pick_dtype, typed
 from config import FIELDS, Config, ConfigError, coerce, load_file, parse_override
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -47,7 +52,8 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 DEFAULTS = dict(encodings="all", only="", seeds=1, out_root="out-compare", report_dir="",
                 eval_lengths=[256, 512, 1024], eval_tokens=8192, eval_mode="nonoverlap", eval_device="auto",
                 eval_dtype="auto", rope_scalings=[], rope_factor=0.0, plots=True, finetune_iters=0,
-                finetune_factor=0.0, jobs=1, threads=0)
+                finetune_factor=0.0, jobs=1, threads=0, context_use=False, context_labels=[],
+                scaled_encodings=[], context_tokens=2048, context_sequences=8)
 PER_RUN = ("pos_encoding", "out_dir", "init_from", "wandb_run_name")   # set by compare.py for each run
 # training keys a finished run may differ in and still count (they do not change what is trained)
 NOT_COMPARED = {"max_iters", "lr_decay_iters", "eval_interval", "log_interval", "eval_iters", "device", "dtype",
@@ -99,8 +105,30 @@ def check(settings, train_keys):
         raise ConfigError(f"need --jobs >= 1 and --threads >= 0 (0: cores / jobs); got {settings['jobs']}, "
                           f"{settings['threads']}")
     settings["threads"] = settings["threads"] or max(1, (os.cpu_count() or 1) // settings["jobs"])
+    if any(e not in positional.REGISTRY for e in settings["scaled_encodings"]):
+        raise ConfigError(f"scaled_encodings: unknown encoding in {settings['scaled_encodings']}; valid: "
+                          f"{', '.join(positional.REGISTRY)}")
+    for label in settings["context_labels"]:
+        enc, _, method = label.partition(" ")[0].partition("+")
+        ft = label.endswith(" ft")
+        known = ((method in settings["rope_scalings"] or (ft and method == "direct")) and enc in names
+                 and (method == "direct" or takes(enc, method, settings)))
+        if not known or (ft and not settings["finetune_iters"]) or label.partition(" ")[2] not in ("", "ft"):
+            raise ConfigError(f"context_labels: {label!r} is not a label of this comparison; use '<encoding>+<method>' "
+                              f"or '<encoding>+<method> ft' (with --finetune_iters) for a compared encoding and a "
+                              f"method of rope_scalings")
+        if not settings["context_use"]:
+            raise ConfigError("context_labels needs --context_use=True")
     settings["wandb_group"] = cfg.wandb_group or f"compare-{os.path.basename(os.path.normpath(settings['out_root']))}"
     return settings, train_keys, cfg
+
+
+def takes(enc, method, settings):
+    """Whether enc's runs are evaluated (and fine-tuned) with the RoPE method: enc accepts it
+    and is one of scaled_encodings (empty: every encoding that accepts it)."""
+    import positional
+    wanted = settings["scaled_encodings"]
+    return positional.scaling_problem(enc, method) is None and (not wanted or enc in wanted)
 
 
 # ---- one run --------------------------------------------------------------------------
@@ -158,11 +186,10 @@ def evaluate_run(run_dir, enc, settings, data_dir, ckpt, label=None):
     one set per RoPE extension method; each row gets `label` (encoding, or encoding+method).
     With a label (a fine-tuned run): its own scaling only, rows labelled so.
     Cached in results.json. Returns (rows, whether they were computed now)."""
-    import positional
     key = {k: settings[k] for k in ("eval_lengths", "eval_tokens", "eval_mode", "rope_factor")}
     key["iter_num"] = ckpt["iter_num"]  # a run trained further is evaluated again
     key["rope_scalings"] = [m for m in settings["rope_scalings"]
-                            if label is None and positional.scaling_problem(enc, m) is None]
+                            if label is None and takes(enc, m, settings)]
     path = os.path.join(run_dir, "results.json")
     if os.path.exists(path):
         with open(path) as f:
@@ -189,12 +216,11 @@ def evaluate_run(run_dir, enc, settings, data_dir, ckpt, label=None):
 def finetune_methods(enc, settings):
     """The fine-tunes of one encoding: "" (direct, no scaling) and each frequency method of
     rope_scalings it takes; none when fine-tuning is off or the encoding takes no scaling."""
-    import positional
     from positional import rope_scaling
-    if not settings["finetune_iters"] or positional.scaling_problem(enc, "linear") is not None:
+    if not settings["finetune_iters"] or not takes(enc, "linear", settings):
         return []
     return [""] + [m for m in settings["rope_scalings"]
-                   if m in rope_scaling.METHODS and positional.scaling_problem(enc, m) is None]
+                   if m in rope_scaling.METHODS and takes(enc, m, settings)]
 
 
 def finetune(run_dir, base_iter, enc, seed, method, settings, train_keys, cfg, tag):
@@ -246,6 +272,59 @@ def log_eval_to_wandb(ckpt_cfg, rows, enc, seed, settings):
     run.finish()
 
 
+# ---- does the model use the longer context? ------------------------------------------
+def context_sources(enc, run_dir, settings):
+    """{label: (folder, model overrides)} measured by context_use for this run: its own label
+    when context_use is on, and each of context_labels that names one of its variants
+    ("<enc>+<method>": the run with that scaling; "<enc>+<method> ft": that fine-tune)."""
+    if not settings["context_use"]:
+        return {}
+    out = {enc: (run_dir, None)}
+    for label in settings["context_labels"]:
+        head, _, tail = label.partition(" ")
+        e, _, method = head.partition("+")
+        if e != enc or not method:
+            continue
+        out[label] = ((f"{run_dir}-ft-{method}", None) if tail == "ft" else
+                      (run_dir, {"rope_scaling": method, "rope_factor": settings["rope_factor"]}))
+    return out
+
+
+def context_run(enc, run_dir, settings, data_dir, train_len):
+    """{label: {"gain": rows, "curve": list}} of context_use.measure for each of
+    context_sources, scored on the validation tokens against contexts of train_len (the
+    pretraining length, also for a fine-tune at s L); cached in <run>/context.json."""
+    import context_use
+    sources = context_sources(enc, run_dir, settings)
+    if not sources:
+        return {}
+    key = dict(tokens=settings["context_tokens"], sequences=settings["context_sequences"],
+               rope_factor=settings["rope_factor"], labels=sorted(sources),
+               iters={label: checkpoint.load(d)["iter_num"] for label, (d, _) in sources.items()})
+    path = os.path.join(run_dir, "context.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            cached = json.load(f)
+        if cached.get("settings") == key:
+            return cached["context"]
+    device = pick_device(settings["eval_device"])
+    dtype = pick_dtype(settings["eval_dtype"], device.split(":")[0])
+    out = {}
+    for label, (folder, overrides) in sources.items():
+        ckpt = checkpoint.load(folder)
+        model = checkpoint.build_model(ckpt, overrides, device, strict=False)
+        tokens, _ = evaluation.validation_tokens(ckpt, data_dir, "val")
+        with autocast(device, dtype):
+            got = context_use.measure(model, tokens, train_len, scored_tokens=settings["context_tokens"],
+                                      sequences=settings["context_sequences"], device=device)
+        out[label] = {"gain": got["gain"], "curve": None if got["curve"] is None else got["curve"].tolist()}
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"settings": key, "context": out}, f, default=float)
+    os.replace(tmp, path)
+    return out
+
+
 # ---- the comparison -------------------------------------------------------------------
 def one_run(i, enc, seed, run_dir, done, settings, train_keys, cfg, n_runs):
     """Train (or resume) one run, evaluate it and its fine-tunes; -> its result dict."""
@@ -266,8 +345,9 @@ def one_run(i, enc, seed, run_dir, done, settings, train_keys, cfg, n_runs):
         f"ppl@{r['length']} {r['ppl']:.2f}" for r in rows if r["label"] == enc), flush=True)
     if cfg.wandb_log and fresh:
         log_eval_to_wandb(ckpt["config"], rows, enc, seed, settings)
+    context = context_run(enc, run_dir, settings, cfg.data_dir, cfg.block_size)
     cmd = ["python"] + train_command(train_keys, settings, enc, seed, run_dir, resume=False)[1:]
-    return dict(encoding=enc, seed=seed, run_dir=run_dir, rows=rows, command=shlex.join(cmd))
+    return dict(encoding=enc, seed=seed, run_dir=run_dir, rows=rows, context=context, command=shlex.join(cmd))
 
 
 def main(argv):

@@ -156,6 +156,44 @@ def plot_ppl(path, labels, by_label, lengths, train_len):
     return path
 
 
+def write_context(results, out, train_len):
+    """Context use of the runs that measured it (compare.py --context_use): context_gain.csv,
+    per_position.csv and .png (the seeds' mean curve per label) into out; returns
+    (markdown lines, {png name: path})."""
+    import context_use
+    by_label = {}
+    for r in results:
+        for label, got in (r.get("context") or {}).items():
+            by_label.setdefault(label, []).append(dict(got, seed=r["seed"]))
+    if not by_label:
+        return [], {}
+    contexts = sorted({g["context"] for runs in by_label.values() for run in runs for g in run["gain"] or []})
+    with open(os.path.join(out, "context_gain.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["label", "seed", "context", "tokens", "loss", "ppl", "gain"])
+        w.writerows([label, run["seed"], g["context"], g["tokens"], g["loss"], g["ppl"], g["gain"]]
+                    for label, runs in by_label.items() for run in runs for g in run["gain"] or [])
+    head = ["label", f"ppl, context {contexts[0]}"] + [f"gain {c}" for c in contexts[1:]]
+    lines = ["## Context use", "",
+             f"Context gain = ppl(context {contexts[0]}) / ppl(context C): the same validation targets scored with "
+             f"windows of C tokens that advance by a fixed stride, so only the context grows (context_use.py). "
+             f"Above 1: the longer context helps. Mean ± std over seeds.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, runs in by_label.items():
+        at = lambda c, k: [next((g[k] for g in run["gain"] or [] if g["context"] == c), math.nan)  # noqa: E731
+                           for run in runs]
+        lines.append("| " + " | ".join([label, fmt(at(contexts[0], "ppl"), ".3f")] +
+                                       [fmt(at(c, "gain"), ".3f") for c in contexts[1:]]) + " |")
+    curves = {label: torch.tensor([run["curve"] for run in runs if run["curve"] is not None]).mean(0)
+              for label, runs in by_label.items() if any(run["curve"] is not None for run in runs)}
+    pngs = {}
+    if curves:
+        pngs["per_position"] = context_use.write_per_position(curves, out, train_len)["png"]
+        lines += ["", "Mean loss at each position of sequences of 16 x the training length (mean over seeds; "
+                  "[per_position.csv](per_position.csv)):", "", "![per_position](per_position.png)"]
+    return lines + [""], pngs
+
+
 def write(results, failed, settings, cfg, command):
     """Write the report folder; returns {'md', 'runs_csv', 'eval_csv', 'pngs'}."""
     out = settings["report_dir"]
@@ -225,6 +263,8 @@ def write(results, failed, settings, cfg, command):
         md += ["**Failed runs** (rerun the command to retry):", ""]
         md += [f"- {e} seed {s}: {msg}" for e, s, msg in failed]
         md.append("")
+    context_md, context_pngs = write_context(results, out, cfg.block_size)
+    md += context_md
     runs_plots = ("val_loss", "ppl_vs_length")
     figure = lambda name, p: f"{CAPTIONS.get(name, name.replace('_', ' ') + '.')}\n\n![{name}]({rel(p)})\n"  # noqa
     md += ["## Plots", ""] + [figure(name, p) for name, p in pngs.items() if name in runs_plots]
@@ -235,4 +275,4 @@ def write(results, failed, settings, cfg, command):
     md_path = os.path.join(out, "report.md")
     with open(md_path, "w") as f:
         f.write("\n".join(md))
-    return dict(md=md_path, runs_csv=runs_csv, eval_csv=eval_csv, pngs=pngs)
+    return dict(md=md_path, runs_csv=runs_csv, eval_csv=eval_csv, pngs={**pngs, **context_pngs})

@@ -98,6 +98,19 @@ def per_position_loss(model, tokens, length, sequences=SEQUENCES, device="cpu", 
     return window_losses(model, tokens, ends, length, length, device, batch_tokens).mean(0), n
 
 
+def measure(model, tokens, base_len, gain=True, per_position=True, scored_tokens=SCORED_TOKENS,
+            sequences=SEQUENCES, device="cpu"):
+    """{"gain": context_gain rows or None, "curve": per_position_loss curve at 16 base_len over
+    `sequences` sequences, or None}: both measures of one model; the curve is None where the
+    encoding's positions end before 16 base_len. The caller sets autocast as it likes."""
+    limit = model.max_positions
+    rows = context_gain(model, tokens, base_len, scored_tokens=scored_tokens, device=device) if gain else None
+    fits = limit is None or limit >= 16 * base_len
+    curve = (per_position_loss(model, tokens, 16 * base_len, sequences, device)[0]
+             if per_position and fits else None)
+    return {"gain": rows, "curve": curve}
+
+
 # ---- reports -------------------------------------------------------------------------
 def gain_table_lines(rows_by_label):
     """Markdown: one line per label, ppl and gain per context. rows_by_label: {label: rows}."""

@@ -90,13 +90,14 @@ def context_reports(ckpts, methods, opts, device, dtype, report_dir):
                 continue
             model = checkpoint.build_model(ckpt, overrides, device, strict=False)
             label = f"{os.path.basename(os.path.normpath(d))} {method_label(model)}"
-            limit, lens = model.max_positions, lens | {block}
+            lens = lens | {block}
             with autocast(device, dtype):
-                if opts["context_gain"]:
-                    gains[label] = context_use.context_gain(model, tokens, block, scored_tokens=opts["tokens_per_point"],
-                                                            device=device)
-                if opts["per_position"] and (limit is None or limit >= 16 * block):
-                    curves[label] = context_use.per_position_loss(model, tokens, 16 * block, device=device)[0]
+                got = context_use.measure(model, tokens, block, opts["context_gain"], opts["per_position"],
+                                          opts["tokens_per_point"], device=device)
+            if got["gain"] is not None:
+                gains[label] = got["gain"]
+            if got["curve"] is not None:
+                curves[label] = got["curve"]
     paths = []
     if gains:
         paths += context_use.write_context_gain(gains, report_dir).values()

@@ -1,8 +1,8 @@
 # The headline comparison, `python compare.py configs/compare.py`: every encoding of the registry
 # trained on the same data, model shape, seeds, token budget and schedule at a training length of
 # L = 256 (where YaRN's thresholds mean something: RoPE's fastest pair turns L/2pi ~ 41 times in L,
-# past beta_fast = 32), then evaluated from 1x to 16x L; every RoPE extension method on the
-# encodings that take it, without fine-tuning and after the papers' short fine-tune at 4L (and the
+# past beta_fast = 32), then evaluated from 1x to 16x L; every RoPE extension method on RoPE and
+# xPos, without fine-tuning and after the papers' short fine-tune at 4L (and the
 # "direct" fine-tune without scaling, PI's control); 3 seeds. Two runs side by side with one thread
 # each on a 2-core CPU. Measured wall time: README ("Train short, test long: what we measured").
 # Any key can be changed on the command line: --only=rope,alibi --seeds=1 --finetune_iters=0.
@@ -40,3 +40,10 @@ rope_factor = 4.0             # s: the methods target 4L = 1024 tokens
 # ---- the papers' fine-tuning protocol -------------------------------------------------
 finetune_iters = 100          # PI fine-tunes ~1000 steps, YaRN 400; scaled to this model's 500-step pretraining
 finetune_factor = 4.0         # at s L = 1024 tokens, batch_size / s sequences: the same tokens per iteration
+scaled_encodings = ["rope", "xpos"]   # the encodings evaluated and fine-tuned with every method ([]: all that take them)
+
+# ---- does the model use the longer context? (context_use.py) ---------------------------
+context_use = True            # context gain and per-position loss of every run as trained, plus:
+context_labels = ["rope+ntk", "rope+yarn", "rope+leaky_rerope", "rope+direct ft", "rope+linear ft", "rope+yarn ft"]
+context_tokens = 2048         # targets scored per context length (16 windows of stride L/2)
+context_sequences = 8         # sequences of 16 L averaged by the per-position loss

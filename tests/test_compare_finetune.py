@@ -40,3 +40,33 @@ def test_finetune_protocol_end_to_end(tiny_data, tmp_path):
     r = run_py(*args(tiny_data, out, "--finetune_iters=5"), env=env)            # a longer fine-tune resumes
     assert "fine-tuning yarn at 32 to iter 11" in r.stdout
     assert torch.load(out / "rope-s1337-ft-yarn" / "ckpt.pt", weights_only=False)["iter_num"] == 11
+
+
+def test_context_use_in_the_report(tiny_data, tmp_path):
+    """--context_use measures each run as trained and each label of context_labels (cached,
+    so finished runs only add the measurement); the report shows the gains as mean ± std."""
+    import checkpoint
+    import context_use
+    out, env = tmp_path / "cmp", {"OMP_NUM_THREADS": "1"}
+    base = args(tiny_data, out, "--finetune_iters=2", "--seeds=2", "--rope_scalings=['yarn']", "--context_tokens=64")
+    run_py(*base, env=env)
+    r = run_py(*base, "--context_use=True", "--context_labels=['rope+yarn','rope+yarn ft']", env=env)
+    assert "trained in" not in r.stdout and "fine-tuning" not in r.stdout   # only the new measurement ran
+    with open(out / "report" / "context_gain.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(dict.fromkeys(row["label"] for row in rows)) == ["rope", "rope+yarn", "rope+yarn ft", "alibi"]
+    assert {row["seed"] for row in rows} == {"1337", "1338"}
+    assert [int(row["context"]) for row in rows[:5]] == [16, 32, 64, 128, 256]
+    assert all(float(row["gain"]) == 1.0 for row in rows if row["context"] == "16")
+    # the cached numbers are context_use's own, for the model as the label says
+    ckpt = checkpoint.load(str(out / "rope-s1338-ft-yarn"))
+    tokens, _ = __import__("evaluation").validation_tokens(ckpt, str(tiny_data), "val")
+    want = context_use.context_gain(checkpoint.build_model(ckpt, None, "cpu", strict=False), tokens, 16,
+                                    scored_tokens=64)
+    got = [row for row in rows if row["label"] == "rope+yarn ft" and row["seed"] == "1338"]
+    assert [round(float(g["ppl"]), 6) for g in got] == [round(w["ppl"], 6) for w in want]
+    report = (out / "report" / "report.md").read_text()
+    assert "## Context use" in report and "| rope+yarn ft | " in report and " ± " in report.split("## Context use")[1]
+    assert (out / "report" / "per_position.png").exists()
+    bad = run_py(*base, "--context_use=True", "--context_labels=['alibi+yarn']", env=env, check=False)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "context_labels" in bad.stderr
