@@ -22,7 +22,9 @@ def args(tiny_data, out_root, *extra):
     tiny = [a for a in TINY_ARGS if not a.startswith(("--max_iters", "--eval_interval"))]
     return ["compare.py", "configs/compare.py", *tiny, f"--data_dir={tiny_data}", f"--out_root={out_root}",
             "--only=rope,learned", "--max_iters=20", "--eval_interval=10", "--lr_decay_iters=0",
-            "--eval_lengths=[16,32,64]", "--eval_tokens=256", *extra]
+            "--eval_lengths=[16,32,64]", "--eval_tokens=256", "--seeds=1", "--jobs=1", "--threads=0",
+            "--rope_scalings=['linear','ntk','yarn']", "--rope_factor=0.0", "--finetune_iters=0",
+            "--context_use=False", "--context_labels=[]", "--scaled_encodings=[]", *extra]
 
 
 def test_compare_trains_reports_skips_and_resumes(tiny_data, tmp_path):
