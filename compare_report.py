@@ -156,6 +156,28 @@ def plot_ppl(path, labels, by_label, lengths, train_len):
     return path
 
 
+def finetune_lines(labels, by_label, length):
+    """Markdown: for each encoding with fine-tuned rows, ppl at `length` (the fine-tuning
+    length s L) of each method without and with fine-tuning, and of the direct fine-tune
+    (PI's control), mean ± std over seeds."""
+    at = lambda label: [s["ppl"].get(length, math.nan) for s in by_label.get(label, [])]  # noqa: E731
+    lines = []
+    for enc in [label[:-len("+direct ft")] for label in labels if label.endswith("+direct ft")]:
+        methods = [label.split("+", 1)[1][:-3] for label in labels
+                   if label.startswith(enc + "+") and label.endswith(" ft") and label != f"{enc}+direct ft"]
+        lines += [f"| {enc}: method | ppl@{length}, no fine-tune | ppl@{length}, fine-tuned | "
+                  f"direct fine-tune (no scaling) |", "|---|---|---|---|",
+                  f"| none | {fmt(at(enc), '.2f')} | — | {fmt(at(enc + '+direct ft'), '.2f')} |"]
+        lines += [f"| {m} | {fmt(at(f'{enc}+{m}'), '.2f')} | {fmt(at(f'{enc}+{m} ft'), '.2f')} | |" for m in methods]
+        lines.append("")
+    if lines:
+        lines = ["## Extension methods at the fine-tuning length", "",
+                 f"Perplexity at {length} tokens, mean ± std over seeds: each method applied to the pretrained "
+                 f"model as it is, and after the short fine-tune at {length} tokens with that method; the direct "
+                 f"fine-tune trains at {length} without any scaling (PI's control).", ""] + lines
+    return lines
+
+
 def write_context(results, out, train_len):
     """Context use of the runs that measured it (compare.py --context_use): context_gain.csv,
     per_position.csv and .png (the seeds' mean curve per label) into out; returns
@@ -263,6 +285,8 @@ def write(results, failed, settings, cfg, command):
         md += ["**Failed runs** (rerun the command to retry):", ""]
         md += [f"- {e} seed {s}: {msg}" for e, s, msg in failed]
         md.append("")
+    ft_len = round(settings.get("finetune_factor", 0) * cfg.block_size) if settings.get("finetune_iters") else 0
+    md += finetune_lines(labels, by_label, ft_len) if ft_len in lengths else []
     context_md, context_pngs = write_context(results, out, cfg.block_size)
     md += context_md
     runs_plots = ("val_loss", "ppl_vs_length")

@@ -34,6 +34,12 @@ def test_finetune_protocol_end_to_end(tiny_data, tmp_path):
     assert labels == ["rope", "rope+direct ft", "rope+linear", "rope+linear ft", "rope+yarn", "rope+yarn ft", "alibi"]
     report = (out / "report" / "report.md").read_text()
     assert "| rope+yarn ft |" in report and "| rope+direct ft |" in report
+    with open(out / "report" / "eval.csv") as f:   # the 2L summary holds the same numbers as eval.csv
+        ppl = {row["label"]: float(row["ppl"]) for row in csv.DictReader(f) if row["length"] == "32"}
+    section = report.split("## Extension methods at the fine-tuning length")[1]
+    assert f"| yarn | {ppl['rope+yarn']:.2f} | {ppl['rope+yarn ft']:.2f} | |" in section
+    assert f"| none | {ppl['rope']:.2f} | — | {ppl['rope+direct ft']:.2f} |" in section
+    assert "| alibi" not in section
 
     r = run_py(*args(tiny_data, out, "--finetune_iters=3"), env=env)            # done: nothing trained again
     assert "fine-tuning" not in r.stdout and "evaluation cached" in r.stdout
