@@ -53,7 +53,7 @@ DEFAULTS = dict(encodings="all", only="", seeds=1, out_root="out-compare", repor
                 eval_lengths=[256, 512, 1024], eval_tokens=8192, eval_mode="nonoverlap", eval_device="auto",
                 eval_dtype="auto", rope_scalings=[], rope_factor=0.0, plots=True, finetune_iters=0,
                 finetune_factor=0.0, jobs=1, threads=0, context_use=False, context_labels=[],
-                scaled_encodings=[], context_tokens=2048, context_sequences=8)
+                scaled_encodings=[], context_tokens=2048, context_sequences=8, variants={})
 PER_RUN = ("pos_encoding", "out_dir", "init_from", "wandb_run_name")   # set by compare.py for each run
 # training keys a finished run may differ in and still count (they do not change what is trained)
 NOT_COMPARED = {"max_iters", "lr_decay_iters", "eval_interval", "log_interval", "eval_iters", "device", "dtype",
@@ -83,12 +83,21 @@ def parse(argv):
 def check(settings, train_keys):
     import positional
     cfg = Config(**train_keys).validate()  # every training key checked before anything runs
-    names = list(positional.REGISTRY) if settings["encodings"] == "all" else as_list(settings["encodings"])
+    variants = settings["variants"]
+    for name, keys in variants.items():
+        if not isinstance(keys, dict) or keys.get("pos_encoding") not in positional.REGISTRY or {"+", " "} & set(name):
+            raise ConfigError(f"variants: {name!r} needs a name without '+' or spaces and a dict of training keys "
+                              f"with a pos_encoding of {', '.join(positional.REGISTRY)}, e.g. "
+                              f"{{'rope_qknorm': {{'pos_encoding': 'rope', 'qk_norm': True}}}}")
+        Config(**dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()})).validate()
+    names = list(positional.REGISTRY) + list(variants) if settings["encodings"] == "all" else as_list(
+        settings["encodings"])
     if settings["only"]:
         names = as_list(settings["only"])
-    unknown = [n for n in names if n not in positional.REGISTRY]
+    unknown = [n for n in names if n not in positional.REGISTRY and n not in variants]
     if unknown:
-        raise ConfigError(f"unknown encoding {unknown[0]!r}; valid: {', '.join(positional.REGISTRY)}")
+        raise ConfigError(f"unknown encoding {unknown[0]!r}; valid: {', '.join(positional.REGISTRY)}"
+                          + (f", and the variants {', '.join(variants)}" if variants else ""))
     lengths = settings["eval_lengths"]
     if not names or settings["seeds"] < 1 or not lengths or any(not isinstance(n, int) or n < 1 for n in lengths):
         raise ConfigError(f"need at least one encoding, --seeds >= 1 and positive integer eval_lengths; got "
@@ -105,9 +114,9 @@ def check(settings, train_keys):
         raise ConfigError(f"need --jobs >= 1 and --threads >= 0 (0: cores / jobs); got {settings['jobs']}, "
                           f"{settings['threads']}")
     settings["threads"] = settings["threads"] or max(1, (os.cpu_count() or 1) // settings["jobs"])
-    if any(e not in positional.REGISTRY for e in settings["scaled_encodings"]):
-        raise ConfigError(f"scaled_encodings: unknown encoding in {settings['scaled_encodings']}; valid: "
-                          f"{', '.join(positional.REGISTRY)}")
+    if any(e not in positional.REGISTRY and e not in variants for e in settings["scaled_encodings"]):
+        raise ConfigError(f"scaled_encodings: unknown name in {settings['scaled_encodings']}; valid: "
+                          f"{', '.join(list(positional.REGISTRY) + list(variants))}")
     for label in settings["context_labels"]:
         enc, _, method = label.partition(" ")[0].partition("+")
         ft = label.endswith(" ft")
@@ -123,12 +132,19 @@ def check(settings, train_keys):
     return settings, train_keys, cfg
 
 
-def takes(enc, method, settings):
-    """Whether enc's runs are evaluated (and fine-tuned) with the RoPE method: enc accepts it
-    and is one of scaled_encodings (empty: every encoding that accepts it)."""
+def run_keys(name, settings):
+    """The training keys that make run `name`: its encoding, or a variant's keys."""
+    return {k: coerce(k, v) for k, v in settings["variants"].get(name, {"pos_encoding": name}).items()}
+
+
+def takes(name, method, settings):
+    """Whether the runs of `name` (an encoding or a variant) are evaluated (and fine-tuned)
+    with the RoPE method: its encoding accepts it and the name is one of scaled_encodings
+    (empty: every name whose encoding accepts it)."""
     import positional
     wanted = settings["scaled_encodings"]
-    return positional.scaling_problem(enc, method) is None and (not wanted or enc in wanted)
+    enc = run_keys(name, settings)["pos_encoding"]
+    return positional.scaling_problem(enc, method) is None and (not wanted or name in wanted)
 
 
 # ---- one run --------------------------------------------------------------------------
@@ -146,7 +162,8 @@ def train_command(train_keys, settings, enc, seed, run_dir, resume):
     """train.py's argv for one run: the training keys that differ from config.Config's defaults."""
     keys = dict(train_keys, seed=seed, wandb_group=settings["wandb_group"])
     args = [as_arg(k, v) for k, v in keys.items() if v != FIELDS[k].default]
-    args += [f"--pos_encoding={enc}", f"--out_dir={run_dir}", f"--wandb_run_name={enc}-s{seed}"]
+    args += [as_arg(k, v) for k, v in run_keys(enc, settings).items()]
+    args += [f"--out_dir={run_dir}", f"--wandb_run_name={enc}-s{seed}"]
     train_py = os.path.relpath(os.path.join(ROOT, "train.py"))  # paths in the keys are relative to the cwd
     return [sys.executable, train_py, *args] + (["--init_from=resume"] if resume else [])
 
@@ -359,7 +376,8 @@ def main(argv):
         settings, train_keys, cfg = parse(argv)
         runs = [(enc, seed, os.path.join(settings["out_root"], f"{enc}-s{seed}"))
                 for enc in settings["encodings"] for seed in settings["seed_list"]]
-        done = {run_dir: trained_iters(run_dir, train_keys, cfg) for _, _, run_dir in runs}  # checked up front
+        done = {run_dir: trained_iters(run_dir, dict(train_keys, **run_keys(enc, settings)), cfg)
+                for enc, _, run_dir in runs}  # checked up front
     except (ValueError, FileNotFoundError) as e:
         fail(e)
     import torch

@@ -180,3 +180,22 @@ def test_report_of_several_seeds(tmp_path):
         assert [(r["label"], r["seed"]) for r in csv.DictReader(f)] == [("rope", "1"), ("rope", "2"),
                                                                          ("rope+yarn", "1"), ("rope+yarn", "2")]
     assert open(paths["pngs"]["ppl_vs_length"], "rb").read().startswith(PNG)
+
+
+def test_variants_train_with_their_keys_and_share_the_out_root(tiny_data, tmp_path):
+    """A variant is a name and its training keys: it trains with them, is reported under its
+    name, and a later comparison in the same out_root reuses every finished run."""
+    out, env = tmp_path / "cmp", {"OMP_NUM_THREADS": "1"}
+    variants = "--variants={'rope_qk': {'pos_encoding': 'rope', 'qk_norm': True}, 'alibi_w8': {'pos_encoding': 'alibi', 'window': 8}}"
+    run_py(*args(tiny_data, out, "--max_iters=4", "--only=rope", "--rope_scalings=[]"), env=env)
+    r = run_py(*args(tiny_data, out, "--max_iters=4", "--only=rope,rope_qk,alibi_w8", "--rope_scalings=['yarn']",
+                     "--scaled_encodings=['rope']", variants), env=env)
+    assert "[1/3 rope s1337] already trained" in r.stdout and "[2/3 rope_qk s1337] training" in r.stdout
+    for name, key, want in (("rope_qk", "qk_norm", True), ("alibi_w8", "window", 8), ("rope", "qk_norm", False)):
+        a = torch.load(out / f"{name}-s1337" / "ckpt.pt", weights_only=False)["model_args"]
+        assert a[key] == want and a["pos_encoding"] == name.split("_")[0]
+    with open(out / "report" / "eval.csv") as f:
+        labels = list(dict.fromkeys(row["label"] for row in csv.DictReader(f)))
+    assert labels == ["rope", "rope+yarn", "rope_qk", "alibi_w8"]   # yarn only where scaled_encodings says
+    bad = run_py(*args(tiny_data, out, "--only=rope_qk"), env=env, check=False)
+    assert bad.returncode == 2 and "unknown encoding 'rope_qk'" in bad.stderr and bad.stderr.count("\n") == 1

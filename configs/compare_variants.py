@@ -1,0 +1,20 @@
+# The 2024-2026 model and training options of issue #13 that are not encodings of their own,
+# compared on the headline's recipe (configs/compare.py: L = 256, 3 seeds) against the runs it
+# already trained: the same out_root, so `rope` and `none` are reused, not retrained.
+#   python compare.py configs/compare.py            # first (or together: the rope/none runs are shared)
+#   python compare.py configs/compare_variants.py
+# A variant is a name and the training keys that make it (any key of config.py).
+from configs.compare import *  # the headline recipe
+
+variants = {
+    "rope_qknorm": {"pos_encoding": "rope", "qk_norm": True},              # RMS-normalised q, k per head
+    "rope_ssmax": {"pos_encoding": "rope", "ssmax": True},                 # Scalable-Softmax (Nakanishi 2025)
+    "rope_pose": {"pos_encoding": "rope", "position_sampling": "pose", "max_position": 1024},   # PoSE, target 4L
+    "learned_randomized": {"pos_encoding": "learned", "position_sampling": "randomized", "max_position": 4096},
+    "llama4_nope": {"pos_encoding": "rope", "layer_encodings": "rope,rope,rope,none"},      # iRoPE's pattern
+    "rnope": {"pos_encoding": "rope", "layer_encodings": "rope,none", "layer_windows": "64,0"},   # Yang et al. 2025
+    "local_global": {"pos_encoding": "rope", "layer_windows": "64,64,64,0"},                # Gemma-style
+}
+only = "none,rope," + ",".join(variants)
+report_dir = "out-compare/report-variants"
+context_labels = []           # context use of each run as trained
