@@ -148,13 +148,16 @@ def explicit_attention(q, k, v, mask, dropout=0.0, training=False):
 
 def attend_scores(scores, v, plan):
     """softmax(scores + mask) v for scores an encoding formed itself (attention_logits:
-    ReRoPE, Shaw, Transformer-XL). scores: (B, H, Tq, Tk), 1/sqrt(D) included; the mask is
-    the plan's. Returns y (B, H, Tq, D) and the probabilities, which attention_values may use."""
+    ReRoPE, Shaw, Transformer-XL). scores: (B, H, Tq, Tk), 1/sqrt(D) included, a new tensor
+    that this function masks in place; the mask is the plan's. Returns y (B, H, Tq, D) and
+    the probabilities, which attention_values may use."""
     mask = plan.mask
     if mask is None:
         Tq, Tk = scores.shape[-2:]
         mask = torch.ones(Tq, Tk, dtype=torch.bool, device=scores.device).tril()
-    scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+    # In place: the scores are this layer's own new tensor, and the ops that form them (matmul,
+    # baddbmm, add, gather) do not keep their output for backward; one (B, H, Tq, Tk) copy saved.
+    scores = scores.masked_fill_(~mask, float("-inf")) if mask.dtype == torch.bool else scores.add_(mask)
     probs = F.dropout(torch.softmax(scores.float(), dim=-1).to(v.dtype), plan.dropout, plan.dropout > 0)
     return probs @ v, probs
 

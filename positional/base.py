@@ -9,7 +9,8 @@ An encoding can act in three places of a GPT, and each hook defaults to "do noth
 and one escape hatch, for encodings whose scores are not "q.k plus a fixed bias":
 
   attention_logits(q, k, q_pos, k_pos, layer) -> (B, H, Tq, Tk) pre-softmax logits
-                             (1/sqrt(D) included, mask excluded), or None for q.k
+                             (1/sqrt(D) included, mask excluded), or None for q.k; a new
+                             tensor, which attention masks in place
 
 Returning logits costs the fused SDPA kernel (an explicit softmax is used), so only
 encodings that need it (ReRoPE, content-dependent relative terms) should. On that

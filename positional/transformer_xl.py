@@ -17,7 +17,11 @@ Never builds the (Tq, Tk, D) tensor of r_{i-j} for a full pass: r is projected o
 distance, (H, n, D) for the n positions in play, and (q + v) @ r.T, (B, H, Tq, n), is
 gathered at i - j. This is the paper's "relative shift" done as an index gather, which
 stays right with a KV cache (queries at the end of the keys) and with non-contiguous
-cached keys. Decoding: without autograd the projected rows are kept per layer and only
+cached keys. Where queries and keys are the same consecutive positions (training, a
+prefill) the shift is a strided view of the product instead (shifted(): no gather, whose
+backward scatter cost as much as the product itself on CPU). Either way one GEMM
+(baddbmm) forms (q + u).k and adds the position term.
+Decoding: without autograd the projected rows are kept per layer and only
 the new distances are projected at each step; a call with fewer (query, key) pairs than
 distances in play (a windowed decode step) projects only its pairs' rows, so its cost
 and memory follow the window, not the position.
@@ -29,6 +33,12 @@ from torch import nn
 
 from .base import PositionalEncoding
 from .sinusoidal import sinusoidal_table
+
+
+def contiguous_self_attention(q_pos, k_pos):
+    """Queries and keys at the same consecutive positions (positions increase: GPT.forward)."""
+    T = len(q_pos)
+    return T == len(k_pos) and int(q_pos[-1] - q_pos[0]) == T - 1 and bool((q_pos == k_pos).all())
 
 
 class TransformerXL(PositionalEncoding):
@@ -77,17 +87,34 @@ class TransformerXL(PositionalEncoding):
         self.rows[layer] = (key, r, filled)
         return r[:n]
 
+    def shifted(self, qv, layer):
+        """(B, H, T, T) view whose [i, j] is qv_i . r_{i-j} for j <= i (above the diagonal: other
+        products, masked later), for queries and keys at the same T consecutive positions.
+        P = qv @ [r_{T-1}, ..., r_0, 0].T is (B, H, T, T + 1), P[i, m] = qv_i . r_{T-1-m}, so
+        [i, j] is P's element (T - 1) + i T + j: a view with row stride T, no copy, no gather
+        (the paper's relative shift, done by the strides)."""
+        B, H, T, D = qv.shape
+        r = self.projected(layer, qv.dtype)[:T].view(T, H, D).transpose(0, 1)      # (H, T, D): r_0 .. r_{T-1}
+        r = torch.cat([r.flip(1), r.new_zeros(H, 1, D)], dim=1)                    # (H, T + 1, D)
+        P = (qv @ r.transpose(-1, -2)).contiguous()                                 # (B, H, T, T + 1)
+        return P.as_strided((B, H, T, T), (H * T * (T + 1), T * (T + 1), T, 1), P.storage_offset() + T - 1)
+
     def attention_logits(self, q, k, q_pos, k_pos, layer):
         B, H, Tq, D = q.shape
         Tk = k.shape[2]
-        content = (q + self.u[:, None].to(q.dtype)) @ k.transpose(-1, -2)          # (B, H, Tq, Tk)
         qv = q + self.v[:, None].to(q.dtype)                                        # (B, H, Tq, D)
         dist = (q_pos[:, None] - k_pos[None, :]).clamp(min=0)                      # (Tq, Tk); future keys masked later
         if Tq * Tk < self.n_positions:  # fewer pairs than distances (a windowed step): project the pairs' rows
             R = self.table[dist.reshape(-1)].to(q.dtype)                            # (Tq*Tk, C)
             rd = (R @ self.w_r[layer].to(q.dtype)).view(Tq, Tk, H, D)               # (Tq, Tk, H, D)
             position = torch.einsum("bhqd,qkhd->bhqk", qv, rd)                      # (B, H, Tq, Tk)
+        elif contiguous_self_attention(q_pos, k_pos):  # training, a prefill: the shift as a strided view
+            position = self.shifted(qv, layer)
         else:
             r = self.projected(layer, q.dtype).view(-1, H, D).transpose(0, 1)      # (H, n, D)
             position = (qv @ r.transpose(-1, -2)).gather(-1, dist.expand(B, H, -1, -1))   # (B, H, Tq, n) -> (B, H, Tq, Tk)
-        return (content + position) / math.sqrt(D)
+        scale, qu = 1.0 / math.sqrt(D), q + self.u[:, None].to(q.dtype)           # (B, H, Tq, D)
+        # one GEMM forms (q + u).k and adds the position term to it, both scaled: no separate sum
+        scores = torch.baddbmm(position.reshape(B * H, Tq, Tk), qu.reshape(B * H, Tq, D),
+                               k.reshape(B * H, Tk, D).transpose(1, 2), beta=scale, alpha=scale)
+        return scores.view(B, H, Tq, Tk)

@@ -240,3 +240,49 @@ def test_fast_rotation_gradient_is_the_inverse_rotation(fraction):
     want = torch.cat((x[..., :r2] * cos - x[..., r2:2 * r2] * sin, x[..., r2:2 * r2] * cos + x[..., :r2] * sin,
                       x[..., 2 * r2:]), dim=-1)
     torch.testing.assert_close(rotate_half_split(x, cos, sin), want)
+
+
+def test_shaw_one_hot_form_matches_the_gather(monkeypatch):
+    """Training reads Shaw's tables through a one-hot product (batch x heads >= k + 1):
+    the same loss and gradients as the gather and scatter_add used elsewhere."""
+    m = sharp_gpt("shaw").train()
+    x, y = torch.randint(40, (6, 24)), torch.randint(40, (6, 24))
+    assert m.pe.one_hot(torch.arange(4), torch.arange(4), 6 * 4, torch.float32) is not None
+    fast_loss, fast = loss_and_grads(m, x, y)
+    monkeypatch.setattr(type(m.pe), "one_hot", lambda *a: None)
+    ref_loss, ref = loss_and_grads(m, x, y)
+    torch.testing.assert_close(fast_loss, ref_loss, rtol=1e-6, atol=1e-6)
+    for n in ref:
+        torch.testing.assert_close(fast[n], ref[n], rtol=1e-5, atol=1e-6, msg=lambda s: f"{n}: {s}")
+
+
+def test_transformer_xl_strided_shift_matches_the_gather(monkeypatch):
+    from positional import transformer_xl
+    m = sharp_gpt("transformer_xl").train()
+    x, y = torch.randint(40, (3, 24)), torch.randint(40, (3, 24))
+    pos = torch.arange(5, 29)
+    assert transformer_xl.contiguous_self_attention(pos, pos)
+    assert not transformer_xl.contiguous_self_attention(pos, torch.arange(24)) and not \
+        transformer_xl.contiguous_self_attention(torch.tensor([0, 2, 3]), torch.tensor([0, 2, 3]))
+    fast_loss, fast = loss_and_grads(m, x, y)
+    monkeypatch.setattr(transformer_xl, "contiguous_self_attention", lambda q, k: False)
+    ref_loss, ref = loss_and_grads(m, x, y)
+    torch.testing.assert_close(fast_loss, ref_loss, rtol=1e-6, atol=1e-6)
+    for n in ref:
+        torch.testing.assert_close(fast[n], ref[n], rtol=1e-5, atol=1e-6, msg=lambda s: f"{n}: {s}")
+
+
+def test_kerple_and_fire_tables_match_the_bias_at_each_pair():
+    """Their networks run once per distance (FIRE: for the queries before L) and are read at
+    each (i, j): the numbers of the formula at each pair, queries past L and decode steps included."""
+    from positional.fire import fire_input
+    from positional.kerple import kerple_bias
+    kerple = tiny_gpt("kerple").pe
+    fire = tiny_gpt("fire", fire_init_L=20).pe          # queries from 20 on have their own normaliser
+    sparse = torch.tensor([0, 3, 7, 30])
+    for q_pos, k_pos in [(torch.arange(40), torch.arange(40)), (torch.arange(30, 33), torch.arange(33)),
+                         (torch.tensor([39]), torch.arange(40)), (sparse, sparse)]:
+        want = kerple_bias((q_pos[:, None] - k_pos[None, :]).abs(), *kerple.params(), kerple.variant)
+        torch.testing.assert_close(kerple.score_bias(q_pos, k_pos), want, rtol=0, atol=0)
+        want = fire.mlp(fire_input(q_pos, k_pos, fire.c, fire.L)[..., None]).permute(2, 0, 1)
+        torch.testing.assert_close(fire.score_bias(q_pos, k_pos), want, rtol=1e-6, atol=1e-6)
