@@ -286,3 +286,17 @@ def test_kerple_and_fire_tables_match_the_bias_at_each_pair():
         torch.testing.assert_close(kerple.score_bias(q_pos, k_pos), want, rtol=0, atol=0)
         want = fire.mlp(fire_input(q_pos, k_pos, fire.c, fire.L)[..., None]).permute(2, 0, 1)
         torch.testing.assert_close(fire.score_bias(q_pos, k_pos), want, rtol=1e-6, atol=1e-6)
+
+
+def test_bench_variants_add_training_rows(tmp_path):
+    spec = "rope:qk_norm=True;rope:layer_encodings=rope,none&layer_windows=4,0"
+    assert bench.variant_configs(spec) == {"rope:qk_norm=True": ("rope", {"qk_norm": True}),
+                                           "rope:layer_encodings=rope,none&layer_windows=4,0":
+                                           ("rope", {"layer_encodings": "rope,none", "layer_windows": "4,0"})}
+    for bad in ("rope:n_layer=2", "nope:qk_norm=True", "rope:qk_nrom=True"):
+        with pytest.raises(ValueError, match="--variants"):
+            bench.variant_configs(bad)
+    out = tmp_path / "b.json"
+    bench.main(["--n_layer=2", "--n_head=2", "--n_embd=16", "--block_size=8", "--batch_size=2", "--rounds=1",
+                "--steps=1", "--sections=train", "--encodings=none", f"--variants={spec}", f"--json={out}"])
+    assert set(json.loads(out.read_text())["train"]) == {"none", *bench.variant_configs(spec)}
