@@ -85,6 +85,13 @@ class FoX(PositionalEncoding):
         return s
 
     def attention_logits(self, q, k, q_pos, k_pos, layer):
+        B, H, Tq, D = q.shape
+        Tk = k.shape[2]
         c, c_k = self.cumulative(layer, self.log_f.pop(layer), q_pos, k_pos)
-        decay = c[..., :, None] - c_k[..., None, :]                                   # (B, H, Tq, Tk)
-        return (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1]) + decay
+        decay = c[..., :, None] - c_k[..., None, :]                                   # (B, H, Tq, Tk), float32
+        if q.dtype != decay.dtype:  # bfloat16/float16: the decay stays float32, added after the product
+            return (q @ k.transpose(-1, -2)) / math.sqrt(D) + decay
+        # one GEMM forms q.k / sqrt(D) and adds the decay to it: no separate product and sum
+        scores = torch.baddbmm(decay.view(B * H, Tq, Tk), q.reshape(B * H, Tq, D),
+                               k.reshape(B * H, Tk, D).transpose(1, 2), alpha=1.0 / math.sqrt(D))
+        return scores.view(B, H, Tq, Tk)
