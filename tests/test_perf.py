@@ -300,3 +300,24 @@ def test_bench_variants_add_training_rows(tmp_path):
     bench.main(["--n_layer=2", "--n_head=2", "--n_embd=16", "--block_size=8", "--batch_size=2", "--rounds=1",
                 "--steps=1", "--sections=train", "--encodings=none", f"--variants={spec}", f"--json={out}"])
     assert set(json.loads(out.read_text())["train"]) == {"none", *bench.variant_configs(spec)}
+
+
+@pytest.mark.parametrize("T", [64, 200, 256])
+def test_explicit_attention_in_causal_blocks_matches_the_full_square(T):
+    """Query blocks that leave out the keys hidden from all of them (keys at the queries' own
+    positions): the same output and gradients as the full (Tq, Tk) square."""
+    pe = tiny_gpt("t5", n_head=2).pe
+    pos = torch.arange(T)
+    assert len(attention.causal_blocks(T)) == min(4, T // 64)
+    q, k, v = (torch.randn(2, 2, T, 8, requires_grad=True) for _ in range(3))
+    grads = []
+    for causal in (True, False):
+        mask = attention.attention_mask(pe.score_bias(pos, pos), pos, pos, window=T // 3, sinks=2)   # (H, T, T)
+        y = attention.explicit_attention(q, k, v, mask, causal=causal)
+        y.backward(torch.ones_like(y))
+        grads.append((y.detach(), *(t.grad.clone() for t in (q, k, v)), *(p.grad.clone() for p in pe.parameters())))
+        for t in (q, k, v, *pe.parameters()):
+            t.grad = None
+    for got, want in zip(*grads):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(grads[1][0], reference_attend(q, k, v, mask), rtol=1e-5, atol=1e-6)
