@@ -29,6 +29,7 @@ centre; it is not used.
 
 Tensor contract: q (B, H, Tq, D), k and v (B, H, Tk, D) -> (B, H, Tq, D).
 """
+import dataclasses
 import functools
 import math
 import warnings
@@ -86,6 +87,12 @@ class AttentionPlan:
     def __post_init__(self):
         self.mask = attention_mask(self.bias, self.q_pos, self.k_pos, self.window, self.sinks)
         self.kernel = choose_kernel(self)
+
+    def block(self, a, b, end):
+        """The plan of queries a:b over keys :end (the bias and counts cut to them)."""
+        bias = None if self.bias is None else self.bias[..., a:b, :end]
+        counts = None if self.key_counts is None else self.key_counts[a:b]
+        return dataclasses.replace(self, q_pos=self.q_pos[a:b], k_pos=self.k_pos[:end], bias=bias, key_counts=counts)
 
     @property
     def bias_needs_grad(self):

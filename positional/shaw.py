@@ -45,6 +45,7 @@ class Shaw(PositionalEncoding):
     name = "shaw"
     extrapolates = True        # measured flat to 16x (README, "Train short, test long")
     Settings = ShawSettings
+    scores_by_query_block = True
 
     def __init__(self, n_layer: int, head_dim: int, max_distance: int = 16, values: bool = True):
         super().__init__()

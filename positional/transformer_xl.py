@@ -17,8 +17,8 @@ Never builds the (Tq, Tk, D) tensor of r_{i-j} for a full pass: r is projected o
 distance, (H, n, D) for the n positions in play, and (q + v) @ r.T, (B, H, Tq, n), is
 gathered at i - j. This is the paper's "relative shift" done as an index gather, which
 stays right with a KV cache (queries at the end of the keys) and with non-contiguous
-cached keys. Where queries and keys are the same consecutive positions (training, a
-prefill) the shift is a strided view of the product instead (shifted(): no gather, whose
+cached keys. Where the keys are consecutive positions and the queries the last of them
+(training, a prefill, a query block) the shift is a strided view of the product instead (shifted(): no gather, whose
 backward scatter cost as much as the product itself on CPU). Either way one GEMM
 (baddbmm) forms (q + u).k and adds the position term.
 Decoding: without autograd the projected rows are kept per layer and only
@@ -35,15 +35,17 @@ from .base import PositionalEncoding
 from .sinusoidal import sinusoidal_table
 
 
-def contiguous_self_attention(q_pos, k_pos):
-    """Queries and keys at the same consecutive positions (positions increase: GPT.forward)."""
-    T = len(q_pos)
-    return T == len(k_pos) and int(q_pos[-1] - q_pos[0]) == T - 1 and bool((q_pos == k_pos).all())
+def queries_at_the_end(q_pos, k_pos):
+    """Keys at consecutive positions, the queries the last of them (training, a prefill, a query
+    block; positions increase: GPT.forward)."""
+    Tq, Tk = len(q_pos), len(k_pos)
+    return Tq <= Tk and int(k_pos[-1] - k_pos[0]) == Tk - 1 and bool((q_pos == k_pos[Tk - Tq:]).all())
 
 
 class TransformerXL(PositionalEncoding):
     name = "transformer_xl"
     extrapolates = True        # measured flat to 16x (README, "Train short, test long")
+    scores_by_query_block = True
 
     def __init__(self, n_layer: int, n_head: int, n_embd: int):
         super().__init__()
@@ -87,17 +89,18 @@ class TransformerXL(PositionalEncoding):
         self.rows[layer] = (key, r, filled)
         return r[:n]
 
-    def shifted(self, qv, layer):
-        """(B, H, T, T) view whose [i, j] is qv_i . r_{i-j} for j <= i (above the diagonal: other
-        products, masked later), for queries and keys at the same T consecutive positions.
-        P = qv @ [r_{T-1}, ..., r_0, 0].T is (B, H, T, T + 1), P[i, m] = qv_i . r_{T-1-m}, so
-        [i, j] is P's element (T - 1) + i T + j: a view with row stride T, no copy, no gather
-        (the paper's relative shift, done by the strides)."""
-        B, H, T, D = qv.shape
-        r = self.projected(layer, qv.dtype)[:T].view(T, H, D).transpose(0, 1)      # (H, T, D): r_0 .. r_{T-1}
-        r = torch.cat([r.flip(1), r.new_zeros(H, 1, D)], dim=1)                    # (H, T + 1, D)
-        P = (qv @ r.transpose(-1, -2)).contiguous()                                 # (B, H, T, T + 1)
-        return P.as_strided((B, H, T, T), (H * T * (T + 1), T * (T + 1), T, 1), P.storage_offset() + T - 1)
+    def shifted(self, qv, layer, Tk):
+        """(B, H, Tq, Tk) view whose [i, j] is qv_i . r_{a+i-j} for j <= a + i, for queries at the
+        last Tq = Tk - a of Tk consecutive key positions (past the diagonal: other products,
+        masked later). P = qv @ [r_{Tk-1}, ..., r_0, 0].T is (B, H, Tq, Tk + 1), P[i, m] =
+        qv_i . r_{Tk-1-m}, so [i, j] is P's element (Tk - 1 - a) + i Tk + j: a view with row
+        stride Tk, no copy, no gather (the paper's relative shift, done by the strides)."""
+        B, H, Tq, D = qv.shape
+        r = self.projected(layer, qv.dtype)[:Tk].view(Tk, H, D).transpose(0, 1)    # (H, Tk, D): r_0 .. r_{Tk-1}
+        r = torch.cat([r.flip(1), r.new_zeros(H, 1, D)], dim=1)                    # (H, Tk + 1, D)
+        P = (qv @ r.transpose(-1, -2)).contiguous()                                 # (B, H, Tq, Tk + 1)
+        return P.as_strided((B, H, Tq, Tk), (H * Tq * (Tk + 1), Tq * (Tk + 1), Tk, 1),
+                            P.storage_offset() + Tk - 1 - (Tk - Tq))
 
     def attention_logits(self, q, k, q_pos, k_pos, layer):
         B, H, Tq, D = q.shape
@@ -108,8 +111,8 @@ class TransformerXL(PositionalEncoding):
             R = self.table[dist.reshape(-1)].to(q.dtype)                            # (Tq*Tk, C)
             rd = (R @ self.w_r[layer].to(q.dtype)).view(Tq, Tk, H, D)               # (Tq, Tk, H, D)
             position = torch.einsum("bhqd,qkhd->bhqk", qv, rd)                      # (B, H, Tq, Tk)
-        elif contiguous_self_attention(q_pos, k_pos):  # training, a prefill: the shift as a strided view
-            position = self.shifted(qv, layer)
+        elif queries_at_the_end(q_pos, k_pos):  # training, a prefill: the shift as a strided view
+            position = self.shifted(qv, layer, Tk)
         else:
             r = self.projected(layer, q.dtype).view(-1, H, D).transpose(0, 1)      # (H, n, D)
             position = (qv @ r.transpose(-1, -2)).gather(-1, dist.expand(B, H, -1, -1))   # (B, H, Tq, n) -> (B, H, Tq, Tk)

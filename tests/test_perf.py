@@ -261,11 +261,11 @@ def test_transformer_xl_strided_shift_matches_the_gather(monkeypatch):
     m = sharp_gpt("transformer_xl").train()
     x, y = torch.randint(40, (3, 24)), torch.randint(40, (3, 24))
     pos = torch.arange(5, 29)
-    assert transformer_xl.contiguous_self_attention(pos, pos)
-    assert not transformer_xl.contiguous_self_attention(pos, torch.arange(24)) and not \
-        transformer_xl.contiguous_self_attention(torch.tensor([0, 2, 3]), torch.tensor([0, 2, 3]))
+    assert transformer_xl.queries_at_the_end(pos, pos) and transformer_xl.queries_at_the_end(pos[20:], pos)
+    assert not transformer_xl.queries_at_the_end(pos, torch.arange(24)) and not \
+        transformer_xl.queries_at_the_end(torch.tensor([0, 2, 3]), torch.tensor([0, 2, 3]))
     fast_loss, fast = loss_and_grads(m, x, y)
-    monkeypatch.setattr(transformer_xl, "contiguous_self_attention", lambda q, k: False)
+    monkeypatch.setattr(transformer_xl, "queries_at_the_end", lambda q, k: False)
     ref_loss, ref = loss_and_grads(m, x, y)
     torch.testing.assert_close(fast_loss, ref_loss, rtol=1e-6, atol=1e-6)
     for n in ref:
@@ -321,3 +321,18 @@ def test_explicit_attention_in_causal_blocks_matches_the_full_square(T):
     for got, want in zip(*grads):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(grads[1][0], reference_attend(q, k, v, mask), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if positional.REGISTRY[n].scores_by_query_block])
+def test_scores_by_query_block_match_the_full_square(name, monkeypatch):
+    """At T = 200 (3 query blocks) an encoding that forms its own scores gives the loss and
+    gradients of one full square (the blocks leave out only keys hidden from them)."""
+    m = sharp_gpt(name, block_size=200).train()
+    x, y = torch.randint(40, (6, 200)), torch.randint(40, (6, 200))
+    assert len(attention.causal_blocks(200)) == 3
+    fast_loss, fast = loss_and_grads(m, x, y)
+    monkeypatch.setattr(model_mod, "causal_blocks", lambda T: [(0, T)])
+    ref_loss, ref = loss_and_grads(m, x, y)
+    torch.testing.assert_close(fast_loss, ref_loss, rtol=1e-5, atol=1e-6)
+    for n in ref:
+        torch.testing.assert_close(fast[n], ref[n], rtol=1e-4, atol=1e-6, msg=lambda s: f"{n}: {s}")
