@@ -15,7 +15,9 @@ encoding is named here:
                                                            score_mod, -inf blocks skipped       [unmeasured]
 
 Encodings that form their scores themselves (attention_logits: ReRoPE, Shaw,
-Transformer-XL) use attend_scores with the same plan's mask instead.
+Transformer-XL) use attend_scores with the same plan's mask instead. In training, the
+explicit path and the encodings that allow it (scores_by_query_block) work by causal query
+blocks (causal_blocks): keys hidden from a whole block are left out, exactly.
 
 Measured on a 2-core CPU (benchmarks/), the choices rest on two facts of PyTorch 2.13's
 CPU SDPA: a 3-D float mask (H, Tq, Tk) sends it to the unfused math kernel while the same
