@@ -58,9 +58,10 @@ the built encoding; they are class attributes except where a setting decides the
                        a class may set it explicitly.
   supports_rope_scaling True if the frequency methods of rope_scaling/ apply (rotary encodings)
   scores_by_query_block True when attention_logits and attention_values may be called on a
-                       block of the queries with the keys up to its last one, keeping no state
-                       between calls: in training the model then leaves out the keys hidden from
-                       a whole block (attention.causal_blocks), about 3/8 of the square at T = 256
+                       block of the queries with the keys up to its last one (a call's blocks
+                       come in order, the last ending at its last query): in training the model
+                       then leaves out the keys hidden from a whole block
+                       (attention.causal_blocks), about 3/8 of the square at T = 256
   reads_window         True when from_config reads cfg.window and cfg.sinks (CoPE counts only
                        visible keys): in a per-layer schedule its layers must share one window
   extrapolates         True where perplexity was measured flat from 1x to 16x the training
