@@ -10,18 +10,20 @@ encoding is named here:
   sdpa       no bias: a window, or Tq != Tk (cached        SDPA with the bool mask (1, 1, Tq, Tk)
              decoding; SDPA's is_causal is upper-left)
   sdpa       a bias (H, Tq, Tk) that needs no gradient     SDPA with the bias as (1, H, Tq, Tk)  [ALiBi; eval]
-  explicit   a bias that needs a gradient                  one baddbmm, softmax, bmm            [T5 training]
+  explicit   a bias that needs a gradient                  q k^T, bias added in place, softmax  [T5 training]
   flex       a bias on CUDA, Tq == Tk, no dropout          FlexAttention, bias read by a
                                                            score_mod, -inf blocks skipped       [unmeasured]
 
 Encodings that form their scores themselves (attention_logits: ReRoPE, Shaw,
-Transformer-XL) use attend_scores with the same plan's mask instead.
+Transformer-XL) use attend_scores with the same plan's mask instead. In training, the
+explicit path and the encodings that allow it (scores_by_query_block) work by causal query
+blocks (causal_blocks): keys hidden from a whole block are left out, exactly.
 
 Measured on a 2-core CPU (benchmarks/), the choices rest on two facts of PyTorch 2.13's
 CPU SDPA: a 3-D float mask (H, Tq, Tk) sends it to the unfused math kernel while the same
 mask as 4-D (1, H, Tq, Tk) takes the flash kernel, which is then as fast as is_causal; and
 a mask that needs a gradient always falls back to the math kernel, which is slower than
-the hand-written baddbmm path below. FlexAttention has no backward on CPU, and without
+the hand-written path below. FlexAttention has no backward on CPU, and without
 torch.compile it materialises the scores, so it is used on CUDA only. Rewriting ALiBi's
 bias into the q.k product (one extra channel) was measured too: slower than the 4-D mask,
 because SDPA then needs v padded to the same head size, and less precise far from the
@@ -29,6 +31,7 @@ centre; it is not used.
 
 Tensor contract: q (B, H, Tq, D), k and v (B, H, Tk, D) -> (B, H, Tq, D).
 """
+import dataclasses
 import functools
 import math
 import warnings
@@ -87,6 +90,12 @@ class AttentionPlan:
         self.mask = attention_mask(self.bias, self.q_pos, self.k_pos, self.window, self.sinks)
         self.kernel = choose_kernel(self)
 
+    def block(self, a, b, end):
+        """The plan of queries a:b over keys :end (the bias and counts cut to them)."""
+        bias = None if self.bias is None else self.bias[..., a:b, :end]
+        counts = None if self.key_counts is None else self.key_counts[a:b]
+        return dataclasses.replace(self, q_pos=self.q_pos[a:b], k_pos=self.k_pos[:end], bias=bias, key_counts=counts)
+
     @property
     def bias_needs_grad(self):
         return self.bias is not None and self.bias.requires_grad and torch.is_grad_enabled()
@@ -130,31 +139,48 @@ def flex_attention(q, k, v, mask, block_mask=None, compiled=True):
                                                    block_mask=block_mask)
 
 
-def explicit_attention(q, k, v, mask, dropout=0.0, training=False):
-    """softmax(q k^T / sqrt(D) + mask) v written out, the bias added by the matmul itself
-    (baddbmm). Used where the mask needs a gradient (a learned bias). Stores the
-    (B*H, Tq, Tk) probabilities for backward, as any unfused path must.
+def causal_blocks(T):
+    """Query blocks of the explicit path when keys are the queries' own positions: block r
+    needs only the keys up to its last row, so 2 blocks compute 3/4 of the full square's
+    products and 4 blocks 5/8 (blocks of at least 64 rows, where the products stay efficient)."""
+    n = max(1, min(4, T // 64))
+    edges = [T * i // n for i in range(n + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def explicit_attention(q, k, v, mask, dropout=0.0, training=False, causal=False):
+    """softmax(q k^T / sqrt(D) + mask) v written out: the scaled product, then the bias added
+    to it in place, broadcast over the batch (no (B, H, Tq, Tk) copy of the bias, which a
+    baddbmm would need). Used where the mask needs a gradient (a learned bias). Stores the
+    probabilities for backward, as any unfused path must. causal: queries and keys are the
+    same increasing positions, so the keys past a query block's last row, hidden from all of
+    it, are left out (causal_blocks); the other blocks' results are the same numbers.
     mask: (H, Tq, Tk) float or (Tq, Tk) bool."""
-    B, H, Tq, D = q.shape
-    Tk = k.shape[2]
+    D, Tq, Tk = q.shape[-1], q.shape[2], k.shape[2]
     if mask.dtype == torch.bool:
         mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
-    bias = mask.to(q.dtype).expand(B, H, Tq, Tk).reshape(B * H, Tq, Tk)
-    scores = torch.baddbmm(bias, q.reshape(B * H, Tq, D), k.reshape(B * H, Tk, D).transpose(1, 2),
-                           alpha=1.0 / math.sqrt(D))                        # (B*H, Tq, Tk)
-    p = F.dropout(torch.softmax(scores.float(), dim=-1).to(v.dtype), dropout, training)
-    return torch.bmm(p, v.reshape(B * H, Tk, D)).view(B, H, Tq, D)
+    ys = []
+    for a, b in causal_blocks(Tq) if causal else [(0, Tq)]:
+        end = b if causal else Tk
+        scores = (q[:, :, a:b] * (1.0 / math.sqrt(D))) @ k[:, :, :end].transpose(-1, -2)   # (B, H, b - a, end)
+        scores += mask[..., a:b, :end].to(q.dtype)
+        p = F.dropout(torch.softmax(scores.float(), dim=-1).to(v.dtype), dropout, training)
+        ys.append(p @ v[:, :, :end])                                        # (B, H, b - a, D)
+    return torch.cat(ys, dim=2) if len(ys) > 1 else ys[0]
 
 
 def attend_scores(scores, v, plan):
     """softmax(scores + mask) v for scores an encoding formed itself (attention_logits:
-    ReRoPE, Shaw, Transformer-XL). scores: (B, H, Tq, Tk), 1/sqrt(D) included; the mask is
-    the plan's. Returns y (B, H, Tq, D) and the probabilities, which attention_values may use."""
+    ReRoPE, Shaw, Transformer-XL). scores: (B, H, Tq, Tk), 1/sqrt(D) included, a new tensor
+    that this function masks in place; the mask is the plan's. Returns y (B, H, Tq, D) and
+    the probabilities, which attention_values may use."""
     mask = plan.mask
     if mask is None:
         Tq, Tk = scores.shape[-2:]
         mask = torch.ones(Tq, Tk, dtype=torch.bool, device=scores.device).tril()
-    scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+    # In place: the scores are this layer's own new tensor, and the ops that form them (matmul,
+    # baddbmm, add, gather) do not keep their output for backward; one (B, H, Tq, Tk) copy saved.
+    scores = scores.masked_fill_(~mask, float("-inf")) if mask.dtype == torch.bool else scores.add_(mask)
     probs = F.dropout(torch.softmax(scores.float(), dim=-1).to(v.dtype), plan.dropout, plan.dropout > 0)
     return probs @ v, probs
 
@@ -173,8 +199,8 @@ def attend(q, k, v, plan):
             plan.flex.fail(e)
             plan.kernel = choose_kernel(plan)
             return attend(q, k, v, plan)
-    if kernel == "explicit":
-        return explicit_attention(q, k, v, mask, dropout, dropout > 0)
+    if kernel == "explicit":  # keys at the queries' positions (no cache): hidden key blocks skipped
+        return explicit_attention(q, k, v, mask, dropout, dropout > 0, plan.q_pos is plan.k_pos)
     if mask.dtype != torch.bool:
         mask = mask.to(q.dtype)
     mask = mask.view((1,) * (4 - mask.dim()) + tuple(mask.shape))          # (1, H or 1, Tq, Tk)

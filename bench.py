@@ -9,7 +9,8 @@ Sections (--sections=peak,train,gen,eval; all by default):
   peak   the machine's float32 matrix-multiply peak, measured here (and again every training
          round; the best is kept), so that MFU means something on a CPU too
   train  one training step (forward, backward, AdamW step) per encoding, all in this
-         process, alternating between encodings over --rounds rounds; the median, tokens/s,
+         process, alternating between encodings over --rounds rounds (and per --variants
+         entry: "rope:qk_norm=True;rope:layer_encodings=rope,none", model options on an encoding); the median, tokens/s,
          the ratio to `none`, achieved FLOP/s and the fraction of the measured peak; also the
          best round, the least disturbed by other processes on a shared machine, and the
          median CPU time of this process per step (with --threads=1 it does not count the
@@ -27,6 +28,7 @@ within one run. FLOPs follow nanoGPT/PaLM: 6N per token plus 12 * L * C * T for 
 (training), a third of that for a forward pass.
 """
 import ctypes
+import dataclasses
 import gc
 import json
 import os
@@ -57,7 +59,7 @@ def options():
     """bench.py's options and defaults (cli.py's convention: --key=value)."""
     ints = dict(n_layer=4, n_head=4, n_embd=128, block_size=128, batch_size=32, vocab_size=65, rounds=7, steps=3,
                 gen_tokens=2000, seed=1337, threads=0)  # threads 0: torch's default
-    return dict(sections="peak,train,gen,eval", encodings=",".join(positional.REGISTRY),
+    return dict(sections="peak,train,gen,eval", encodings=",".join(positional.REGISTRY), variants="",
                 gen_encodings=",".join(relative_encodings()), eval_lengths="1,4,16", device="auto", dtype="auto",
                 compile=False, json="bench.json", **ints)
 
@@ -75,10 +77,32 @@ def parse_args(argv=None):
     for name in args.encodings.split(",") + args.gen_encodings.split(","):
         if name not in positional.REGISTRY:
             raise ConfigError(f"unknown encoding {name!r}; valid: {', '.join(positional.REGISTRY)}")
+    args.variant_configs = variant_configs(args.variants)
     unknown = set(args.sections.split(",")) - {"peak", "train", "gen", "eval"}
     if unknown:
         raise ConfigError(f"unknown section(s) {', '.join(sorted(unknown))}; valid: peak, train, gen, eval")
     return args
+
+
+def variant_configs(spec):
+    """--variants: extra training-step rows, each an encoding with model options, separated by ';'
+    (option patterns keep their commas): "rope:qk_norm=True;rope:layer_encodings=rope,none&layer_windows=32,0"
+    -> {row name: (encoding, {option: value})}, each value typed as its GPTConfig field."""
+    types = {f.name: f.type for f in dataclasses.fields(GPTConfig)}
+    out = {}
+    for entry in filter(None, (e.strip() for e in spec.split(";"))):
+        pos, _, opts = entry.partition(":")
+        if pos not in positional.REGISTRY:
+            raise ConfigError(f"--variants entry {entry!r}: unknown encoding {pos!r}; write ENCODING:key=value&...")
+        overrides = {}
+        for kv in filter(None, opts.split("&")):
+            key, _, value = kv.partition("=")
+            if key not in types or key in ("pos_encoding", "n_layer", "n_head", "n_embd", "block_size"):
+                raise ConfigError(f"--variants entry {entry!r}: {key!r} is not a model option bench varies")
+            overrides[key] = {bool: lambda v: v.lower() in ("true", "1"), int: int, float: float}.get(
+                types[key], str)(value)
+        out[entry] = (pos, overrides)
+    return out
 
 
 def sync(device):
@@ -86,10 +110,10 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def build(args, pos, compile=False):
+def build(args, pos, compile=False, overrides=None):
     torch.manual_seed(args.seed)
     cfg = GPTConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, block_size=args.block_size,
-                    vocab_size=args.vocab_size, pos_encoding=pos, dropout=0.0, bias=False)
+                    vocab_size=args.vocab_size, pos_encoding=pos, dropout=0.0, bias=False, **(overrides or {}))
     model = GPT(cfg).to(args.device)
     return (torch.compile(model) if compile else model), model
 
@@ -125,9 +149,10 @@ def bench_train(args, peak):
     x = torch.randint(args.vocab_size, (args.batch_size, args.block_size), generator=gen).to(args.device)
     y = torch.randint(args.vocab_size, (args.batch_size, args.block_size), generator=gen).to(args.device)
     runs = {}
-    for name in list(names):
+    rows = {**{name: (name, {}) for name in names}, **args.variant_configs}   # row -> (encoding, model options)
+    for name, (pos, overrides) in rows.items():
         for compiled in (False, True) if args.compile else (False,):
-            model, raw = build(args, name, compiled)
+            model, raw = build(args, pos, compiled, overrides)
             opt = raw.configure_optimizers(0.1, 1e-4, (0.9, 0.99), args.device.split(":")[0])
             runs[name + " +c" * compiled] = (model, raw, opt)
     names = list(runs)
@@ -276,11 +301,12 @@ def table(results, args):
     if "train" in results:
         lines.append(f"\ntraining step: {args.n_layer}L {args.n_head}H {args.n_embd}C, block {args.block_size}, "
                      f"batch {args.batch_size}, median of {args.rounds} rounds x {args.steps} steps")
-        lines.append(f"{'encoding':<16}{'ms/step':>9}{'tok/s':>10}{'vs none':>9}{'GFLOP/s':>9}{'MFU':>7}"
+        w = max(16, *(len(name) + 2 for name in results["train"]))   # --variants rows have long names
+        lines.append(f"{'encoding':<{w}}{'ms/step':>9}{'tok/s':>10}{'vs none':>9}{'GFLOP/s':>9}{'MFU':>7}"
                      f"{'best ms':>9}{'vs none':>9}{'CPU ms':>9}{'vs none':>9}")
         for name, r in results["train"].items():
             mfu = f"{r['mfu'] * 100:6.1f}%" if r["mfu"] else "      -"
-            lines.append(f"{name:<16}{r['ms']:9.1f}{r['tokens_per_s']:10.0f}{r['ratio_to_none']:9.2f}"
+            lines.append(f"{name:<{w}}{r['ms']:9.1f}{r['tokens_per_s']:10.0f}{r['ratio_to_none']:9.2f}"
                          f"{r['flops'] / 1e9:9.1f}{mfu:>7}{r['best_ms']:9.1f}{r['best_ratio_to_none']:9.2f}"
                          f"{r['cpu_ms']:9.1f}{r['cpu_ratio_to_none']:9.2f}")
     if "gen" in results:

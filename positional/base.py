@@ -9,7 +9,8 @@ An encoding can act in three places of a GPT, and each hook defaults to "do noth
 and one escape hatch, for encodings whose scores are not "q.k plus a fixed bias":
 
   attention_logits(q, k, q_pos, k_pos, layer) -> (B, H, Tq, Tk) pre-softmax logits
-                             (1/sqrt(D) included, mask excluded), or None for q.k
+                             (1/sqrt(D) included, mask excluded), or None for q.k; a new
+                             tensor, which attention masks in place
 
 Returning logits costs the fused SDPA kernel (an explicit softmax is used), so only
 encodings that need it (ReRoPE, content-dependent relative terms) should. On that
@@ -56,6 +57,11 @@ the built encoding; they are class attributes except where a setting decides the
                        refuses these encodings. Derived from which hooks a class overrides;
                        a class may set it explicitly.
   supports_rope_scaling True if the frequency methods of rope_scaling/ apply (rotary encodings)
+  scores_by_query_block True when attention_logits and attention_values may be called on a
+                       block of the queries with the keys up to its last one (a call's blocks
+                       come in order, the last ending at its last query): in training the model
+                       then leaves out the keys hidden from a whole block
+                       (attention.causal_blocks), about 3/8 of the square at T = 256
   reads_window         True when from_config reads cfg.window and cfg.sinks (CoPE counts only
                        visible keys): in a per-layer schedule its layers must share one window
   extrapolates         True where perplexity was measured flat from 1x to 16x the training
@@ -88,6 +94,7 @@ class PositionalEncoding(nn.Module):
     supports_rope_scaling = False
     extrapolates = False
     reads_window = False
+    scores_by_query_block = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

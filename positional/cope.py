@@ -68,6 +68,7 @@ class CoPE(PositionalEncoding):
     name = "cope"
     reads_window = True   # counts only the keys inside the window
     Settings = CoPESettings
+    scores_by_query_block = True
 
     def __init__(self, n_layer: int, head_dim: int, max_position: int, window: int = 0, sinks: int = 0):
         super().__init__()

@@ -13,10 +13,13 @@ learned (L as a multiplier of its initial value, as in the paper's implementatio
 While i < L the normaliser is the constant psi(L) and the bias depends on i - j only;
 beyond L it is not translation invariant, by design. At distance 0 the bias is f(0).
 
-The MLP runs on a (Tq, Tk) input; it is applied to blocks of 256 query rows, so without
-gradients its hidden layer needs (256, Tk, width) at a time; training keeps all of it
-for the backward pass, (T, T, width): 0.5M floats at T = 128, width 32. One MLP serves
-all layers (score_bias is computed once per forward pass). Knobs: fire_mlp_width
+The MLP runs once per distinct input, not per (i, j): queries before L (positions increase,
+so a prefix of them) share the normaliser psi(L), and their input depends on i - j alone,
+so f is evaluated at the distances 0 .. max(i - j) and read at each pair; a query past L
+has its own normaliser, so its row of inputs goes through f as it is, in blocks of 256
+rows (a (256, Tk, width) hidden layer at a time without gradients). Training, where every
+position is below L at first, then keeps (T, width) for the backward pass, not
+(T, T, width). One MLP serves all layers (score_bias is computed once per forward pass). Knobs: fire_mlp_width
 (32 in the paper), fire_init_c (0.1), fire_init_L (0: the training block_size).
 """
 from dataclasses import dataclass, field
@@ -32,10 +35,14 @@ ROWS = 256   # query rows per MLP call, to bound the (rows, Tk, width) hidden la
 
 def fire_input(q_pos, k_pos, c, L):
     """(Tq, Tk) normalised distances psi(i - j) / psi(max(L, i)); future keys give 0."""
+    dist = (q_pos[:, None] - k_pos[None, :]).clamp(min=0)                 # (Tq, Tk)
+    return psi_ratio(dist, torch.maximum(q_pos.to(c.dtype), L.abs())[:, None], c)   # normaliser (Tq, 1)
+
+
+def psi_ratio(dist, norm, c):
+    """psi(dist) / psi(norm) for integer distances and a normaliser broadcastable to them."""
     c = c.abs()
-    dist = (q_pos[:, None] - k_pos[None, :]).clamp(min=0).to(c.dtype)      # (Tq, Tk)
-    norm = torch.maximum(q_pos.to(c.dtype), L.abs())[:, None]             # (Tq, 1)
-    return torch.log1p(c * dist) / (torch.log1p(c * norm) + EPS)
+    return torch.log1p(c * dist.to(c.dtype)) / (torch.log1p(c * norm) + EPS)
 
 
 @dataclass
@@ -73,6 +80,18 @@ class FIRE(PositionalEncoding):
         return self.L_multiplier * self.init_L
 
     def score_bias(self, q_pos, k_pos):
-        x = fire_input(q_pos, k_pos, self.c, self.L)                      # (Tq, Tk)
-        rows = [self.mlp(x[i:i + ROWS, :, None]) for i in range(0, len(x), ROWS)]   # (<=ROWS, Tk, H) each
-        return torch.cat(rows).permute(2, 0, 1)                           # (H, Tq, Tk)
+        """(H, Tq, Tk); q_pos increasing (GPT.forward's positions are)."""
+        L = self.L.abs()
+        m = int((q_pos.to(L.dtype) < L).sum())     # the leading queries, normalised by psi(L)
+        dist = (q_pos[:m, None] - k_pos[None, :]).clamp(min=0)           # (m, Tk)
+        n = int(dist.max()) + 1 if m else 0
+        parts = []
+        if m and dist.numel() > n:  # more pairs than distances: f once per distance, read at each pair
+            table = self.mlp(psi_ratio(torch.arange(n, device=dist.device), L, self.c)[:, None])   # (n, H)
+            parts.append(table.T.index_select(1, dist.view(-1)).view(-1, *dist.shape))      # (H, m, Tk)
+            q_pos = q_pos[m:]
+        if len(q_pos):  # queries past L (or a decode step's few pairs): f at each pair
+            x = fire_input(q_pos, k_pos, self.c, self.L)                  # (Tq', Tk)
+            rows = [self.mlp(x[i:i + ROWS, :, None]) for i in range(0, len(x), ROWS)]   # (<=ROWS, Tk, H) each
+            parts.append(torch.cat(rows).permute(2, 0, 1))                # (H, Tq', Tk)
+        return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]    # (H, Tq, Tk)

@@ -38,6 +38,7 @@ from .base import PositionalEncoding
 
 class FoX(PositionalEncoding):
     name = "fox"
+    scores_by_query_block = True
 
     def __init__(self, n_layer: int, n_head: int, n_embd: int):
         super().__init__()
@@ -84,7 +85,27 @@ class FoX(PositionalEncoding):
         self.store[layer] = s
         return s
 
+    def c_of(self, layer, q_pos, k_pos):
+        """c at the queries and at the keys of this call, or of one of its query blocks (model.py,
+        scores_by_query_block: in training, queries q_pos the last of the first Tk keys). The
+        layer's gates are dropped, and c kept for cached decoding, at the call's last block."""
+        log_f = self.log_f[layer]                                                     # (B, H, T) of the whole call
+        T, Tq, Tk = log_f.shape[-1], len(q_pos), len(k_pos)
+        if Tq == T or Tk == T:  # the whole call, or its last block (whose keys are the call's positions)
+            del self.log_f[layer]
+            c, c_k = self.cumulative(layer, log_f, q_pos if Tq == T else k_pos, k_pos)
+            return c[..., c.shape[-1] - Tq:], c_k
+        c = log_f.cumsum(-1)                                                          # an earlier block
+        return c[..., Tk - Tq:Tk], c[..., :Tk]
+
     def attention_logits(self, q, k, q_pos, k_pos, layer):
-        c, c_k = self.cumulative(layer, self.log_f.pop(layer), q_pos, k_pos)
-        decay = c[..., :, None] - c_k[..., None, :]                                   # (B, H, Tq, Tk)
-        return (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1]) + decay
+        B, H, Tq, D = q.shape
+        Tk = k.shape[2]
+        c, c_k = self.c_of(layer, q_pos, k_pos)
+        decay = c[..., :, None] - c_k[..., None, :]                                   # (B, H, Tq, Tk), float32
+        if q.dtype != decay.dtype:  # bfloat16/float16: the decay stays float32, added after the product
+            return (q @ k.transpose(-1, -2)) / math.sqrt(D) + decay
+        # one GEMM forms q.k / sqrt(D) and adds the decay to it: no separate product and sum
+        scores = torch.baddbmm(decay.view(B * H, Tq, Tk), q.reshape(B * H, Tq, D),
+                               k.reshape(B * H, Tk, D).transpose(1, 2), alpha=1.0 / math.sqrt(D))
+        return scores.view(B, H, Tq, Tk)

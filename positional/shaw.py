@@ -12,8 +12,11 @@ than k shares w^K[k]. With k at least the sequence length, every distance has it
 vector: the paper's unclipped ("full") relative representations.
 
 Never builds the (Tq, Tk, D) tensor of the paper's a_ij: the key term is q @ w^K.T,
-(B, H, Tq, k+1), gathered at d_ij; the value term sums the attention probabilities
-per distance, (B, H, Tq, k+1), then multiplies by w^V (k+1, D).
+(B, H, Tq, k+1), read at d_ij (a product with the one-hot (Tq, Tk, k+1) of d_ij in
+training, a gather elsewhere) into the one (B, H, Tq, Tk) tensor this adds, which a
+single baddbmm takes as the matrix q k^T is added to (the scale applied to both by the
+GEMM itself); the value term sums the attention probabilities per distance, (B, H, Tq, k+1),
+then multiplies by w^V (k+1, D).
 
 Knobs: shaw_max_distance (k, 16 in the paper), shaw_values (the w^V term).
 """
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from .base import PositionalEncoding, Settings
 
@@ -41,6 +45,7 @@ class Shaw(PositionalEncoding):
     name = "shaw"
     extrapolates = True        # measured flat to 16x (README, "Train short, test long")
     Settings = ShawSettings
+    scores_by_query_block = True
 
     def __init__(self, n_layer: int, head_dim: int, max_distance: int = 16, values: bool = True):
         super().__init__()
@@ -59,15 +64,36 @@ class Shaw(PositionalEncoding):
         """(Tq, Tk) clipped distance index min(i - j, k); future keys get 0 (masked anyway)."""
         return (q_pos[:, None] - k_pos[None, :]).clamp(0, self.max_distance)
 
+    def one_hot(self, q_pos, k_pos, batch_heads, dtype):
+        """(Tq, Tk, k+1) indicator of d_ij, where it is no larger than a (B, H, Tq, Tk) tensor
+        (k + 1 <= B H: training); else None. Reading a table at d_ij is then a matrix product
+        (the indicator as the second operand), whose backward is one too: on CPU both are
+        faster than gather and its backward scatter_add (benchmarks/)."""
+        if self.max_distance + 1 > batch_heads:
+            return None
+        return F.one_hot(self.distances(q_pos, k_pos), self.max_distance + 1).to(dtype)
+
     def attention_logits(self, q, k, q_pos, k_pos, layer):
         B, H, Tq, D = q.shape
-        d = self.distances(q_pos, k_pos).expand(B, H, -1, -1)                # (B, H, Tq, Tk)
+        Tk, scale = k.shape[2], 1.0 / math.sqrt(D)
         rel = q @ self.key_emb[layer].to(q.dtype).T                          # (B, H, Tq, k+1)
-        return (q @ k.transpose(-1, -2) + rel.gather(-1, d)) / math.sqrt(D)  # (B, H, Tq, Tk)
+        e = self.one_hot(q_pos, k_pos, B * H, q.dtype)
+        if e is not None:
+            rel = torch.einsum("bhqn,qkn->bhqk", rel, e)                     # (B, H, Tq, Tk)
+        else:
+            rel = rel.gather(-1, self.distances(q_pos, k_pos).expand(B, H, -1, -1))
+        scores = torch.baddbmm(rel.reshape(B * H, Tq, Tk), q.reshape(B * H, Tq, D),
+                               k.reshape(B * H, Tk, D).transpose(1, 2), beta=scale, alpha=scale)
+        return scores.view(B, H, Tq, Tk)                                     # (q.k + q.w^K[d]) / sqrt(D)
 
     def attention_values(self, probs, q_pos, k_pos, layer):
         if self.value_emb is None:
             return None
-        d = self.distances(q_pos, k_pos).expand_as(probs)                    # (B, H, Tq, Tk)
-        per_distance = probs.new_zeros(*probs.shape[:-1], self.max_distance + 1).scatter_add_(-1, d, probs)
+        B, H = probs.shape[:2]
+        e = self.one_hot(q_pos, k_pos, B * H, probs.dtype)
+        if e is not None:
+            per_distance = torch.einsum("bhqk,qkn->bhqn", probs, e)          # (B, H, Tq, k+1)
+        else:
+            d = self.distances(q_pos, k_pos).expand_as(probs)                # (B, H, Tq, Tk)
+            per_distance = probs.new_zeros(*probs.shape[:-1], self.max_distance + 1).scatter_add_(-1, d, probs)
         return per_distance @ self.value_emb[layer].to(probs.dtype)          # (B, H, Tq, D)

@@ -17,7 +17,11 @@ Never builds the (Tq, Tk, D) tensor of r_{i-j} for a full pass: r is projected o
 distance, (H, n, D) for the n positions in play, and (q + v) @ r.T, (B, H, Tq, n), is
 gathered at i - j. This is the paper's "relative shift" done as an index gather, which
 stays right with a KV cache (queries at the end of the keys) and with non-contiguous
-cached keys. Decoding: without autograd the projected rows are kept per layer and only
+cached keys. Where the keys are consecutive positions and the queries the last of them
+(training, a prefill, a query block) the shift is a strided view of the product instead (shifted(): no gather, whose
+backward scatter cost as much as the product itself on CPU). Either way one GEMM
+(baddbmm) forms (q + u).k and adds the position term.
+Decoding: without autograd the projected rows are kept per layer and only
 the new distances are projected at each step; a call with fewer (query, key) pairs than
 distances in play (a windowed decode step) projects only its pairs' rows, so its cost
 and memory follow the window, not the position.
@@ -31,9 +35,17 @@ from .base import PositionalEncoding
 from .sinusoidal import sinusoidal_table
 
 
+def queries_at_the_end(q_pos, k_pos):
+    """Keys at consecutive positions, the queries the last of them (training, a prefill, a query
+    block; positions increase: GPT.forward)."""
+    Tq, Tk = len(q_pos), len(k_pos)
+    return Tq <= Tk and int(k_pos[-1] - k_pos[0]) == Tk - 1 and bool((q_pos == k_pos[Tk - Tq:]).all())
+
+
 class TransformerXL(PositionalEncoding):
     name = "transformer_xl"
     extrapolates = True        # measured flat to 16x (README, "Train short, test long")
+    scores_by_query_block = True
 
     def __init__(self, n_layer: int, n_head: int, n_embd: int):
         super().__init__()
@@ -77,17 +89,35 @@ class TransformerXL(PositionalEncoding):
         self.rows[layer] = (key, r, filled)
         return r[:n]
 
+    def shifted(self, qv, layer, Tk):
+        """(B, H, Tq, Tk) view whose [i, j] is qv_i . r_{a+i-j} for j <= a + i, for queries at the
+        last Tq = Tk - a of Tk consecutive key positions (past the diagonal: other products,
+        masked later). P = qv @ [r_{Tk-1}, ..., r_0, 0].T is (B, H, Tq, Tk + 1), P[i, m] =
+        qv_i . r_{Tk-1-m}, so [i, j] is P's element (Tk - 1 - a) + i Tk + j: a view with row
+        stride Tk, no copy, no gather (the paper's relative shift, done by the strides)."""
+        B, H, Tq, D = qv.shape
+        r = self.projected(layer, qv.dtype)[:Tk].view(Tk, H, D).transpose(0, 1)    # (H, Tk, D): r_0 .. r_{Tk-1}
+        r = torch.cat([r.flip(1), r.new_zeros(H, 1, D)], dim=1)                    # (H, Tk + 1, D)
+        P = (qv @ r.transpose(-1, -2)).contiguous()                                 # (B, H, Tq, Tk + 1)
+        return P.as_strided((B, H, Tq, Tk), (H * Tq * (Tk + 1), Tq * (Tk + 1), Tk, 1),
+                            P.storage_offset() + Tk - 1 - (Tk - Tq))
+
     def attention_logits(self, q, k, q_pos, k_pos, layer):
         B, H, Tq, D = q.shape
         Tk = k.shape[2]
-        content = (q + self.u[:, None].to(q.dtype)) @ k.transpose(-1, -2)          # (B, H, Tq, Tk)
         qv = q + self.v[:, None].to(q.dtype)                                        # (B, H, Tq, D)
         dist = (q_pos[:, None] - k_pos[None, :]).clamp(min=0)                      # (Tq, Tk); future keys masked later
         if Tq * Tk < self.n_positions:  # fewer pairs than distances (a windowed step): project the pairs' rows
             R = self.table[dist.reshape(-1)].to(q.dtype)                            # (Tq*Tk, C)
             rd = (R @ self.w_r[layer].to(q.dtype)).view(Tq, Tk, H, D)               # (Tq, Tk, H, D)
             position = torch.einsum("bhqd,qkhd->bhqk", qv, rd)                      # (B, H, Tq, Tk)
+        elif queries_at_the_end(q_pos, k_pos):  # training, a prefill: the shift as a strided view
+            position = self.shifted(qv, layer, Tk)
         else:
             r = self.projected(layer, q.dtype).view(-1, H, D).transpose(0, 1)      # (H, n, D)
             position = (qv @ r.transpose(-1, -2)).gather(-1, dist.expand(B, H, -1, -1))   # (B, H, Tq, n) -> (B, H, Tq, Tk)
-        return (content + position) / math.sqrt(D)
+        scale, qu = 1.0 / math.sqrt(D), q + self.u[:, None].to(q.dtype)           # (B, H, Tq, D)
+        # one GEMM forms (q + u).k and adds the position term to it, both scaled: no separate sum
+        scores = torch.baddbmm(position.reshape(B * H, Tq, Tk), qu.reshape(B * H, Tq, D),
+                               k.reshape(B * H, Tk, D).transpose(1, 2), beta=scale, alpha=scale)
+        return scores.view(B, H, Tq, Tk)

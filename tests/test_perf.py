@@ -240,3 +240,99 @@ def test_fast_rotation_gradient_is_the_inverse_rotation(fraction):
     want = torch.cat((x[..., :r2] * cos - x[..., r2:2 * r2] * sin, x[..., r2:2 * r2] * cos + x[..., :r2] * sin,
                       x[..., 2 * r2:]), dim=-1)
     torch.testing.assert_close(rotate_half_split(x, cos, sin), want)
+
+
+def test_shaw_one_hot_form_matches_the_gather(monkeypatch):
+    """Training reads Shaw's tables through a one-hot product (batch x heads >= k + 1):
+    the same loss and gradients as the gather and scatter_add used elsewhere."""
+    m = sharp_gpt("shaw").train()
+    x, y = torch.randint(40, (6, 24)), torch.randint(40, (6, 24))
+    assert m.pe.one_hot(torch.arange(4), torch.arange(4), 6 * 4, torch.float32) is not None
+    fast_loss, fast = loss_and_grads(m, x, y)
+    monkeypatch.setattr(type(m.pe), "one_hot", lambda *a: None)
+    ref_loss, ref = loss_and_grads(m, x, y)
+    torch.testing.assert_close(fast_loss, ref_loss, rtol=1e-6, atol=1e-6)
+    for n in ref:
+        torch.testing.assert_close(fast[n], ref[n], rtol=1e-5, atol=1e-6, msg=lambda s: f"{n}: {s}")
+
+
+def test_transformer_xl_strided_shift_matches_the_gather(monkeypatch):
+    from positional import transformer_xl
+    m = sharp_gpt("transformer_xl").train()
+    x, y = torch.randint(40, (3, 24)), torch.randint(40, (3, 24))
+    pos = torch.arange(5, 29)
+    assert transformer_xl.queries_at_the_end(pos, pos) and transformer_xl.queries_at_the_end(pos[20:], pos)
+    assert not transformer_xl.queries_at_the_end(pos, torch.arange(24)) and not \
+        transformer_xl.queries_at_the_end(torch.tensor([0, 2, 3]), torch.tensor([0, 2, 3]))
+    fast_loss, fast = loss_and_grads(m, x, y)
+    monkeypatch.setattr(transformer_xl, "queries_at_the_end", lambda q, k: False)
+    ref_loss, ref = loss_and_grads(m, x, y)
+    torch.testing.assert_close(fast_loss, ref_loss, rtol=1e-6, atol=1e-6)
+    for n in ref:
+        torch.testing.assert_close(fast[n], ref[n], rtol=1e-5, atol=1e-6, msg=lambda s: f"{n}: {s}")
+
+
+def test_kerple_and_fire_tables_match_the_bias_at_each_pair():
+    """Their networks run once per distance (FIRE: for the queries before L) and are read at
+    each (i, j): the numbers of the formula at each pair, queries past L and decode steps included."""
+    from positional.fire import fire_input
+    from positional.kerple import kerple_bias
+    kerple = tiny_gpt("kerple").pe
+    fire = tiny_gpt("fire", fire_init_L=20).pe          # queries from 20 on have their own normaliser
+    sparse = torch.tensor([0, 3, 7, 30])
+    for q_pos, k_pos in [(torch.arange(40), torch.arange(40)), (torch.arange(30, 33), torch.arange(33)),
+                         (torch.tensor([39]), torch.arange(40)), (sparse, sparse)]:
+        want = kerple_bias((q_pos[:, None] - k_pos[None, :]).abs(), *kerple.params(), kerple.variant)
+        torch.testing.assert_close(kerple.score_bias(q_pos, k_pos), want, rtol=0, atol=0)
+        want = fire.mlp(fire_input(q_pos, k_pos, fire.c, fire.L)[..., None]).permute(2, 0, 1)
+        torch.testing.assert_close(fire.score_bias(q_pos, k_pos), want, rtol=1e-6, atol=1e-6)
+
+
+def test_bench_variants_add_training_rows(tmp_path):
+    spec = "rope:qk_norm=True;rope:layer_encodings=rope,none&layer_windows=4,0"
+    assert bench.variant_configs(spec) == {"rope:qk_norm=True": ("rope", {"qk_norm": True}),
+                                           "rope:layer_encodings=rope,none&layer_windows=4,0":
+                                           ("rope", {"layer_encodings": "rope,none", "layer_windows": "4,0"})}
+    for bad in ("rope:n_layer=2", "nope:qk_norm=True", "rope:qk_nrom=True"):
+        with pytest.raises(ValueError, match="--variants"):
+            bench.variant_configs(bad)
+    out = tmp_path / "b.json"
+    bench.main(["--n_layer=2", "--n_head=2", "--n_embd=16", "--block_size=8", "--batch_size=2", "--rounds=1",
+                "--steps=1", "--sections=train", "--encodings=none", f"--variants={spec}", f"--json={out}"])
+    assert set(json.loads(out.read_text())["train"]) == {"none", *bench.variant_configs(spec)}
+
+
+@pytest.mark.parametrize("T", [64, 200, 256])
+def test_explicit_attention_in_causal_blocks_matches_the_full_square(T):
+    """Query blocks that leave out the keys hidden from all of them (keys at the queries' own
+    positions): the same output and gradients as the full (Tq, Tk) square."""
+    pe = tiny_gpt("t5", n_head=2).pe
+    pos = torch.arange(T)
+    assert len(attention.causal_blocks(T)) == min(4, T // 64)
+    q, k, v = (torch.randn(2, 2, T, 8, requires_grad=True) for _ in range(3))
+    grads = []
+    for causal in (True, False):
+        mask = attention.attention_mask(pe.score_bias(pos, pos), pos, pos, window=T // 3, sinks=2)   # (H, T, T)
+        y = attention.explicit_attention(q, k, v, mask, causal=causal)
+        y.backward(torch.ones_like(y))
+        grads.append((y.detach(), *(t.grad.clone() for t in (q, k, v)), *(p.grad.clone() for p in pe.parameters())))
+        for t in (q, k, v, *pe.parameters()):
+            t.grad = None
+    for got, want in zip(*grads):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(grads[1][0], reference_attend(q, k, v, mask), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if positional.REGISTRY[n].scores_by_query_block])
+def test_scores_by_query_block_match_the_full_square(name, monkeypatch):
+    """At T = 200 (3 query blocks) an encoding that forms its own scores gives the loss and
+    gradients of one full square (the blocks leave out only keys hidden from them)."""
+    m = sharp_gpt(name, block_size=200).train()
+    x, y = torch.randint(40, (6, 200)), torch.randint(40, (6, 200))
+    assert len(attention.causal_blocks(200)) == 3
+    fast_loss, fast = loss_and_grads(m, x, y)
+    monkeypatch.setattr(model_mod, "causal_blocks", lambda T: [(0, T)])
+    ref_loss, ref = loss_and_grads(m, x, y)
+    torch.testing.assert_close(fast_loss, ref_loss, rtol=1e-5, atol=1e-6)
+    for n in ref:
+        torch.testing.assert_close(fast[n], ref[n], rtol=1e-4, atol=1e-6, msg=lambda s: f"{n}: {s}")
