@@ -58,6 +58,12 @@ the built encoding; they are class attributes except where a setting decides the
   supports_rope_scaling True if the frequency methods of rope_scaling/ apply (rotary encodings)
   reads_window         True when from_config reads cfg.window and cfg.sinks (CoPE counts only
                        visible keys): in a per-layer schedule its layers must share one window
+  static_decoding      True when a decode step needs nothing from the host but the positions
+                       tensor: set_length(n) once for the whole generation is enough and no
+                       state is kept in Python across calls. decode.py then runs a static,
+                       compilable step; False: generation takes GPT.forward with a growing cache
+  ordered_keys         True when attention_logits needs the keys in position order (CoPE's
+                       counts): a static cache then keeps one slot per position, never a ring
   extrapolates         True where perplexity was measured flat from 1x to 16x the training
                        length (README, "Train short, test long"); sample.py then lets the text
                        run past the training length without a window
@@ -88,6 +94,8 @@ class PositionalEncoding(nn.Module):
     supports_rope_scaling = False
     extrapolates = False
     reads_window = False
+    static_decoding = True
+    ordered_keys = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -67,6 +67,7 @@ def interpolate(table, p):
 class CoPE(PositionalEncoding):
     name = "cope"
     reads_window = True   # counts only the keys inside the window
+    ordered_keys = True   # counts run over the keys in position order
     Settings = CoPESettings
 
     def __init__(self, n_layer: int, head_dim: int, max_position: int, window: int = 0, sinks: int = 0):

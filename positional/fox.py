@@ -38,6 +38,7 @@ from .base import PositionalEncoding
 
 class FoX(PositionalEncoding):
     name = "fox"
+    static_decoding = False   # running sums kept in Python dicts, keyed by position
 
     def __init__(self, n_layer: int, n_head: int, n_embd: int):
         super().__init__()

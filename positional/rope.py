@@ -108,7 +108,7 @@ class RoPE(PositionalEncoding):
             raise ValueError(f"rotary dimension must be even and in (0, head_dim={head_dim}], got "
                              f"{self.rotary_dim} (= rotary_fraction {rotary_fraction} * head_dim); "
                              f"change rotary_fraction or n_embd/n_head")
-        self.base = base
+        self.base, self.head_dim = base, head_dim
         self.kind, self.scaling = scaling if scaling else (None, None)   # (method name, settings)
         self.length_dependent = bool(self.kind) and self.scaling.length_dependent
         inv, self.attention_scale = rope_inv_freq(self.rotary_dim, base, self.kind, self.scaling)
@@ -117,10 +117,18 @@ class RoPE(PositionalEncoding):
         self.n_cached = 0
         self.register_buffer("cos", torch.empty(0, self.rotary_dim // 2), persistent=False)
         self.register_buffer("sin", torch.empty(0, self.rotary_dim // 2), persistent=False)
+        self.register_buffer("rows", torch.empty(2, 0, 2, head_dim), persistent=False)   # see grown()
+        r2 = self.rotary_dim // 2                       # channel j's partner: j + r2, j - r2, or itself
+        perm = torch.cat([torch.arange(r2, 2 * r2), torch.arange(r2), torch.arange(2 * r2, head_dim)])
+        self.register_buffer("partner", perm, persistent=False)
 
     @property
     def cache_rotated_keys(self):
         return not self.length_dependent   # dynamic NTK: angles change with the length, re-rotate
+
+    @property
+    def static_decoding(self):
+        return not self.length_dependent   # dynamic NTK: the tables change with the length
 
     @classmethod
     def from_config(cls, cfg, s, scaling=None):
@@ -144,6 +152,22 @@ class RoPE(PositionalEncoding):
             a = self.angles(torch.arange(n, device=self.inv_freq.device))
             self.cos, self.sin = self._scaled(a.cos()), self._scaled(a.sin())
             self.n_cached = n
+            self.grown()
+
+    def grown(self):
+        """The tables grew: rebuild the rows of the inference rotation, (2, n, 2, D): for queries
+        [0] and keys [1], at every position, a multiplier [cos, cos, 1] and [-sin, sin, 0] over
+        the channels, so rotating is x * rows[0] + x[partner] * rows[1]: one gather of a row,
+        three elementwise ops, the same work at any position."""
+        pos = torch.arange(self.n_cached, device=self.inv_freq.device)
+        rest = self.head_dim - self.rotary_dim
+        rows = []
+        for is_key in (False, True):
+            cos, sin = self.tables(pos, is_key)                                   # (n, r/2) each
+            mul = torch.cat([cos, cos, torch.ones(len(pos), rest, device=pos.device)], -1)
+            add = torch.cat([-sin, sin, torch.zeros(len(pos), rest, device=pos.device)], -1)
+            rows.append(torch.stack([mul, add], 1))                               # (n, 2, D)
+        self.rows = torch.stack(rows)
 
     def _scaled(self, table):
         return (table * self.attention_scale).float()
@@ -152,8 +176,11 @@ class RoPE(PositionalEncoding):
         return self.cos[pos], self.sin[pos]                      # (T, r/2) each
 
     def rotate(self, x, pos, is_key=False):
-        cos, sin = self.tables(pos, is_key)
-        return rotate_half_split(x, cos, sin)
+        if x.requires_grad:  # training: the custom autograd rotation, which saves only the tables
+            cos, sin = self.tables(pos, is_key)
+            return rotate_half_split(x, cos, sin)
+        rows = self.rows[int(is_key)][pos].to(x.dtype)                    # (T, 2, D)
+        return torch.addcmul(x * rows[:, 0], x.index_select(-1, self.partner), rows[:, 1])
 
     def rotate_at(self, x, positions):
         """Rotate x (B, H, T, D) at any, possibly fractional, positions (T,), without tables."""

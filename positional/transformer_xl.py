@@ -34,6 +34,7 @@ from .sinusoidal import sinusoidal_table
 class TransformerXL(PositionalEncoding):
     name = "transformer_xl"
     extrapolates = True        # measured flat to 16x (README, "Train short, test long")
+    static_decoding = False    # projected rows kept per layer in Python, grown as positions arrive
 
     def __init__(self, n_layer: int, n_head: int, n_embd: int):
         super().__init__()
