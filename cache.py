@@ -213,7 +213,7 @@ class StaticKVCache(Cache):
     the window and every score bias are computed from true positions, and empty slots are
     masked like future keys. A call may bring up to `chunk` tokens (period - window + 1) to
     a ring without overwriting a key its own queries still see; decode.py prefills in chunks.
-    k, v: (L, B, H, S, D), S = max_len or sinks + period. Keys are attended in slot order,
+    k{layer}, v{layer}: (B, H, S, D), S = max_len or sinks + period. Keys are attended in slot order,
     not position order (same result up to float rounding).
 
     `filled`: the leading slots a call attends to, S unless the caller narrows it. An eager
@@ -225,9 +225,11 @@ class StaticKVCache(Cache):
     def __init__(self, n_layer, batch, n_head, head_dim, max_len, sinks, period, dtype, device):
         super().__init__()
         size = sinks + period if period else max_len
-        shape = (n_layer, batch, n_head, size, head_dim)
-        self.register_buffer("k", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
-        self.register_buffer("v", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+        shape = (batch, n_head, size, head_dim)
+        for i in range(n_layer):  # one buffer per layer: a compiled step writing into a view of one
+            # (L, ...) buffer was measured to copy the whole cache at every token (functionalization)
+            self.register_buffer(f"k{i}", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+            self.register_buffer(f"v{i}", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
         self.register_buffer("slot_pos", torch.full((size,), EMPTY, dtype=torch.long, device=device),
                              persistent=False)
         self.max_len, self.sinks, self.period, self.size = max_len, sinks, period, size
@@ -249,10 +251,11 @@ class StaticKVCache(Cache):
 
     def write(self, layer, k, v):
         """k, v (B, H, T, D) into this call's slots; returns the attended slots (B, H, S, D)."""
-        self.k[layer].index_copy_(2, self.slot, k.to(self.k.dtype))
-        self.v[layer].index_copy_(2, self.slot, v.to(self.v.dtype))
+        ks, vs = getattr(self, f"k{layer}"), getattr(self, f"v{layer}")          # (B, H, S, D)
+        ks.index_copy_(2, self.slot, k.to(ks.dtype))
+        vs.index_copy_(2, self.slot, v.to(vs.dtype))
         n = self.filled
-        return self.k[layer, :, :, :n], self.v[layer, :, :, :n]
+        return ks[:, :, :n], vs[:, :, :n]
 
     def advance(self, T):
         self.length += T

@@ -26,6 +26,11 @@ max_positions tokens at every step, on both paths.
 import torch
 from torch.nn import functional as F
 
+# Intra-op threads for a batch-1 decode step on a CPU (sample.py's default). Measured on the
+# 2-core machine (bench.py --sections=decode --decode_threads=1,2; benchmarks/): one thread is
+# faster than two at both benchmark shapes, because a step is dozens of small kernels whose
+# work is too small to split, and far faster while another process keeps a core busy.
+DECODE_THREADS = 1
 PREFILL_CHUNK = 16   # prompt tokens per call into a ring cache (cache.static_cache's chunk)
 
 
@@ -64,10 +69,16 @@ class Decoder:
             return
         for pe in m.encodings.values():
             pe.set_length(n_positions)                                        # tables, once
-        self.cache = m.kv_cache = m.static_cache(batch, n_positions)
+        c = self.cache
+        if c is not None and (c.max_len, c.slot_pos.device, getattr(c, "k0").shape[0]) == (n_positions, device, batch):
+            c.reset()  # the same shapes again: keep the buffers, and the graph compiled for them
+        else:
+            self.cache = m.static_cache(batch, n_positions)
+        m.kv_cache = self.cache
         self.pos = torch.zeros(1, dtype=torch.long, device=device)            # the next token's position
         self.positions = torch.arange(n_positions, device=device)
 
+    @torch.no_grad()
     def prefill(self, idx):
         """Logits (B, vocab) after the prompt idx (B, T)."""
         if not self.static:
@@ -83,6 +94,7 @@ class Decoder:
             self.cache.filled = self.cache.size   # the compiled step's one shape
         return logits
 
+    @torch.no_grad()
     def next(self, tok):
         """Logits (B, vocab) after one more token tok (B, 1)."""
         if not self.static:
@@ -96,8 +108,8 @@ class Decoder:
         return logits
 
     def close(self):
+        """The model's cache is cleared; this decoder keeps its static cache for the next generate."""
         self.model.clear_cache()
-        self.cache = None
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, on_token=None):

@@ -239,6 +239,8 @@ class GPT(nn.Module):
         encodings = self.encodings
         if cache is not None:
             cache.begin(pos)
+        for pe in encodings.values():
+            pe.prepare(pos)
         plans = self.plans(pos, cache, encodings)
         x = self.wte(idx)                                                           # (B, T, C)
         e = self.pe.embed(pos)

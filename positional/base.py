@@ -18,6 +18,13 @@ explicit-softmax path the encoding may also add to the attention output:
   attention_values(probs, q_pos, k_pos, layer) -> (B, H, Tq, D) added to probs @ v, or None
                              (probs: (B, H, Tq, Tk) after softmax; Shaw's value term)
 
+Before the layers of every forward, GPT.run tells each encoding the positions of the call,
+through one more no-op hook:
+
+  prepare(pos)               pos (T,): the query positions every layer of this forward will
+                             use; an encoding may gather here, once, what each layer would
+                             otherwise gather again (RoPE at inference: its rows at pos)
+
 Encodings whose position signal is computed from the content (FoX's forget gates) see
 each attention layer's input first, through one more no-op hook:
 
@@ -112,6 +119,9 @@ class PositionalEncoding(nn.Module):
     def set_length(self, n_positions: int):
         """Called once per forward, on the host, with the number of positions in play
         (cache length + T). Strategies with cached tables grow them here."""
+
+    def prepare(self, pos):
+        pass
 
     def embed(self, pos):
         return None

@@ -121,6 +121,7 @@ class RoPE(PositionalEncoding):
         r2 = self.rotary_dim // 2                       # channel j's partner: j + r2, j - r2, or itself
         perm = torch.cat([torch.arange(r2, 2 * r2), torch.arange(r2), torch.arange(2 * r2, head_dim)])
         self.register_buffer("partner", perm, persistent=False)
+        self.at = None   # (pos, q mul, q add, k mul, k add) of this forward: see prepare()
 
     @property
     def cache_rotated_keys(self):
@@ -175,12 +176,24 @@ class RoPE(PositionalEncoding):
     def tables(self, pos, is_key):
         return self.cos[pos], self.sin[pos]                      # (T, r/2) each
 
+    def prepare(self, pos):
+        """At inference, gather the rows of this forward's positions once, for every layer's q and k."""
+        self.at = None
+        if not torch.is_grad_enabled():
+            r = self.rows[:, pos]                                                 # (2, T, 2, D)
+            self.at = (pos, r[0, :, 0], r[0, :, 1], r[1, :, 0], r[1, :, 1])
+
     def rotate(self, x, pos, is_key=False):
         if x.requires_grad:  # training: the custom autograd rotation, which saves only the tables
             cos, sin = self.tables(pos, is_key)
             return rotate_half_split(x, cos, sin)
-        rows = self.rows[int(is_key)][pos].to(x.dtype)                    # (T, 2, D)
-        return torch.addcmul(x * rows[:, 0], x.index_select(-1, self.partner), rows[:, 1])
+        at = self.at
+        if at is not None and at[0] is pos:  # the rows prepare() gathered for this forward
+            mul, add = at[3:] if is_key else at[1:3]
+        else:  # other positions (keys cached raw): gather them here
+            rows = self.rows[int(is_key)][pos]                                    # (T, 2, D)
+            mul, add = rows[:, 0], rows[:, 1]
+        return torch.addcmul(x * mul.to(x.dtype), x.index_select(-1, self.partner), add.to(x.dtype))
 
     def rotate_at(self, x, positions):
         """Rotate x (B, H, T, D) at any, possibly fractional, positions (T,), without tables."""
