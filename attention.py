@@ -82,10 +82,21 @@ class AttentionPlan:
     mask: torch.Tensor = field(init=False)   # None (plain causal), (Tq, Tk) bool, or the bias with -inf
     kernel: str = field(init=False)
     block_mask: object = field(init=False, default=None)   # FlexAttention's BlockMask (kernel "flex")
+    sdpa_masks: dict = field(init=False, default_factory=dict)   # dtype -> the mask as SDPA takes it
 
     def __post_init__(self):
         self.mask = attention_mask(self.bias, self.q_pos, self.k_pos, self.window, self.sinks)
         self.kernel = choose_kernel(self)
+
+    def sdpa_mask(self, dtype):
+        """The mask as SDPA's attn_mask, (1, H or 1, Tq, Tk) additive in dtype, made once per forward
+        and shared by the layers (given a bool mask, SDPA would convert it again in every layer)."""
+        if dtype not in self.sdpa_masks:
+            m = self.mask
+            if m.dtype == torch.bool:
+                m = torch.zeros(m.shape, dtype=dtype, device=m.device).masked_fill(~m, float("-inf"))
+            self.sdpa_masks[dtype] = m.to(dtype).view((1,) * (4 - m.dim()) + tuple(m.shape))
+        return self.sdpa_masks[dtype]
 
     @property
     def bias_needs_grad(self):
@@ -175,7 +186,4 @@ def attend(q, k, v, plan):
             return attend(q, k, v, plan)
     if kernel == "explicit":
         return explicit_attention(q, k, v, mask, dropout, dropout > 0)
-    if mask.dtype != torch.bool:
-        mask = mask.to(q.dtype)
-    mask = mask.view((1,) * (4 - mask.dim()) + tuple(mask.shape))          # (1, H or 1, Tq, Tk)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=plan.sdpa_mask(q.dtype), dropout_p=dropout)

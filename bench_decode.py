@@ -68,7 +68,8 @@ def runners(args, shape, nanogpt):
             if mode == "compiled" and (not model.static_decoding or not args.decode_compile):
                 continue
             d = Decoder(model, static=mode != "reference", compile=mode == "compiled")
-            out[name, mode] = lambda n, d=d: d.generate(start(args), n, TEMPERATURE, TOP_K, seeded(args))
+            out[name, mode] = run = lambda n, d=d: d.generate(start(args), n, TEMPERATURE, TOP_K, seeded(args))
+            run.decoder = d
     if nanogpt is not None:
         torch.manual_seed(args.seed)
         ng = nanogpt.GPT(nanogpt.GPTConfig(n_layer=L, n_head=H, n_embd=C, block_size=block,
@@ -86,10 +87,23 @@ def seeded(args):
     return torch.Generator(device=args.device).manual_seed(args.seed)
 
 
+def warm_up(d, n_positions, steps=3):
+    """Run a few steps of Decoder d at the cache shape of a generation of n_positions: compiles its step."""
+    tok = torch.zeros(1, 1, dtype=torch.long, device=d.model.wte.weight.device)
+    d.open(1, n_positions, tok.device)
+    d.prefill(tok)
+    for _ in range(steps):
+        d.next(tok)
+    d.close()
+
+
 def time_rounds(args, runs):
     """({key: (median wall s, median CPU s)}, {key: tokens}) of generating args.gen_tokens, interleaved."""
-    for key, fn in runs.items():   # warm-up: compiles the compiled steps at their real shapes
-        fn(args.gen_tokens if key[1] == "compiled" else 4)
+    for key, fn in runs.items():   # warm-up; the compiled steps are compiled at their real shapes
+        if key[1] == "compiled":
+            warm_up(fn.decoder, 1 + args.gen_tokens)
+        else:
+            fn(4)
     wall, cpu, tokens = {k: [] for k in runs}, {k: [] for k in runs}, {}
     for _ in range(args.rounds):
         for key, fn in runs.items():

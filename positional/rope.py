@@ -117,7 +117,7 @@ class RoPE(PositionalEncoding):
         self.n_cached = 0
         self.register_buffer("cos", torch.empty(0, self.rotary_dim // 2), persistent=False)
         self.register_buffer("sin", torch.empty(0, self.rotary_dim // 2), persistent=False)
-        self.register_buffer("rows", torch.empty(2, 0, 2, head_dim), persistent=False)   # see grown()
+        self.register_buffer("rows", torch.empty(0, 4, head_dim), persistent=False)   # see grown()
         r2 = self.rotary_dim // 2                       # channel j's partner: j + r2, j - r2, or itself
         perm = torch.cat([torch.arange(r2, 2 * r2), torch.arange(r2), torch.arange(2 * r2, head_dim)])
         self.register_buffer("partner", perm, persistent=False)
@@ -156,10 +156,10 @@ class RoPE(PositionalEncoding):
             self.grown()
 
     def grown(self):
-        """The tables grew: rebuild the rows of the inference rotation, (2, n, 2, D): for queries
-        [0] and keys [1], at every position, a multiplier [cos, cos, 1] and [-sin, sin, 0] over
-        the channels, so rotating is x * rows[0] + x[partner] * rows[1]: one gather of a row,
-        three elementwise ops, the same work at any position."""
+        """The tables grew: rebuild the rows of the inference rotation, (n, 4, D): at every position,
+        for queries then keys, a multiplier [cos, cos, 1] and an addend factor [-sin, sin, 0] over
+        the channels, so rotating is x * mul + x[partner] * add: one gather of a row, three
+        elementwise ops, the same work at any position."""
         pos = torch.arange(self.n_cached, device=self.inv_freq.device)
         rest = self.head_dim - self.rotary_dim
         rows = []
@@ -167,8 +167,8 @@ class RoPE(PositionalEncoding):
             cos, sin = self.tables(pos, is_key)                                   # (n, r/2) each
             mul = torch.cat([cos, cos, torch.ones(len(pos), rest, device=pos.device)], -1)
             add = torch.cat([-sin, sin, torch.zeros(len(pos), rest, device=pos.device)], -1)
-            rows.append(torch.stack([mul, add], 1))                               # (n, 2, D)
-        self.rows = torch.stack(rows)
+            rows += [mul, add]
+        self.rows = torch.stack(rows, 1)                                           # (n, 4, D)
 
     def _scaled(self, table):
         return (table * self.attention_scale).float()
@@ -180,8 +180,7 @@ class RoPE(PositionalEncoding):
         """At inference, gather the rows of this forward's positions once, for every layer's q and k."""
         self.at = None
         if not torch.is_grad_enabled():
-            r = self.rows[:, pos]                                                 # (2, T, 2, D)
-            self.at = (pos, r[0, :, 0], r[0, :, 1], r[1, :, 0], r[1, :, 1])
+            self.at = (pos, *self.rows[pos].unbind(1))                          # 4 x (T, D)
 
     def rotate(self, x, pos, is_key=False):
         if x.requires_grad:  # training: the custom autograd rotation, which saves only the tables
@@ -191,8 +190,7 @@ class RoPE(PositionalEncoding):
         if at is not None and at[0] is pos:  # the rows prepare() gathered for this forward
             mul, add = at[3:] if is_key else at[1:3]
         else:  # other positions (keys cached raw): gather them here
-            rows = self.rows[int(is_key)][pos]                                    # (T, 2, D)
-            mul, add = rows[:, 0], rows[:, 1]
+            mul, add = self.rows[pos, 2 * is_key:2 * is_key + 2].unbind(1)       # (T, D) each
         return torch.addcmul(x * mul.to(x.dtype), x.index_select(-1, self.partner), add.to(x.dtype))
 
     def rotate_at(self, x, positions):
