@@ -20,6 +20,7 @@ writes, reshapes).
 import importlib.util
 import os
 import statistics
+import sys
 import time
 
 import torch
@@ -162,7 +163,9 @@ def bench_decode(args, nanogpt):
         for threads in (int(t) for t in args.decode_threads.split(",")):
             torch.set_num_threads(threads)
             for shape in parse_shapes(args.decode_shapes):
-                out["{}x{}x{}:{} {}t".format(*shape, threads)] = bench_shape(args, shape, nanogpt)
+                label = "{}x{}x{}:{} {}t".format(*shape, threads)
+                out[label] = bench_shape(args, shape, nanogpt)
+                print("\n".join(table({label: out[label]}, args)), file=sys.stderr, flush=True)   # progress
     finally:
         torch.set_num_threads(before)
     return out

@@ -15,6 +15,10 @@ rotary, as GPT-NeoX's rotary_pct: the frequencies are computed over the rotated 
 the other channels carry no position). Angles are computed in float32 (float64 for the
 tables) and cast at the end; never complex numbers. Keys are cached after rotation
 (cheap), except when the frequencies depend on the current length (dynamic NTK).
+At inference (no gradient) the rotation is x * mul + x[partner] * add, with mul, add rows of
+one precomputed (n, 4, D) table (queries and keys: xPos's scales are in it), gathered once
+per forward for every layer (prepare): three elementwise ops per rotation, no table work
+per step. Training keeps the custom autograd rotation (_Rotate).
 
 Length extension (positional/rope_scaling/, one file per method): `scaling` is a pair
 (method name, its settings); the method changes the frequencies and may add an attention
