@@ -85,6 +85,7 @@ class AttentionPlan:
     mask: torch.Tensor = field(init=False)   # None (plain causal), (Tq, Tk) bool, or the bias with -inf
     kernel: str = field(init=False)
     block_mask: object = field(init=False, default=None)   # FlexAttention's BlockMask (kernel "flex")
+    sdpa_masks: dict = field(init=False, default_factory=dict)   # dtype -> the mask as SDPA takes it
 
     def __post_init__(self):
         self.mask = attention_mask(self.bias, self.q_pos, self.k_pos, self.window, self.sinks)
@@ -95,6 +96,16 @@ class AttentionPlan:
         bias = None if self.bias is None else self.bias[..., a:b, :end]
         counts = None if self.key_counts is None else self.key_counts[a:b]
         return dataclasses.replace(self, q_pos=self.q_pos[a:b], k_pos=self.k_pos[:end], bias=bias, key_counts=counts)
+
+    def sdpa_mask(self, dtype):
+        """The mask as SDPA's attn_mask, (1, H or 1, Tq, Tk) additive in dtype, made once per forward
+        and shared by the layers (given a bool mask, SDPA would convert it again in every layer)."""
+        if dtype not in self.sdpa_masks:
+            m = self.mask
+            if m.dtype == torch.bool:
+                m = torch.zeros(m.shape, dtype=dtype, device=m.device).masked_fill(~m, float("-inf"))
+            self.sdpa_masks[dtype] = m.to(dtype).view((1,) * (4 - m.dim()) + tuple(m.shape))
+        return self.sdpa_masks[dtype]
 
     @property
     def bias_needs_grad(self):
@@ -201,7 +212,4 @@ def attend(q, k, v, plan):
             return attend(q, k, v, plan)
     if kernel == "explicit":  # keys at the queries' positions (no cache): hidden key blocks skipped
         return explicit_attention(q, k, v, mask, dropout, dropout > 0, plan.q_pos is plan.k_pos)
-    if mask.dtype != torch.bool:
-        mask = mask.to(q.dtype)
-    mask = mask.view((1,) * (4 - mask.dim()) + tuple(mask.shape))          # (1, H or 1, Tq, Tk)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=plan.sdpa_mask(q.dtype), dropout_p=dropout)

@@ -4,8 +4,9 @@
     python bench.py --block_size=256 --batch_size=16 --sections=train
     python bench.py --sections=gen --block_size=256 --gen_tokens=2000
     python bench.py --sections=eval --n_layer=6 --n_head=6 --n_embd=384 --block_size=256 --batch_size=1
+    python bench.py --sections=decode --decode_threads=1,2 --rounds=3 --nanogpt=/path/to/nanoGPT
 
-Sections (--sections=peak,train,gen,eval; all by default):
+Sections (--sections=peak,train,gen,eval,decode; all but decode by default):
   peak   the machine's float32 matrix-multiply peak, measured here (and again every training
          round; the best is kept), so that MFU means something on a CPU too
   train  one training step (forward, backward, AdamW step) per encoding, all in this
@@ -19,6 +20,12 @@ Sections (--sections=peak,train,gen,eval; all by default):
          the full context for every token (nanoGPT's way), with the same seed; and whether
          the two texts are identical
   eval   time and peak memory of one no-grad forward pass at 1x, 4x and 16x block_size
+  decode tokens/s generating --gen_tokens tokens from one token at each --decode_shapes shape
+         (LxHxC:block; vocabulary --decode_vocab), per encoding: the reference step, the static
+         step (decode.py), compiled; nanoGPT's generate side by side when --nanogpt names a
+         nanoGPT checkout (its model.py is imported from there, never copied here); in this
+         process, for each --decode_threads thread count; and where a step's time goes
+         (bench_decode.py)
 
 Memory on CPU is the growth of the process's peak resident set (VmHWM, reset through
 /proc/self/clear_refs) over the resident set just before the pass, after malloc_trim has
@@ -42,6 +49,7 @@ import torch
 from torch.nn import functional as F
 
 import positional
+import bench_decode
 from cli import fail, parse, pick_device, pick_dtype
 from config import ConfigError
 from model import GPT, GPTConfig
@@ -61,7 +69,9 @@ def options():
                 gen_tokens=2000, seed=1337, threads=0)  # threads 0: torch's default
     return dict(sections="peak,train,gen,eval", encodings=",".join(positional.REGISTRY), variants="",
                 gen_encodings=",".join(relative_encodings()), eval_lengths="1,4,16", device="auto", dtype="auto",
-                compile=False, json="bench.json", **ints)
+                compile=False, json="bench.json", decode_shapes="4x4x128:64,6x6x384:256", decode_vocab=77,
+                decode_encodings=",".join(positional.REGISTRY), decode_threads="1", decode_compile=True,
+                nanogpt="", **ints)
 
 
 def parse_args(argv=None):
@@ -74,13 +84,17 @@ def parse_args(argv=None):
     args.dtype = pick_dtype(args.dtype, args.device.split(":")[0])
     if args.dtype not in ("float32", "bfloat16"):
         raise ConfigError(f"--dtype must be auto, float32 or bfloat16, got {args.dtype!r}")
-    for name in args.encodings.split(",") + args.gen_encodings.split(","):
+    for name in args.encodings.split(",") + args.gen_encodings.split(",") + args.decode_encodings.split(","):
         if name not in positional.REGISTRY:
             raise ConfigError(f"unknown encoding {name!r}; valid: {', '.join(positional.REGISTRY)}")
     args.variant_configs = variant_configs(args.variants)
-    unknown = set(args.sections.split(",")) - {"peak", "train", "gen", "eval"}
+    unknown = set(args.sections.split(",")) - {"peak", "train", "gen", "eval", "decode"}
     if unknown:
-        raise ConfigError(f"unknown section(s) {', '.join(sorted(unknown))}; valid: peak, train, gen, eval")
+        raise ConfigError(f"unknown section(s) {', '.join(sorted(unknown))}; valid: peak, train, gen, eval, decode")
+    bench_decode.parse_shapes(args.decode_shapes)
+    threads = args.decode_threads.split(",")
+    if not all(t.strip().isdigit() and int(t) > 0 for t in threads):
+        raise ConfigError(f"--decode_threads must be thread counts > 0, e.g. 1,2; got {args.decode_threads!r}")
     return args
 
 
@@ -326,12 +340,15 @@ def table(results, args):
                 mib = f"{c['peak_bytes'] / 2 ** 20:.0f}" if c and c["peak_bytes"] is not None else "?"
                 cells.append(f"{c['s']:9.3f} / {mib:>6}" if c else f"{'n/a':>16}")
             lines.append(f"{name:<16}" + "".join(f"{c:>18}" for c in cells))
+    if "decode" in results:
+        lines += bench_decode.table(results["decode"], args)
     return "\n".join(lines)
 
 
 def main(argv=None):
     try:
         args = parse_args(argv)
+        nanogpt = bench_decode.load_nanogpt(args.nanogpt) if args.nanogpt else None
     except ValueError as e:
         fail(e)
     if args.threads:
@@ -348,6 +365,8 @@ def main(argv=None):
         results["gen"] = bench_gen(args)
     if "eval" in sections:
         results["eval"] = bench_eval(args)
+    if "decode" in sections:
+        results["decode"] = bench_decode.bench_decode(args, nanogpt)
     print(table(results, args))
     with open(args.json, "w") as f:
         json.dump(results, f, indent=1)

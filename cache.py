@@ -7,9 +7,13 @@
 
 GPT.setup_cache builds the one new_cache picks (from the attention kind and the layers'
 windows, never from the encoding). All answer the same questions: `length` (tokens seen),
-`max_len`, key_positions(T, layer) (the positions of the keys a call of T tokens attends to
-individually in that layer), advance(T) (once per forward, after the last layer) and reset().
+`max_len`, begin(pos) (GPT.run, before the layers: the positions of this call), key_positions(T,
+layer) (the positions of the keys a call of T tokens attends to individually in that layer),
+advance(T) (once per forward, after the last layer) and reset().
 Buffers are registered persistent=False: a cache never enters a state_dict.
+
+  StaticKVCache         static decoding (decode.py, gpt-fast's design): fixed shapes, slots
+                        addressed by a positions tensor, no host-side counter per token
 """
 import torch
 from torch import nn
@@ -31,7 +35,14 @@ def new_cache(cfg, batch, max_len, dtype, device, windows=None):
     return kv(len(windows), windows[0]) if len(set(windows)) == 1 else LayerCaches(windows, kv)
 
 
-class KVCache(nn.Module):
+class Cache(nn.Module):
+    """What every cache shares: begin(pos) does nothing unless the cache addresses by position."""
+
+    def begin(self, pos):
+        pass
+
+
+class KVCache(Cache):
     """Static key/value buffers for all layers. k, v: (L, B, H, max_len, D)."""
 
     def __init__(self, n_layer, batch, n_head, max_len, head_dim, dtype, device):
@@ -59,7 +70,7 @@ class KVCache(nn.Module):
         self.length = 0
 
 
-class WindowKVCache(nn.Module):
+class WindowKVCache(Cache):
     """A bounded cache for window attention with sinks (StreamingLLM, Xiao et al. 2023,
     https://arxiv.org/abs/2309.17453): it keeps the first `sinks` keys and the last
     window - 1 keys, all a later query can still see, so memory stays constant however
@@ -112,7 +123,7 @@ class WindowKVCache(nn.Module):
         self.length = self.n_kept = 0
 
 
-class LinearAttentionCache(nn.Module):
+class LinearAttentionCache(Cache):
     """The running sums of linear attention (linear_attention.py) after the last token:
     S (L, B, H, D, D) and z (L, B, H, D). Its size does not depend on the length, so
     decoding runs in constant memory; there is no max_len. The past keys are summarised,
@@ -145,7 +156,7 @@ class LinearAttentionCache(nn.Module):
         self.length = 0
 
 
-class LayerCaches(nn.Module):
+class LayerCaches(Cache):
     """Layers with different windows (GPT's layer_windows): one cache per distinct window, built
     by make(n_layers, window) and holding the layers that have it, so windowed layers keep a
     bounded WindowKVCache and global ones a KVCache. Same interface; key_positions(T, layer)
@@ -176,3 +187,79 @@ class LayerCaches(nn.Module):
     def reset(self):
         for p in self.parts:
             p.reset()
+
+
+EMPTY = 2 ** 30   # the position of a slot not yet written: after every query, so the causal mask hides it
+
+
+def static_cache(cfg, batch, max_len, dtype, device, windows, ordered=False, chunk=16):
+    """The StaticKVCache for positions 0 .. max_len - 1: a ring of sinks + window - 1 + chunk
+    slots when every layer has the same window (and the keys need not stay in position
+    order), else one slot per position (the windows, if any, then act through the mask)."""
+    H, D = cfg.n_head, cfg.n_embd // cfg.n_head
+    window = windows[0] if len(set(windows)) == 1 and not ordered else 0
+    period = window - 1 + chunk if window and cfg.sinks + window - 1 + chunk < max_len else 0
+    return StaticKVCache(cfg.n_layer, batch, H, D, max_len, cfg.sinks, period, dtype, device)
+
+
+class StaticKVCache(Cache):
+    """Keys and values in fixed slots, addressed by a tensor of positions (gpt-fast's cache,
+    plus a ring for windows), so a decode step has the same shapes at every token and runs
+    with no host-side bookkeeping: it can be compiled once.
+
+    Slot of position p: p itself (period 0), or for a ring the sinks keep slots 0..sinks-1
+    and p >= sinks goes to sinks + (p - sinks) % period. slot_pos (S,) holds the position
+    written in each slot, EMPTY for none yet: key_positions returns it, so the causal mask,
+    the window and every score bias are computed from true positions, and empty slots are
+    masked like future keys. A call may bring up to `chunk` tokens (period - window + 1) to
+    a ring without overwriting a key its own queries still see; decode.py prefills in chunks.
+    k{layer}, v{layer}: (B, H, S, D), S = max_len or sinks + period. Keys are attended in slot order,
+    not position order (same result up to float rounding).
+
+    `filled`: the leading slots a call attends to, S unless the caller narrows it. An eager
+    step on the CPU sets it to the slots written so far (a host int it already knows, so no
+    sync): attending over all 2000 slots of a 2000-token generation from the first token
+    costs twice the attention work of the growing cache (measured), and a view costs nothing.
+    A compiled step leaves it at S: one shape, compiled once."""
+
+    def __init__(self, n_layer, batch, n_head, head_dim, max_len, sinks, period, dtype, device):
+        super().__init__()
+        size = sinks + period if period else max_len
+        shape = (batch, n_head, size, head_dim)
+        for i in range(n_layer):  # one buffer per layer: a compiled step writing into a view of one
+            # (L, ...) buffer was measured to copy the whole cache at every token (functionalization)
+            self.register_buffer(f"k{i}", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+            self.register_buffer(f"v{i}", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+        self.register_buffer("slot_pos", torch.full((size,), EMPTY, dtype=torch.long, device=device),
+                             persistent=False)
+        self.max_len, self.sinks, self.period, self.size = max_len, sinks, period, size
+        self.slot, self.filled = None, size
+        self.length = 0   # only GPT.forward counts here; decode.Decoder keeps its positions in a tensor
+
+    def slots(self, pos):
+        if not self.period:
+            return pos
+        return torch.where(pos < self.sinks, pos, self.sinks + (pos - self.sinks) % self.period)
+
+    def begin(self, pos):
+        """Place the positions pos (T,) of this call: their slots now hold them."""
+        self.slot = self.slots(pos)
+        self.slot_pos.index_copy_(0, self.slot, pos)
+
+    def key_positions(self, T, layer=None):
+        return self.slot_pos[:self.filled]                                   # (S,)
+
+    def write(self, layer, k, v):
+        """k, v (B, H, T, D) into this call's slots; returns the attended slots (B, H, S, D)."""
+        ks, vs = getattr(self, f"k{layer}"), getattr(self, f"v{layer}")          # (B, H, S, D)
+        ks.index_copy_(2, self.slot, k.to(ks.dtype))
+        vs.index_copy_(2, self.slot, v.to(vs.dtype))
+        n = self.filled
+        return ks[:, :, :n], vs[:, :, :n]
+
+    def advance(self, T):
+        self.length += T
+
+    def reset(self):
+        self.slot_pos.fill_(EMPTY)
+        self.filled, self.length = self.size, 0

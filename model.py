@@ -23,7 +23,8 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from attention import AttentionPlan, FlexState, attend, attend_scores, causal_blocks
-from cache import new_cache
+from cache import new_cache, static_cache
+from decode import Decoder
 from linear_attention import LinearSelfAttention
 from schedule import build_layers, pattern_label
 from temperature import key_counts, logn_factor, ssmax_factor, ssmax_init
@@ -208,6 +209,18 @@ class GPT(nn.Module):
         self.kv_cache = new_cache(self.config, batch, max_len, dtype or p.dtype, p.device, windows)
         return self.kv_cache
 
+    @property
+    def static_decoding(self):
+        """Whether decode.py's static step applies: softmax attention and encodings that need no host work per token."""
+        return self.config.attention != "linear" and all(pe.static_decoding for pe in self.encodings.values())
+
+    def static_cache(self, batch, max_len, dtype=None):
+        """A StaticKVCache (cache.py) for positions 0 .. max_len - 1, held by the caller (decode.Decoder)."""
+        p = self.wte.weight
+        ordered = any(pe.ordered_keys for pe in self.encodings.values())
+        return static_cache(self.config, batch, max_len, dtype or p.dtype, p.device,
+                            [layer.window for layer in self.schedule], ordered)
+
     def reset_cache(self):
         if self.kv_cache is not None:
             self.kv_cache.reset()
@@ -223,9 +236,25 @@ class GPT(nn.Module):
         B, T = idx.shape
         cache = self.kv_cache
         pos, end = self.positions(T, cache, pos, idx.device)                       # (T,), last + 1
-        encodings = self.encodings
-        for pe in encodings.values():
+        for pe in self.encodings.values():
             pe.set_length(end)
+        logits = self.run(idx, pos, cache)                                          # (B, T, vocab)
+        if cache is not None:
+            cache.advance(T)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        return logits, loss
+
+    def run(self, idx, pos, cache=None):
+        """The tensor work of a forward: idx (B, T) at positions pos (T,) -> logits (B, T, vocab).
+        No host-side check and no table growth (forward does those, once per call; a static
+        decode step, decode.py, does them once per generation), so it can be compiled whole."""
+        encodings = self.encodings
+        if cache is not None:
+            cache.begin(pos)
+        for pe in encodings.values():
+            pe.prepare(pos)
         plans = self.plans(pos, cache, encodings)
         x = self.wte(idx)                                                           # (B, T, C)
         e = self.pe.embed(pos)
@@ -234,13 +263,7 @@ class GPT(nn.Module):
         x = self.drop(x)
         for block, layer in zip(self.h, self.schedule):
             x = block(x, encodings[layer.encoding], plans[layer], cache)
-        if cache is not None:
-            cache.advance(T)
-        logits = self.lm_head(self.ln_f(x))                                        # (B, T, vocab)
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
-        return logits, loss
+        return self.lm_head(self.ln_f(x))                                          # (B, T, vocab)
 
     def positions(self, T, cache, pos, device):
         """(T,) positions of this call and the last one + 1, checked on the host."""
@@ -298,36 +321,10 @@ class GPT(nn.Module):
         fused = device_type in ("cuda", "cpu") and "fused" in inspect.signature(torch.optim.AdamW).parameters
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **({"fused": True} if fused else {}))
 
-    @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, on_token=None):
-        """Continue idx (B, T) by max_new_tokens, with the KV cache. An encoding with a
-        position table (max_positions) keeps the cache while the text fits the table and
-        then re-encodes a sliding window of the last max_positions tokens at every step.
-        on_token(id) is called with each new token of the first sequence, for streaming.
-        The cache is cleared on the way out, an exception included."""
-        limit = self.max_positions
-        total = idx.shape[1] + max_new_tokens
-        fits = total if limit is None else min(total, limit)   # positions the cache can cover
-        out = idx
-        self.setup_cache(idx.shape[0], fits)
-        try:
-            logits, _ = self(idx[:, -fits:])
-            for i in range(max_new_tokens):
-                logits = logits[:, -1, :] / max(temperature, 1e-8)
-                if top_k is not None:
-                    v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
-                    logits[logits < v[:, [-1]]] = -float("inf")
-                nxt = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)   # (B, 1)
-                out = torch.cat((out, nxt), dim=1)
-                if on_token is not None:
-                    on_token(nxt[0, 0].item())
-                if i == max_new_tokens - 1:
-                    break
-                if self.kv_cache is not None and self.kv_cache.length < fits:
-                    logits, _ = self(nxt)
-                else:  # the text outgrew the encoding's positions: re-encode the last `limit` tokens
-                    self.clear_cache()
-                    logits, _ = self(out[:, -limit:])
-        finally:
-            self.clear_cache()
-        return out
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, on_token=None,
+                 static=True, compile=False):
+        """Continue idx (B, T) by max_new_tokens with the KV cache (decode.py: the static step
+        where the encodings allow it, compiled with compile=True; static=False: the reference
+        step through forward). on_token(id) is called with each new token of the first
+        sequence, for streaming. The cache is cleared on the way out, an exception included."""
+        return Decoder(self, static, compile).generate(idx, max_new_tokens, temperature, top_k, generator, on_token)

@@ -7,38 +7,38 @@
     python sample.py --out_dir=out-alibi --window=256 --sinks=4 --max_new_tokens=100000
     python sample.py --out_dir=out-rope --max_new_tokens=2000 --window=0       # the raw model past its length
 
-<<<<<<< HEAD
-Generation uses the KV cache and goes past the training block_size for every encoding:
-relative encodings keep attending with growing positions; an encoding with a position
-table (`learned`) re-encodes a sliding window of its last block_size tokens instead.
-Any model key or encoding setting may be overridden (rope_scaling and its settings, window, sinks). With a
-window the KV cache is bounded (cache.WindowKVCache): it keeps the sinks and the last
-window keys at their original positions, so memory is constant however long the text.
-=======
 Options (cli.py's convention): out_dir, start (text, or FILE:path), num_samples, max_new_tokens,
-temperature, top_k, seed, device and dtype (auto), compile. Any model key or encoding
+temperature, top_k, seed, device and dtype (auto), compile, threads. Any model key or encoding
 setting may be overridden too (rope_scaling and its settings, window, sinks).
+
+Decoding runs decode.py's static step (fixed-shape KV cache, positions as a tensor);
+--compile=True compiles that step once (seconds of compilation, then about twice the
+tokens/s on a CPU for these model sizes; see README, Speed). On a CPU --threads=0 (the
+default) decodes on decode.DECODE_THREADS thread(s), measured fastest for a batch-1 step;
+OMP_NUM_THREADS or --threads=N choose otherwise. The last line on stderr gives tokens/s.
 
 Generation uses the KV cache and goes past the training block_size for every encoding.
 Past it, unless the encoding declares that it extrapolates or --window is given, each token
 attends to the last block_size tokens (window = block_size, said in one line), so every
 attention distance stays inside the trained range; --window=0 gives the raw behaviour.
 An encoding with a position table (`learned`) re-encodes a sliding window of its last
-block_size tokens instead. With a window the KV cache is bounded (cache.WindowKVCache).
+block_size tokens instead. With a window the KV cache is bounded (a ring, cache.StaticKVCache).
 The tokenizer comes from the checkpoint, so this works from any folder.
->>>>>>> main
 """
 import difflib
+import os
 import sys
+import time
 
 import torch
 
 import checkpoint
 from cli import autocast, fail, parse, pick_device, pick_dtype
 from config import ConfigError, coerce, is_key
+from decode import DECODE_THREADS, Decoder
 
 DEFAULTS = dict(out_dir="out", start="\n", num_samples=1, max_new_tokens=500, temperature=0.8, top_k=200,
-                seed=1337, device="auto", dtype="auto", compile=False)
+                seed=1337, device="auto", dtype="auto", compile=False, threads=0)
 
 
 def model_key(key, value):
@@ -56,6 +56,8 @@ def parse_args(argv):
         raise ConfigError(f"--max_new_tokens must be >= 0, got {args['max_new_tokens']}")
     if args["num_samples"] < 1:
         raise ConfigError(f"--num_samples must be >= 1, got {args['num_samples']}")
+    if args["threads"] < 0:
+        raise ConfigError(f"--threads must be >= 0 (0: the fastest for decoding), got {args['threads']}")
     return args, overrides
 
 
@@ -83,12 +85,26 @@ def fit_window(model, ckpt, overrides, total, device):
                       f"raw model]")
 
 
-def compile_forward(model):
-    """Compile the forward pass in place. model.generate is an eager method that calls
-    model(...) once per step, so compiling the module object would leave it eager; with
-    forward replaced, every step runs through the compiled graph."""
-    model.forward = torch.compile(model.forward)
-    return model
+def pick_threads(requested, device):
+    """Intra-op threads for decoding: --threads if given, else OMP_NUM_THREADS if set, else on a
+    CPU decode.DECODE_THREADS (see there). Returns a few words saying which, or None (not a CPU)."""
+    if not device.startswith("cpu"):
+        return None
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    n, why = ((requested, "--threads") if requested else (int(env), "OMP_NUM_THREADS") if env.isdigit()
+              else (DECODE_THREADS, "the fastest measured for decoding"))
+    torch.set_num_threads(n)
+    return f"{n} thread(s): {why}"
+
+
+def report(tokens, seconds, decoder, threads):
+    """The one closing line on stderr: tokens/s and how they were decoded."""
+    how = ("compiled static step" if decoder.compiled_steps else "static step" if decoder.static
+           else "reference step (an encoding needs host work per token)")
+    where = f"; {threads}" if threads else ""
+    print(f"[{tokens} tokens in {seconds:.2f} s: {tokens / max(seconds, 1e-9):.1f} tokens/s; {how}"
+          f"{f', {decoder.compiled_steps} compiled steps' if decoder.compiled_steps else ''}{where}]",
+          file=sys.stderr)
 
 
 def main(argv):
@@ -111,17 +127,22 @@ def main(argv):
         fail(e)
     if note:
         print(note, file=sys.stderr)
-    if args["compile"]:
-        compile_forward(model)
+    threads = pick_threads(args["threads"], device)
+    decoder = Decoder(model, compile=args["compile"])
+    if args["compile"] and not decoder.compile:
+        print("[--compile: this model's decode step needs host work per token (static_decoding is False for its "
+              "encoding or attention); decoding runs eager]", file=sys.stderr)
     gen = torch.Generator(device=device).manual_seed(args["seed"])
     x = torch.tensor(ids, dtype=torch.long, device=device)[None]                  # (1, T)
     printer = lambda tok: (sys.stdout.write(decode([tok])), sys.stdout.flush())  # noqa: E731
+    t = time.perf_counter()
     with autocast(device, dtype):
         for _ in range(args["num_samples"]):  # one at a time, so that each streams as it is written
             sys.stdout.write(start)
-            model.generate(x, args["max_new_tokens"], args["temperature"], args["top_k"], gen, on_token=printer)
+            decoder.generate(x, args["max_new_tokens"], args["temperature"], args["top_k"], gen, on_token=printer)
             sys.stdout.write("\n---------------\n")
             sys.stdout.flush()
+    report(args["num_samples"] * args["max_new_tokens"], time.perf_counter() - t, decoder, threads)
 
 
 if __name__ == "__main__":

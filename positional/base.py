@@ -19,6 +19,13 @@ explicit-softmax path the encoding may also add to the attention output:
   attention_values(probs, q_pos, k_pos, layer) -> (B, H, Tq, D) added to probs @ v, or None
                              (probs: (B, H, Tq, Tk) after softmax; Shaw's value term)
 
+Before the layers of every forward, GPT.run tells each encoding the positions of the call,
+through one more no-op hook:
+
+  prepare(pos)               pos (T,): the query positions every layer of this forward will
+                             use; an encoding may gather here, once, what each layer would
+                             otherwise gather again (RoPE at inference: its rows at pos)
+
 Encodings whose position signal is computed from the content (FoX's forget gates) see
 each attention layer's input first, through one more no-op hook:
 
@@ -64,6 +71,12 @@ the built encoding; they are class attributes except where a setting decides the
                        (attention.causal_blocks), about 3/8 of the square at T = 256
   reads_window         True when from_config reads cfg.window and cfg.sinks (CoPE counts only
                        visible keys): in a per-layer schedule its layers must share one window
+  static_decoding      True when a decode step needs nothing from the host but the positions
+                       tensor: set_length(n) once for the whole generation is enough and no
+                       state is kept in Python across calls. decode.py then runs a static,
+                       compilable step; False: generation takes GPT.forward with a growing cache
+  ordered_keys         True when attention_logits needs the keys in position order (CoPE's
+                       counts): a static cache then keeps one slot per position, never a ring
   extrapolates         True where perplexity was measured flat from 1x to 16x the training
                        length (README, "Train short, test long"); sample.py then lets the text
                        run past the training length without a window
@@ -95,6 +108,8 @@ class PositionalEncoding(nn.Module):
     extrapolates = False
     reads_window = False
     scores_by_query_block = False
+    static_decoding = True
+    ordered_keys = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -111,6 +126,9 @@ class PositionalEncoding(nn.Module):
     def set_length(self, n_positions: int):
         """Called once per forward, on the host, with the number of positions in play
         (cache length + T). Strategies with cached tables grow them here."""
+
+    def prepare(self, pos):
+        pass
 
     def embed(self, pos):
         return None

@@ -67,6 +67,7 @@ def interpolate(table, p):
 class CoPE(PositionalEncoding):
     name = "cope"
     reads_window = True   # counts only the keys inside the window
+    ordered_keys = True   # counts run over the keys in position order
     Settings = CoPESettings
     scores_by_query_block = True
 

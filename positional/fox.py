@@ -39,6 +39,7 @@ from .base import PositionalEncoding
 class FoX(PositionalEncoding):
     name = "fox"
     scores_by_query_block = True
+    static_decoding = False   # running sums kept in Python dicts, keyed by position
 
     def __init__(self, n_layer: int, n_head: int, n_embd: int):
         super().__init__()

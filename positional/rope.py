@@ -15,6 +15,10 @@ rotary, as GPT-NeoX's rotary_pct: the frequencies are computed over the rotated 
 the other channels carry no position). Angles are computed in float32 (float64 for the
 tables) and cast at the end; never complex numbers. Keys are cached after rotation
 (cheap), except when the frequencies depend on the current length (dynamic NTK).
+At inference (no gradient) the rotation is x * mul + x[partner] * add, with mul, add rows of
+one precomputed (n, 4, D) table (queries and keys: xPos's scales are in it), gathered once
+per forward for every layer (prepare): three elementwise ops per rotation, no table work
+per step. Training keeps the custom autograd rotation (_Rotate).
 
 Length extension (positional/rope_scaling/, one file per method): `scaling` is a pair
 (method name, its settings); the method changes the frequencies and may add an attention
@@ -108,7 +112,7 @@ class RoPE(PositionalEncoding):
             raise ValueError(f"rotary dimension must be even and in (0, head_dim={head_dim}], got "
                              f"{self.rotary_dim} (= rotary_fraction {rotary_fraction} * head_dim); "
                              f"change rotary_fraction or n_embd/n_head")
-        self.base = base
+        self.base, self.head_dim = base, head_dim
         self.kind, self.scaling = scaling if scaling else (None, None)   # (method name, settings)
         self.length_dependent = bool(self.kind) and self.scaling.length_dependent
         inv, self.attention_scale = rope_inv_freq(self.rotary_dim, base, self.kind, self.scaling)
@@ -117,10 +121,19 @@ class RoPE(PositionalEncoding):
         self.n_cached = 0
         self.register_buffer("cos", torch.empty(0, self.rotary_dim // 2), persistent=False)
         self.register_buffer("sin", torch.empty(0, self.rotary_dim // 2), persistent=False)
+        self.register_buffer("rows", torch.empty(0, 4, head_dim), persistent=False)   # see grown()
+        r2 = self.rotary_dim // 2                       # channel j's partner: j + r2, j - r2, or itself
+        perm = torch.cat([torch.arange(r2, 2 * r2), torch.arange(r2), torch.arange(2 * r2, head_dim)])
+        self.register_buffer("partner", perm, persistent=False)
+        self.at = None   # (pos, q mul, q add, k mul, k add) of this forward: see prepare()
 
     @property
     def cache_rotated_keys(self):
         return not self.length_dependent   # dynamic NTK: angles change with the length, re-rotate
+
+    @property
+    def static_decoding(self):
+        return not self.length_dependent   # dynamic NTK: the tables change with the length
 
     @classmethod
     def from_config(cls, cfg, s, scaling=None):
@@ -144,6 +157,22 @@ class RoPE(PositionalEncoding):
             a = self.angles(torch.arange(n, device=self.inv_freq.device))
             self.cos, self.sin = self._scaled(a.cos()), self._scaled(a.sin())
             self.n_cached = n
+            self.grown()
+
+    def grown(self):
+        """The tables grew: rebuild the rows of the inference rotation, (n, 4, D): at every position,
+        for queries then keys, a multiplier [cos, cos, 1] and an addend factor [-sin, sin, 0] over
+        the channels, so rotating is x * mul + x[partner] * add: one gather of a row, three
+        elementwise ops, the same work at any position."""
+        pos = torch.arange(self.n_cached, device=self.inv_freq.device)
+        rest = self.head_dim - self.rotary_dim
+        rows = []
+        for is_key in (False, True):
+            cos, sin = self.tables(pos, is_key)                                   # (n, r/2) each
+            mul = torch.cat([cos, cos, torch.ones(len(pos), rest, device=pos.device)], -1)
+            add = torch.cat([-sin, sin, torch.zeros(len(pos), rest, device=pos.device)], -1)
+            rows += [mul, add]
+        self.rows = torch.stack(rows, 1)                                           # (n, 4, D)
 
     def _scaled(self, table):
         return (table * self.attention_scale).float()
@@ -151,9 +180,22 @@ class RoPE(PositionalEncoding):
     def tables(self, pos, is_key):
         return self.cos[pos], self.sin[pos]                      # (T, r/2) each
 
+    def prepare(self, pos):
+        """At inference, gather the rows of this forward's positions once, for every layer's q and k."""
+        self.at = None
+        if not torch.is_grad_enabled():
+            self.at = (pos, *self.rows[pos].unbind(1))                          # 4 x (T, D)
+
     def rotate(self, x, pos, is_key=False):
-        cos, sin = self.tables(pos, is_key)
-        return rotate_half_split(x, cos, sin)
+        if x.requires_grad:  # training: the custom autograd rotation, which saves only the tables
+            cos, sin = self.tables(pos, is_key)
+            return rotate_half_split(x, cos, sin)
+        at = self.at
+        if at is not None and at[0] is pos:  # the rows prepare() gathered for this forward
+            mul, add = at[3:] if is_key else at[1:3]
+        else:  # other positions (keys cached raw): gather them here
+            mul, add = self.rows[pos, 2 * is_key:2 * is_key + 2].unbind(1)       # (T, D) each
+        return torch.addcmul(x * mul.to(x.dtype), x.index_select(-1, self.partner), add.to(x.dtype))
 
     def rotate_at(self, x, positions):
         """Rotate x (B, H, T, D) at any, possibly fractional, positions (T,), without tables."""

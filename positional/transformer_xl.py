@@ -46,6 +46,7 @@ class TransformerXL(PositionalEncoding):
     name = "transformer_xl"
     extrapolates = True        # measured flat to 16x (README, "Train short, test long")
     scores_by_query_block = True
+    static_decoding = False    # projected rows kept per layer in Python, grown as positions arrive
 
     def __init__(self, n_layer: int, n_head: int, n_embd: int):
         super().__init__()

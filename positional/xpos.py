@@ -64,11 +64,10 @@ class XPos(RoPE):
     def from_config(cls, cfg, s, scaling=None):
         return cls(cfg.n_embd // cfg.n_head, s.rotary_fraction, s.rope_base, s.xpos_scale_base, scaling)
 
-    def set_length(self, n_positions):
-        super().set_length(n_positions)
-        if len(self.scale) != self.n_cached:
-            pos = torch.arange(self.n_cached, device=self.inv_freq.device)
-            self.scale = xpos_scale(pos, self.rotary_dim, self.scale_base).to(pos.device)
+    def grown(self):
+        pos = torch.arange(self.n_cached, device=self.inv_freq.device)
+        self.scale = xpos_scale(pos, self.rotary_dim, self.scale_base).to(pos.device)
+        super().grown()
 
     def tables(self, pos, is_key):
         s = self.scale[pos]                                      # (T, r/2)

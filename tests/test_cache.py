@@ -45,13 +45,14 @@ def greedy_recompute(model, idx, n, limit):
     return idx
 
 
-def test_learned_generation_uses_the_cache_while_the_text_fits_its_table(monkeypatch):
+@pytest.mark.parametrize("static", [True, False])
+def test_learned_generation_uses_the_cache_while_the_text_fits_its_table(monkeypatch, static):
     model = tiny_gpt("learned", block_size=16)
     prompt = torch.randint(0, 40, (2, 4))
     want = greedy_recompute(model, prompt, 30, 16)
-    lengths, forward = [], model.forward
-    monkeypatch.setattr(model, "forward", lambda idx, *a: lengths.append(idx.shape[1]) or forward(idx, *a))
-    got = model.generate(prompt, 30, top_k=1)
+    lengths, run = [], model.run
+    monkeypatch.setattr(model, "run", lambda idx, *a: lengths.append(idx.shape[1]) or run(idx, *a))
+    got = model.generate(prompt, 30, top_k=1, static=static)
     assert torch.equal(got, want) and model.kv_cache is None
     # prefill 4, one cached token per step up to position 16, then the sliding 16-token window
     assert lengths == [4] + [1] * 12 + [16] * 17

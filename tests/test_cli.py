@@ -6,6 +6,7 @@ import dataclasses
 import glob
 import os
 import pickle
+import re
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ import bench
 import checkpoint
 import cli
 import compare
+import decode
 import evaluate
 import plots
 import sample
@@ -76,20 +78,41 @@ def generated(out_dir, capsys, *extra):
     return capsys.readouterr()
 
 
-def test_compile_runs_generation_through_the_compiled_forward(tiny_run, capsys, monkeypatch):
+def test_compile_runs_generation_through_the_compiled_step(tiny_run, capsys, monkeypatch):
     calls = []
 
     def fake_compile(fn, **kw):      # stands in for torch.compile: counts the calls of what it returns
         def compiled(*args, **kwargs):
-            calls.append(args[0].shape)
+            calls.append(args[1].shape)                                # decode_step(model, idx, pos, cache)
             return fn(*args, **kwargs)
         return compiled
 
-    eager = generated(tiny_run, capsys).out
+    eager = generated(tiny_run, capsys)
     monkeypatch.setattr(torch, "compile", fake_compile)
-    assert generated(tiny_run, capsys, "--compile=True").out == eager
-    # one prefill of the 4-token prompt, then one step per new token but the last
-    assert calls == [(1, 4)] + [(1, 1)] * 11
+    got = generated(tiny_run, capsys, "--compile=True")
+    assert got.out == eager.out
+    # the 4-token prompt is prefilled eagerly, then one compiled step per new token but the last
+    assert calls == [(1, 1)] * 11
+    assert "compiled static step, 11 compiled steps" in got.err.splitlines()[-1]
+    assert "compiled" not in eager.err
+
+
+def test_sample_ends_with_tokens_per_second(tiny_run, capsys):
+    last = generated(tiny_run, capsys).err.strip().splitlines()[-1]
+    assert re.fullmatch(r"\[12 tokens in [\d.]+ s: [\d.]+ tokens/s; static step; 1 thread\(s\): OMP_NUM_THREADS\]",
+                        last), last
+
+
+def test_sample_picks_its_decoding_threads(monkeypatch):
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        assert sample.pick_threads(0, "cpu") == f"{decode.DECODE_THREADS} thread(s): the fastest measured for decoding"
+        assert torch.get_num_threads() == decode.DECODE_THREADS
+        assert sample.pick_threads(2, "cpu") == "2 thread(s): --threads" and torch.get_num_threads() == 2
+        assert sample.pick_threads(0, "cuda") is None
+    finally:
+        torch.set_num_threads(before)
 
 
 def char_vocabulary(tiny_data):
@@ -139,9 +162,10 @@ def test_past_the_training_length_sample_keeps_distances_in_range(tiny_run, caps
     assert built[-1].config.window == block and f"(--window={block})" in err and "--window=0 for the raw" in err
     err = generated(tiny_run, capsys, "--max_new_tokens=40", "--window=0").err
     assert built[-1].config.window == 0 and "going past the training length" in err
-    assert generated(tiny_run, capsys, "--max_new_tokens=10").err == "" and built[-1].config.window == 0
+    notes = lambda *a: generated(tiny_run, capsys, *a).err.splitlines()[:-1]   # noqa: E731 (the last: tokens/s)
+    assert notes("--max_new_tokens=10") == [] and built[-1].config.window == 0
     monkeypatch.setattr(type(built[-1].pe), "extrapolates", True, raising=False)   # a capability, not a name
-    assert generated(tiny_run, capsys, "--max_new_tokens=40").err == "" and built[-1].config.window == 0
+    assert notes("--max_new_tokens=40") == [] and built[-1].config.window == 0
 
 
 def test_windowed_default_equals_an_explicit_window(tiny_run, capsys):

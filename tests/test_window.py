@@ -2,6 +2,8 @@
 import pytest
 import torch
 
+import decode
+
 from cache import WindowKVCache
 from evaluation import check_overrides
 from config import ConfigError
@@ -42,13 +44,16 @@ def test_sinks_change_what_is_seen_and_stay_in_the_cache():
     assert model.kv_cache.pos[:model.kv_cache.n_kept].tolist() == [0, 1] + list(range(30 - W + 1, 30))
 
 
-def test_generate_with_a_window_keeps_memory_constant():
+@pytest.mark.parametrize("static", [False, True])
+def test_generate_with_a_window_keeps_memory_constant(static):
     model = tiny_gpt("rope", window=8, sinks=4)
     sizes = []
-    out = model.generate(torch.zeros(1, 3, dtype=torch.long), 40, top_k=5,
-                         generator=torch.Generator().manual_seed(0),
-                         on_token=lambda _: sizes.append(model.kv_cache.k.shape[3]))
-    assert out.shape == (1, 43) and set(sizes) == {11}
+    out = model.generate(torch.zeros(1, 3, dtype=torch.long), 80, top_k=5,
+                         generator=torch.Generator().manual_seed(0), static=static,
+                         on_token=lambda _: sizes.append({tuple(b.shape) for b in model.kv_cache.buffers()}))
+    # sinks + window - 1 keys; the static ring has room for a prefill chunk more
+    keys = 4 + 7 + (decode.PREFILL_CHUNK if static else 0)
+    assert out.shape == (1, 83) and all(s == sizes[0] for s in sizes) and {s[-2] for s in sizes[0] if len(s) > 1} == {keys}
 
 
 def test_window_below_one_is_refused(tmp_path):

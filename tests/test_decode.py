@@ -1,0 +1,143 @@
+"""decode.py: the static decode step gives the reference path's logits (a full forward over the
+whole text, no cache) and the reference generation's tokens, for every encoding, with and
+without a window; the compiled step is what runs with compile=True and agrees too."""
+import json
+
+import pytest
+import torch
+
+import decode
+import positional
+from cache import StaticKVCache
+from tests.conftest import tiny_gpt
+
+ALL = list(positional.REGISTRY)
+WINDOWS = [dict(), dict(window=5, sinks=2)]
+
+
+def step_logits(model, idx, prompt, **kw):
+    """Logits (B, T - prompt + 1, vocab): after the prompt, then after each further token of idx, one at a time."""
+    d = decode.Decoder(model, **kw)
+    d.open(idx.shape[0], idx.shape[1], idx.device)
+    out = [d.prefill(idx[:, :prompt])]
+    out += [d.next(idx[:, t:t + 1]) for t in range(prompt, idx.shape[1])]
+    d.close()
+    return torch.stack(out, 1)
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("kw", WINDOWS, ids=["full", "window"])
+def test_static_step_matches_full_forward(name, kw):
+    model = tiny_gpt(name, **kw)
+    idx = torch.randint(0, 40, (2, 30))
+    with torch.no_grad():
+        full = model(idx)[0][:, 4:]                                    # (B, 26, vocab), no cache
+        got = step_logits(model, idx, 5)
+    assert model.kv_cache is None
+    torch.testing.assert_close(got, full, rtol=1e-5, atol=1e-5)
+    if model.static_decoding and kw:   # a ring smaller than the text (its slots reused), unless keys stay in order
+        cache = model.static_cache(2, 30)
+        assert isinstance(cache, StaticKVCache) and (cache.size == 30) == model.pe.ordered_keys
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("kw", WINDOWS, ids=["full", "window"])
+def test_static_generation_draws_the_reference_tokens(name, kw):
+    model = tiny_gpt(name, **kw)
+    prompt = torch.randint(0, 40, (2, 21))                             # longer than a ring's prefill chunk
+    gen = lambda static: model.generate(prompt, 40, 0.9, 20, torch.Generator().manual_seed(5), static=static)  # noqa: E731
+    assert torch.equal(gen(True), gen(False))
+
+
+def test_static_path_is_taken_where_the_encodings_allow_it(monkeypatch):
+    """The capability decides, not the name: an encoding that says static_decoding = False gets the reference path."""
+    model = tiny_gpt("alibi")
+    assert decode.Decoder(model).static
+    monkeypatch.setattr(type(model.pe), "static_decoding", False)
+    assert not decode.Decoder(model).static and not decode.Decoder(model, compile=True).compile
+    assert not decode.Decoder(tiny_gpt("rope", attention="linear")).static
+
+
+def test_a_long_prompt_fills_a_ring_in_chunks():
+    model = tiny_gpt("rope", window=6, sinks=1, block_size=128)
+    idx = torch.randint(0, 40, (1, 100))
+    with torch.no_grad():
+        full = model(idx)[0][:, 59:]
+        got = step_logits(model, idx, 60)                               # 60 > chunk: the ring is written in parts
+    torch.testing.assert_close(got, full, rtol=1e-5, atol=1e-5)
+
+
+def test_the_compiled_step_runs_and_agrees():
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+    model = tiny_gpt("rope", n_layer=1)
+    prompt = torch.randint(0, 40, (1, 3))
+    d = decode.Decoder(model, compile=True)
+    got = d.generate(prompt, 12, 0.9, 20, torch.Generator().manual_seed(2))
+    want = model.generate(prompt, 12, 0.9, 20, torch.Generator().manual_seed(2), static=False)
+    assert d.compile and d.compiled_steps == 11 and d.step is not decode.decode_step
+    assert torch.equal(got, want)
+    idx = torch.cat([prompt, got[:, 3:]], 1)
+    with torch.no_grad():
+        full = model(idx)[0][:, 2:]
+    torch.testing.assert_close(step_logits(model, idx, 3, compile=True), full, rtol=1e-4, atol=1e-5)
+
+
+FAKE_NANOGPT = '''
+from dataclasses import dataclass
+import torch
+
+
+@dataclass
+class GPTConfig:
+    block_size: int = 8
+    vocab_size: int = 10
+    n_layer: int = 1
+    n_head: int = 1
+    n_embd: int = 8
+    dropout: float = 0.0
+    bias: bool = True
+
+
+class GPT(torch.nn.Module):
+    """Stands in for nanoGPT's model.py: the same constructor and generate signature."""
+    calls = 0
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
+        GPT.calls += 1
+        return torch.cat([idx, torch.zeros(idx.shape[0], max_new_tokens, dtype=torch.long)], 1)
+'''
+
+
+def test_bench_decode_section_with_a_nanogpt_folder(tmp_path, capsys):
+    import bench
+    (tmp_path / "nano").mkdir()
+    (tmp_path / "nano" / "model.py").write_text(FAKE_NANOGPT)
+    out = tmp_path / "b.json"
+    bench.main(["--sections=decode", "--decode_shapes=1x2x16:8", "--gen_tokens=6", "--rounds=1",
+                "--decode_encodings=alibi,rope,fox", "--decode_compile=False", f"--nanogpt={tmp_path / 'nano'}",
+                "--decode_threads=1", f"--json={out}"])
+    printed = capsys.readouterr().out
+    r = json.loads(out.read_text())["decode"]["1x2x16:8 1t"]
+    assert set(r["rows"]) == {"alibi", "rope", "fox", "nanoGPT"}
+    assert set(r["rows"]["rope"]) == {"reference", "static"} and set(r["rows"]["fox"]) == {"reference", "static"}
+    assert all(m["same_tokens"] for n in ("alibi", "rope") for m in r["rows"][n].values())
+    assert r["rows"]["nanoGPT"]["nanogpt"]["tokens_per_s"] > 0 and "rope / alibi time per token" in printed
+    assert [b["encoding"] for b in r["breakdown"]] == ["alibi", "rope"] and "other" in printed
+    bench.main(["--sections=decode", "--decode_shapes=1x2x16:8", "--gen_tokens=4", "--rounds=1",
+                "--decode_encodings=none", "--decode_compile=False", f"--json={out}"])
+    assert "nanoGPT: left out (give --nanogpt=" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--nanogpt=/nonexistent"], "no model.py there"),
+    (["--decode_shapes=4x4:64"], "is not LxHxC:block"),
+    (["--decode_threads=0"], "--decode_threads must be thread counts > 0"),
+])
+def test_bench_decode_bad_input(argv, message, capsys):
+    import bench
+    from tests.inproc import one_line_error
+    assert message in one_line_error(bench.main, ["--sections=decode", *argv], capsys)
