@@ -120,6 +120,8 @@ def check(settings, train_keys):
     for label in settings["context_labels"]:
         enc, _, method = label.partition(" ")[0].partition("+")
         ft = label.endswith(" ft")
+        if enc not in names and (enc in positional.REGISTRY or enc in variants):
+            continue   # a label of an encoding this invocation does not compare (--only): nothing to measure
         known = ((method in settings["rope_scalings"] or (ft and method == "direct")) and enc in names
                  and (method == "direct" or takes(enc, method, settings)))
         if not known or (ft and not settings["finetune_iters"]) or label.partition(" ")[2] not in ("", "ft"):
