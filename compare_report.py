@@ -216,6 +216,24 @@ def write_context(results, out, train_len):
     return lines + [""], pngs
 
 
+def results_table(labels, by_label, lengths, train_len):
+    """Markdown: one row per label, training metrics and perplexity at each length."""
+    head = ["encoding", "params", "train loss", "val loss", "tok/s", "wall"] + [
+        f"ppl@{L}" + (" (train)" if L == train_len else "") for L in lengths]
+    table = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label in labels:
+        seeds = by_label[label]
+        ms = [s["metrics"] for s in seeds]
+        train_cols = [f"{ms[0]['params'] / 1e6:.3f}M" if ms[0]["params"] else "—",
+                      fmt([m["train_loss"] for m in ms], ".4f"), fmt([m["val_loss"] for m in ms], ".4f"),
+                      fmt([m["tokens_per_sec"] for m in ms], ",.0f"), fmt([m["wall_s"] for m in ms], ".0f") + " s"]
+        if not seeds[0]["main"]:
+            train_cols = ["(same runs)", "", "", "", ""]
+        table.append("| " + " | ".join([label] + train_cols + [fmt([s["ppl"].get(L, math.nan) for s in seeds], ".2f")
+                                                                for L in lengths]) + " |")
+    return table
+
+
 def write(results, failed, settings, cfg, command):
     """Write the report folder; returns {'md', 'runs_csv', 'eval_csv', 'pngs'}."""
     out = settings["report_dir"]
@@ -252,20 +270,7 @@ def write(results, failed, settings, cfg, command):
         pngs.update(draw_all(os.path.join(out, "encodings"), length=max(settings["eval_lengths"]),
                              checkpoints=first_seed, factor=settings["rope_factor"]))
 
-    # ---- report.md ----
-    head = ["encoding", "params", "train loss", "val loss", "tok/s", "wall"] + [
-        f"ppl@{L}" + (" (train)" if L == cfg.block_size else "") for L in lengths]
-    table = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for label in labels:
-        seeds = by_label[label]
-        ms = [s["metrics"] for s in seeds]
-        train_cols = [f"{ms[0]['params'] / 1e6:.3f}M" if ms[0]["params"] else "—",
-                      fmt([m["train_loss"] for m in ms], ".4f"), fmt([m["val_loss"] for m in ms], ".4f"),
-                      fmt([m["tokens_per_sec"] for m in ms], ",.0f"), fmt([m["wall_s"] for m in ms], ".0f") + " s"]
-        if not seeds[0]["main"]:
-            train_cols = ["(same runs)", "", "", "", ""]
-        table.append("| " + " | ".join([label] + train_cols + [fmt([s["ppl"].get(L, math.nan) for s in seeds], ".2f")
-                                                                for L in lengths]) + " |")
+    table = results_table(labels, by_label, lengths, cfg.block_size)
     rel = lambda p: os.path.relpath(p, out)  # noqa: E731
     n_seeds = len(settings["seed_list"])
     md = [f"# Positional encoding comparison", "",
