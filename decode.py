@@ -26,10 +26,11 @@ max_positions tokens at every step, on both paths.
 import torch
 from torch.nn import functional as F
 
-# Intra-op threads for a batch-1 decode step on a CPU (sample.py's default). Measured on the
-# 2-core machine (bench.py --sections=decode --decode_threads=1,2; benchmarks/): one thread is
-# faster than two at both benchmark shapes, because a step is dozens of small kernels whose
-# work is too small to split, and far faster while another process keeps a core busy.
+# Intra-op threads for a batch-1 decode step on a CPU (sample.py's default). A step is dozens
+# of small kernels whose work is too small to split. On the 2-core machine with another process
+# on the cores, one thread finished a bench.py --decode_threads=1,2 run's half in 7 minutes while
+# two threads had not finished after 23 (benchmarks/decode-cpu-2core-busy.md; issue #14 saw
+# 124 s against 6-7 s); the quiet-machine comparison is what that command prints.
 DECODE_THREADS = 1
 PREFILL_CHUNK = 16   # prompt tokens per call into a ring cache (cache.static_cache's chunk)
 
