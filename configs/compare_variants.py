@@ -16,5 +16,5 @@ variants = {
     "local_global": {"pos_encoding": "rope", "layer_windows": "64,64,64,0"},                # Gemma-style
 }
 only = "none,rope," + ",".join(variants)
-report_dir = "out-compare/report-variants"
-context_labels = []           # context use of each run as trained
+seeds = 1                     # one seed (1337) each: 3 would take about three times as long
+report_dir = "reports/compare-variants"
