@@ -104,9 +104,11 @@ class TransformerXL(PositionalEncoding):
                             P.storage_offset() + Tk - 1 - (Tk - Tq))
 
     def attention_logits(self, q, k, q_pos, k_pos, layer):
-        B, H, Tq, D = q.shape
+        B, _, Tq, D = q.shape
         Tk = k.shape[2]
         qv = q + self.v[:, None].to(q.dtype)                                        # (B, H, Tq, D)
+        H = qv.shape[1]       # the encoding's heads, also when q and k come with one head to broadcast
+        k = k.expand(B, H, Tk, D)
         dist = (q_pos[:, None] - k_pos[None, :]).clamp(min=0)                      # (Tq, Tk); future keys masked later
         if Tq * Tk < self.n_positions:  # fewer pairs than distances (a windowed step): project the pairs' rows
             R = self.table[dist.reshape(-1)].to(q.dtype)                            # (Tq*Tk, C)

@@ -127,3 +127,22 @@ def test_cli(tmp_path):
     r = run_py("plots.py", f"--out={tmp_path}", "--head_dim=15", check=False)
     assert r.returncode == 2 and r.stderr.strip().startswith("error: need an even --head_dim")
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_expected_logits_of_transformer_xl_with_several_heads():
+    """expected_logits feeds one-head q, k to attention_logits; Transformer-XL broadcasts them
+    to its heads. Its mean over heads equals the mean of per-head logits formed by hand."""
+    from positional.transformer_xl import TransformerXL
+    torch.manual_seed(0)
+    pe = TransformerXL(n_layer=1, n_head=4, n_embd=32)
+    with torch.no_grad():
+        for p in pe.parameters():
+            p.normal_(0, 0.3)
+    n, D = 40, 8
+    got = plot.expected_logits(pe, n, D)
+    q = torch.randn(3, 1, 1, D)
+    k = q.expand(-1, 1, n, D)
+    ref = pe.attention_logits(q.expand(-1, 4, -1, -1), k.expand(-1, 4, -1, -1), torch.tensor([n - 1]),
+                              torch.arange(n), 0)
+    assert got.shape == (n,) and torch.isfinite(got).all()
+    torch.testing.assert_close(pe.attention_logits(q, k, torch.tensor([n - 1]), torch.arange(n), 0), ref)
