@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from . import rope_scaling  # noqa: E402
+from .base import PositionalEncoding  # noqa: E402
 from .rope import rope_inv_freq  # noqa: E402
 
 ROPE_METHODS = ("linear", "ntk", "yarn")  # extension methods drawn by draw_rope_angles
@@ -136,9 +137,13 @@ def draw_rope_decay(path, head_dim=128, length=1024, bases=(1e4, 1e5, 1e6)):
 
 def draw_expected_logits(path, encodings, length=1024):
     """encodings: {label: (PositionalEncoding, head_dim)}. Drawn relative to distance 0,
-    so that heads of different widths (sqrt(D) at distance 0) share one axis."""
+    so that heads of different widths (sqrt(D) at distance 0) share one axis. Encodings whose
+    scores read the layer input (layer_input overridden: FoX's gates) have no logit without
+    that input and are left out."""
     fig, ax = plt.subplots(figsize=(8.5, 4.5))
     for label, (pe, head_dim) in encodings.items():
+        if type(pe).layer_input is not PositionalEncoding.layer_input:
+            continue
         curve = expected_logits(pe, length, head_dim)
         ax.plot((curve - curve[0]).numpy(), label=f"{label}, D={head_dim}", lw=1)
     ax.set_yscale("symlog", linthresh=4)  # linear near 0; ALiBi's straight fall stays on the page

@@ -68,6 +68,12 @@ class TransformerXL(PositionalEncoding):
             self.table = sinusoidal_table(n, self.n_embd).to(self.table.device)
         self.n_positions = n_positions     # distances i - j never reach it
 
+    def train(self, mode=True):
+        """Switching modes drops the projected rows: an optimizer that updates W_R in place
+        without bumping its version counter (fused AdamW) would otherwise leave them stale."""
+        self.rows = {}
+        return super().train(mode)
+
     def projected(self, layer, dtype):
         """r_d = W_R R_d for d < n_positions, (n, C). With autograd, projected whole; without,
         kept per layer, the new rows only projected, and rebuilt when W_R changes (its

@@ -288,3 +288,27 @@ def test_training_loss_falls(tiny_data, tmp_path, config):
     ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=False)
     model = GPT(model_config(ckpt["model_args"]))
     model.load_state_dict(ckpt["model"])                                     # the checkpoint rebuilds
+
+
+def test_transformer_xl_rows_follow_a_fused_optimizer_step():
+    """The projected rows kept for inference are rebuilt after training updates W_R, also by
+    fused AdamW (which does not bump the version counter): eval after a step equals a fresh
+    model with the same weights."""
+    from model import GPT, GPTConfig
+    torch.manual_seed(0)
+    cfg = GPTConfig(block_size=16, vocab_size=11, n_layer=1, n_head=2, n_embd=16, pos_encoding="transformer_xl")
+    m = GPT(cfg)
+    x = torch.randint(0, 11, (2, 16))
+    m.eval()
+    with torch.no_grad():
+        m(x, x)                                             # fills the rows
+    m.train()
+    opt = m.configure_optimizers(0.0, 1e-1, (0.9, 0.95), "cpu")
+    m(x, x)[1].backward()
+    opt.step()
+    m.eval()
+    fresh = GPT(cfg)
+    fresh.load_state_dict(m.state_dict())
+    fresh.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(m(x, x)[1], fresh(x, x)[1])
