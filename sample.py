@@ -92,7 +92,7 @@ def pick_threads(requested, device):
         return None
     env = os.environ.get("OMP_NUM_THREADS", "")
     n, why = ((requested, "--threads") if requested else (int(env), "OMP_NUM_THREADS") if env.isdigit()
-              else (DECODE_THREADS, "the fastest measured for decoding"))
+              else (DECODE_THREADS, "the default for decoding on a CPU, --threads=N to choose"))
     torch.set_num_threads(n)
     return f"{n} thread(s): {why}"
 

@@ -107,7 +107,7 @@ def test_sample_picks_its_decoding_threads(monkeypatch):
     before = torch.get_num_threads()
     try:
         monkeypatch.delenv("OMP_NUM_THREADS")
-        assert sample.pick_threads(0, "cpu") == f"{decode.DECODE_THREADS} thread(s): the fastest measured for decoding"
+        assert sample.pick_threads(0, "cpu") == f"{decode.DECODE_THREADS} thread(s): the default for decoding on a CPU, --threads=N to choose"
         assert torch.get_num_threads() == decode.DECODE_THREADS
         assert sample.pick_threads(2, "cpu") == "2 thread(s): --threads" and torch.get_num_threads() == 2
         assert sample.pick_threads(0, "cuda") is None
