@@ -118,13 +118,12 @@ def check(settings, train_keys):
         raise ConfigError(f"scaled_encodings: unknown name in {settings['scaled_encodings']}; valid: "
                           f"{', '.join(list(positional.REGISTRY) + list(variants))}")
     for label in settings["context_labels"]:
-        enc, _, method = label.partition(" ")[0].partition("+")
-        ft = label.endswith(" ft")
+        enc, method, ft = parse_label(label)
         if enc not in names and (enc in positional.REGISTRY or enc in variants):
             continue   # a label of an encoding this invocation does not compare (--only): nothing to measure
         known = ((method in settings["rope_scalings"] or (ft and method == "direct")) and enc in names
                  and (method == "direct" or takes(enc, method, settings)))
-        if not known or (ft and not settings["finetune_iters"]) or label.partition(" ")[2] not in ("", "ft"):
+        if not known or (ft and not settings["finetune_iters"]) or ft is None:
             raise ConfigError(f"context_labels: {label!r} is not a label of this comparison; use '<encoding>+<method>' "
                               f"or '<encoding>+<method> ft' (with --finetune_iters) for a compared encoding and a "
                               f"method of rope_scalings")
@@ -132,6 +131,14 @@ def check(settings, train_keys):
             raise ConfigError("context_labels needs --context_use=True")
     settings["wandb_group"] = cfg.wandb_group or f"compare-{os.path.basename(os.path.normpath(settings['out_root']))}"
     return settings, train_keys, cfg
+
+
+def parse_label(label):
+    """"rope+yarn ft" -> ("rope", "yarn", True); "rope" -> ("rope", "", False); ft is None when
+    the label has a suffix other than " ft"."""
+    head, _, tail = label.partition(" ")
+    enc, _, method = head.partition("+")
+    return enc, method, {"": False, "ft": True}.get(tail)
 
 
 def run_keys(name, settings):
@@ -300,11 +307,10 @@ def context_sources(enc, run_dir, settings):
         return {}
     out = {enc: (run_dir, None)}
     for label in settings["context_labels"]:
-        head, _, tail = label.partition(" ")
-        e, _, method = head.partition("+")
+        e, method, ft = parse_label(label)
         if e != enc or not method:
             continue
-        out[label] = ((f"{run_dir}-ft-{method}", None) if tail == "ft" else
+        out[label] = ((f"{run_dir}-ft-{method}", None) if ft else
                       (run_dir, {"rope_scaling": method, "rope_factor": settings["rope_factor"]}))
     return out
 
