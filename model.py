@@ -317,7 +317,7 @@ class GPT(nn.Module):
                   {"params": [p for p in params if id(p) not in decay_ids], "weight_decay": 0.0}]
         # The fused kernel (CUDA, and CPU since torch 2.4) updates every tensor in one pass: at nanoGPT's CPU
         # shape its step takes 0.7 ms against 1.7 ms for the per-tensor loop, torch's default on CPU
-        # (benchmarks/cpu-2core-amd-epyc.md). A resumed run keeps the implementation saved in its checkpoint.
+        # (benchmarks/cpu-2core-training-step.md). A resumed run keeps the implementation saved in its checkpoint.
         fused = device_type in ("cuda", "cpu") and "fused" in inspect.signature(torch.optim.AdamW).parameters
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **({"fused": True} if fused else {}))
 

@@ -77,7 +77,8 @@ class TransformerXL(PositionalEncoding):
     def projected(self, layer, dtype):
         """r_d = W_R R_d for d < n_positions, (n, C). With autograd, projected whole; without,
         kept per layer, the new rows only projected, and rebuilt when W_R changes (its
-        in-place version counter: an optimizer step, load_state_dict) or moves."""
+        in-place version counter: load_state_dict, an unfused optimizer step; fused AdamW does
+        not bump it, so train() and eval() drop the rows too) or moves."""
         n, w = self.n_positions, self.w_r[layer]
         if torch.is_grad_enabled() and self.w_r.requires_grad:
             return self.table[:n].to(dtype) @ w.to(dtype)
