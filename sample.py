@@ -26,7 +26,6 @@ block_size tokens instead. With a window the KV cache is bounded (a ring, cache.
 The tokenizer comes from the checkpoint, so this works from any folder.
 """
 import difflib
-import os
 import sys
 import time
 
@@ -35,6 +34,7 @@ import torch
 import checkpoint
 from cli import autocast, fail, parse, pick_device, pick_dtype
 from config import ConfigError, coerce, is_key
+import cpu_threads
 from decode import DECODE_THREADS, Decoder
 
 DEFAULTS = dict(out_dir="out", start="\n", num_samples=1, max_new_tokens=500, temperature=0.8, top_k=200,
@@ -85,18 +85,6 @@ def fit_window(model, ckpt, overrides, total, device):
                       f"raw model]")
 
 
-def pick_threads(requested, device):
-    """Intra-op threads for decoding: --threads if given, else OMP_NUM_THREADS if set, else on a
-    CPU decode.DECODE_THREADS (see there). Returns a few words saying which, or None (not a CPU)."""
-    if not device.startswith("cpu"):
-        return None
-    env = os.environ.get("OMP_NUM_THREADS", "")
-    n, why = ((requested, "--threads") if requested else (int(env), "OMP_NUM_THREADS") if env.isdigit()
-              else (DECODE_THREADS, "the default for decoding on a CPU, --threads=N to choose"))
-    torch.set_num_threads(n)
-    return f"{n} thread(s): {why}"
-
-
 def report(tokens, seconds, decoder, threads):
     """The one closing line on stderr: tokens/s and how they were decoded."""
     how = ("compiled static step" if decoder.compiled_steps else "static step" if decoder.static
@@ -127,7 +115,7 @@ def main(argv):
         fail(e)
     if note:
         print(note, file=sys.stderr)
-    threads = pick_threads(args["threads"], device)
+    threads = cpu_threads.choose(args["threads"], device, default=DECODE_THREADS)
     decoder = Decoder(model, compile=args["compile"])
     if args["compile"] and not decoder.compile:
         print("[--compile: this model's decode step needs host work per token (static_decoding is False for its "

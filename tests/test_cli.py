@@ -15,6 +15,7 @@ import bench
 import checkpoint
 import cli
 import compare
+import cpu_threads
 import decode
 import evaluate
 import plots
@@ -106,11 +107,14 @@ def test_sample_ends_with_tokens_per_second(tiny_run, capsys):
 def test_sample_picks_its_decoding_threads(monkeypatch):
     before = torch.get_num_threads()
     try:
-        monkeypatch.delenv("OMP_NUM_THREADS")
-        assert sample.pick_threads(0, "cpu") == f"{decode.DECODE_THREADS} thread(s): the default for decoding on a CPU, --threads=N to choose"
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        assert cpu_threads.choose(0, "cpu", default=decode.DECODE_THREADS) == \
+            f"{decode.DECODE_THREADS} thread(s): the default here, --threads=N to choose"
         assert torch.get_num_threads() == decode.DECODE_THREADS
-        assert sample.pick_threads(2, "cpu") == "2 thread(s): --threads" and torch.get_num_threads() == 2
-        assert sample.pick_threads(0, "cuda") is None
+        assert cpu_threads.choose(2, "cpu", default=1) == "2 thread(s): --threads" and torch.get_num_threads() == 2
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")
+        assert cpu_threads.choose(0, "cpu", default=2) == "1 thread(s): OMP_NUM_THREADS"
+        assert cpu_threads.choose(0, "cuda") is None
     finally:
         torch.set_num_threads(before)
 

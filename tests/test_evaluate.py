@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import checkpoint
+import cpu_threads
 import evaluate
 import evaluation
 from tests.conftest import tiny_gpt
@@ -85,6 +86,7 @@ def test_cli_writes_table_csv_and_png_with_na_for_learned(tiny_data, tmp_path, c
     (["--sinks=4"], "needs a window"),
     (["--mode=sliding", "--stride=40", "--lengths=16"], "stride must be in"),
     (["--lenghts=16"], "unknown option --lenghts"),
+    (["--threads=-1"], "--threads must be >= 0"),
 ])
 def test_cli_bad_input(tiny_data, tmp_path, capsys, args, message):
     save_tiny(tiny_data, tmp_path)
@@ -94,6 +96,22 @@ def test_cli_bad_input(tiny_data, tmp_path, capsys, args, message):
     assert e.value.code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1
     assert re.search(message, err), err
     assert not os.path.exists(tmp_path / "extrapolation.csv")
+
+
+def test_cli_measures_its_threads_unless_given(tiny_data, tmp_path, capsys, monkeypatch):
+    save_tiny(tiny_data, tmp_path)
+    before = torch.get_num_threads()
+    try:
+        evaluate.main([str(tmp_path), "--lengths=16", "--tokens_per_point=32", "--threads=2"])
+        assert "float32; 2 thread(s): --threads)" in capsys.readouterr().out and torch.get_num_threads() == 2
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        monkeypatch.setattr(cpu_threads.os, "cpu_count", lambda: 2)
+        evaluate.main([str(tmp_path), "--lengths=16,32", "--tokens_per_point=32", "--overwrite=True"])
+        said = re.search(r"float32; (\d) thread\(s\): measured fastest now \(1: \d+ ms, 2: \d+ ms per batch\)",
+                         capsys.readouterr().out)
+        assert said and torch.get_num_threads() == int(said.group(1))
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_cli_refuses_scaling_when_no_checkpoint_is_rotary(tiny_data, tmp_path, capsys):
