@@ -68,14 +68,17 @@ class Kerple(PositionalEncoding):
         return self.r1.clamp(min=EPS), self.r2.clamp(min=EPS, max=r2_max)
 
     def score_bias(self, q_pos, k_pos):
-        """The kernel is evaluated once per distance 0 .. max |i - j| and read at each (i, j):
-        the same numbers as at each pair, for a fraction of the work (and of the backward)."""
+        """With several queries (training, prefill) the kernel is evaluated once per distance
+        0 .. max |i - j| and read at each (i, j): the same numbers as at each pair, for a
+        fraction of the work (and of the backward). With one query (a decode step) it is
+        evaluated at each pair: nothing is read back to the host, so the step compiles whole."""
         dist = (q_pos[:, None] - k_pos[None, :]).abs()                  # (Tq, Tk)
-        n = int(dist.max()) + 1
-        if dist.numel() <= n:  # no more pairs than distances (a decode step): at each pair
-            return kerple_bias(dist, *self.params(), self.variant)      # (H, Tq, Tk)
-        table = kerple_bias(torch.arange(n, device=dist.device), *self.params(), self.variant)   # (H, n)
-        return table.index_select(1, dist.view(-1)).view(-1, *dist.shape)                   # (H, Tq, Tk)
+        if len(q_pos) > 1:
+            n = int(dist.max()) + 1
+            if dist.numel() > n:  # more pairs than distances
+                table = kerple_bias(torch.arange(n, device=dist.device), *self.params(), self.variant)   # (H, n)
+                return table.index_select(1, dist.view(-1)).view(-1, *dist.shape)               # (H, Tq, Tk)
+        return kerple_bias(dist, *self.params(), self.variant)          # (H, Tq, Tk)
 
     def extra_repr(self):
         return f"name={self.name!r}, variant={self.variant!r}"

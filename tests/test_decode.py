@@ -82,6 +82,22 @@ def test_the_compiled_step_runs_and_agrees():
     torch.testing.assert_close(step_logits(model, idx, 3, compile=True), full, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", [n for n in ALL if tiny_gpt(n).static_decoding])  # the others: reference step
+@pytest.mark.parametrize("kw", WINDOWS, ids=["full", "window"])
+def test_every_static_step_compiles_whole_and_draws_the_reference_tokens(name, kw, monkeypatch):
+    """fullgraph tracing with dynamo's eager backend: a step that reads a tensor back to the host
+    (a graph break) fails here as it would under inductor, in a fraction of the time."""
+    model = tiny_gpt(name, **kw)
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 256)
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: real(fn, backend="eager", **kw))
+    prompt = torch.randint(0, 40, (1, 7))
+    d = decode.Decoder(model, compile=True)
+    got = d.generate(prompt, 10, 0.9, 20, torch.Generator().manual_seed(3))
+    assert d.compiled_steps == 9
+    assert torch.equal(got, model.generate(prompt, 10, 0.9, 20, torch.Generator().manual_seed(3), static=False))
+
+
 FAKE_NANOGPT = '''
 from dataclasses import dataclass
 import torch
