@@ -25,7 +25,9 @@ Sections (--sections=peak,train,gen,eval,decode; all but decode by default):
          step (decode.py), compiled; nanoGPT's generate side by side when --nanogpt names a
          nanoGPT checkout (its model.py is imported from there, never copied here); in this
          process, for each --decode_threads thread count; and where a step's time goes
-         (bench_decode.py)
+         (bench_decode.py). --decode_window=W: every model attends to the last W tokens (a
+         ring cache), as sample.py does by default past the block (W = block_size) for the
+         encodings that do not extrapolate; nanoGPT's crop sees the same last block tokens
 
 Memory on CPU is the growth of the process's peak resident set (VmHWM, reset through
 /proc/self/clear_refs) over the resident set just before the pass, after malloc_trim has
@@ -71,6 +73,7 @@ def options():
                 gen_encodings=",".join(relative_encodings()), eval_lengths="1,4,16", device="auto", dtype="auto",
                 compile=False, json="bench.json", decode_shapes="4x4x128:64,6x6x384:256", decode_vocab=77,
                 decode_encodings=",".join(positional.REGISTRY), decode_threads="1", decode_compile=True,
+                decode_window=0,
                 nanogpt="", **ints)
 
 
@@ -92,6 +95,8 @@ def parse_args(argv=None):
     if unknown:
         raise ConfigError(f"unknown section(s) {', '.join(sorted(unknown))}; valid: peak, train, gen, eval, decode")
     bench_decode.parse_shapes(args.decode_shapes)
+    if args.decode_window < 0:
+        raise ConfigError(f"--decode_window must be >= 0 (0: the whole text), got {args.decode_window}")
     threads = args.decode_threads.split(",")
     if not all(t.strip().isdigit() and int(t) > 0 for t in threads):
         raise ConfigError(f"--decode_threads must be thread counts > 0, e.g. 1,2; got {args.decode_threads!r}")

@@ -64,7 +64,8 @@ def runners(args, shape, nanogpt):
     for name in args.decode_encodings.split(","):
         torch.manual_seed(args.seed)
         model = GPT(GPTConfig(n_layer=L, n_head=H, n_embd=C, block_size=block, vocab_size=args.decode_vocab,
-                              pos_encoding=name, dropout=0.0, bias=False)).to(args.device).eval()
+                              pos_encoding=name, dropout=0.0, bias=False, window=args.decode_window)).to(args.device)
+        model.eval()
         for mode in MODES:
             if mode == "compiled" and (not model.static_decoding or not args.decode_compile):
                 continue
@@ -187,8 +188,9 @@ def table(results, args):
     for label, r in results.items():
         shape, threads = label.split(" ")
         ng = r["rows"].get("nanoGPT", {}).get("nanogpt")
+        seen = f"window {args.decode_window}" if args.decode_window else "the whole text"
         lines.append(f"\ndecode {shape} (LxHxC:block), vocab {args.decode_vocab}, {args.gen_tokens} tokens from one, "
-                     f"{threads[:-1]} thread(s), median of {args.rounds} rounds: tokens/s (wall)")
+                     f"{threads[:-1]} thread(s), attending to {seen}, median of {args.rounds} rounds: tokens/s (wall)")
         lines.append(f"{'encoding':<16}" + "".join(f"{m:>11}" for m in MODES) + f"{'best/nanoGPT':>14}  same tokens")
         for name, modes in r["rows"].items():
             if name == "nanoGPT":

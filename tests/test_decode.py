@@ -152,6 +152,7 @@ def test_bench_decode_section_with_a_nanogpt_folder(tmp_path, capsys):
     (["--nanogpt=/nonexistent"], "no model.py there"),
     (["--decode_shapes=4x4:64"], "is not LxHxC:block"),
     (["--decode_threads=0"], "--decode_threads must be thread counts > 0"),
+    (["--decode_window=-1"], "--decode_window must be >= 0"),
 ])
 def test_bench_decode_bad_input(argv, message, capsys):
     import bench
