@@ -26,11 +26,13 @@ max_positions tokens at every step, on both paths.
 import torch
 from torch.nn import functional as F
 
-# Intra-op threads for a batch-1 decode step on a CPU (sample.py's default). A step is dozens
-# of small kernels whose work is too small to split. On the 2-core machine with another process
-# on the cores, one thread finished a bench.py --decode_threads=1,2 run's half in 7 minutes while
-# two threads had not finished after 23 (benchmarks/decode-cpu-2core-busy.md; issue #14 saw
-# 124 s against 6-7 s); the quiet-machine comparison is what that command prints.
+# Intra-op threads for a batch-1 decode step on a CPU (sample.py's default). Measured on the
+# 2-core machine (benchmarks/cpu-2core-quiet.md, 2000 tokens, recipe shape): quiet, two threads
+# give the eager static step (sample.py's default path) nothing (alibi 1498 vs 1515 tokens/s)
+# and the compiled step 30% (1984 vs 2586); with another process on a core, two threads are
+# many times slower (issue #14: 124 s against 6-7 s; benchmarks/decode-cpu-2core-busy.md).
+# One thread costs little on a quiet machine and avoids the stall on a busy one; --threads=2
+# pays when the cores are free and the step is compiled.
 DECODE_THREADS = 1
 PREFILL_CHUNK = 16   # prompt tokens per call into a ring cache (cache.static_cache's chunk)
 

@@ -8,11 +8,10 @@ method: Press et al. 2022, "Train Short, Test Long", https://arxiv.org/abs/2108.
 
 Options (cli.py's convention): lengths, mode (nonoverlap or sliding), stride,
 tokens_per_point (8192), device and dtype (auto), data_dir, split (val), report_dir (the
-first out dir), overwrite, wandb_log, threads (on a CPU: 0, the default, times one batch at
-the longest length with one thread and with all cores and keeps the faster; see
-cpu_threads.py). Every point scores the first tokens_per_point tokens
-of the split, the same at every length; training's val loss averages random batches, so
-the two differ a little.
+first out dir), overwrite, wandb_log, threads (on a CPU, 0, the default: one per core that
+other processes leave idle at the start; see cpu_threads.py). Every point scores the first
+tokens_per_point tokens of the split, the same at every length; training's val loss averages
+random batches, so the two differ a little.
 
 Model keys and encoding settings given on the command line (--rope_scaling, --rope_factor,
 --window, --sinks, ...) override the checkpoint's at evaluation time. --rope_scaling takes
@@ -30,14 +29,12 @@ import difflib
 import os
 import sys
 
-import torch
-
 import checkpoint
 import cpu_threads
 import positional
 from cli import autocast, fail, parse, pick_device, pick_dtype
 from config import ConfigError, coerce, is_key, model_config
-from evaluation import (BATCH_TOKENS, MULTIPLES, TOKENS_PER_POINT, check_overrides, evaluate_checkpoint, fmt_num, log_wandb,
+from evaluation import (MULTIPLES, TOKENS_PER_POINT, check_overrides, evaluate_checkpoint, fmt_num, log_wandb,
                         method_label, report_paths, scored_note, table_lines, validation_tokens, write_report)
 
 OPTIONS = dict(lengths=[], mode="nonoverlap", stride=0, tokens_per_point=TOKENS_PER_POINT, device="auto",
@@ -79,24 +76,6 @@ def parse_args(argv):
     check_overrides(overrides)
     methods = [dict(overrides, **({"rope_scaling": s} if s else {})) for s in scalings]
     return out_dirs, opts, methods
-
-
-def thread_probe(ckpt, overrides, lengths, device):
-    """A callable that runs one evaluation batch of ckpt's model at the longest of lengths (the
-    costliest batches, which take most of the time): what the thread counts are timed on. The
-    model is built at the first call (not at all when the count is given)."""
-    built = []
-
-    @torch.no_grad()
-    def run():
-        if not built:
-            model = checkpoint.build_model(ckpt, overrides, device, strict=False)
-            length = min(max(lengths), model.max_positions or max(lengths))
-            built.append((model, torch.zeros(max(1, BATCH_TOKENS // length), length, dtype=torch.long,
-                                              device=device)))
-        model, x = built[0]
-        model(x)
-    return run
 
 
 def context_reports(ckpts, methods, opts, device, dtype, report_dir):
@@ -154,11 +133,9 @@ def main(argv):
                    for d, c in ckpts.items()}
         budget = max([opts["tokens_per_point"]] + [max(v) for v in per_dir.values()])  # the same tokens for all
         if opts["threads"] < 0:
-            raise ConfigError(f"--threads must be >= 0 (0: measured, the faster of one and all cores), "
+            raise ConfigError(f"--threads must be >= 0 (0: one per core that other work leaves idle), "
                               f"got {opts['threads']}")
-        first = out_dirs[0]
-        threads = cpu_threads.choose(opts["threads"], device, probe=thread_probe(ckpts[first], base, per_dir[first],
-                                                                                 device))
+        threads = cpu_threads.choose(opts["threads"], device)
         print(f"evaluating on {device} ({dtype}{'; ' + threads if threads else ''}): "
               f"{scored_note(budget, opts['split'])}", flush=True)
         rows = []

@@ -1,6 +1,7 @@
 """evaluate.py's thread choice, measured: whole evaluate.py processes with --threads=1, with
---threads=<all cores> and with the default (0: measured on the spot by cpu_threads.py), runs
-interleaved, on a quiet machine and again while another process keeps one core busy.
+--threads=<all cores> and with the default (0: cpu_threads.py, one thread per core that other
+processes leave idle, sampled at the start), runs interleaved, on a quiet machine and again
+while another process keeps one core busy.
 
     python benchmarks/eval_threads.py out-compare/rope-s1337 --runs=3
 
@@ -59,7 +60,7 @@ def main():
                 busy.kill()
         print(f"\n{load}: median wall seconds of {args.runs} interleaved runs")
         for s in settings:
-            print(f"  --threads={s}{' (measured)' if s == 0 else ''}: {statistics.median(walls[s]):.1f} s")
+            print(f"  --threads={s}{' (the default)' if s == 0 else ''}: {statistics.median(walls[s]):.1f} s")
         print("  picked: " + "; ".join(p.split(":")[0] for p in picks) + "\n", flush=True)
 
 

@@ -1,6 +1,5 @@
-"""cpu_threads: the intra-op thread count a CPU process computes with, measured when not given."""
-import time
-
+"""cpu_threads: the intra-op thread count a CPU process computes with: given, or one per core
+that other processes leave idle, read from the machine's CPU times."""
 import pytest
 import torch
 
@@ -8,41 +7,47 @@ import cpu_threads
 
 
 @pytest.fixture
-def restore_threads(monkeypatch):
+def two_cores(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(cpu_threads.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(cpu_threads.time, "sleep", lambda s: None)
     before = torch.get_num_threads()
-    yield
+    yield monkeypatch
     torch.set_num_threads(before)
 
 
-def probe_fastest_at(n_fast, calls):
-    """A probe that takes 1 ms under n_fast threads and 20 ms under any other count."""
-    def probe():
-        calls.append(torch.get_num_threads())
-        time.sleep(0.001 if torch.get_num_threads() == n_fast else 0.02)
-    return probe
+def machine(monkeypatch, *snapshots):
+    """cpu_times returns these (all, idle) jiffies in turn."""
+    it = iter(snapshots)
+    monkeypatch.setattr(cpu_threads, "cpu_times", lambda: next(it))
 
 
-@pytest.mark.parametrize("n_fast", [1, 2])
-def test_the_measured_faster_count_is_kept(restore_threads, n_fast):
-    calls = []
-    said = cpu_threads.choose(0, "cpu", probe=probe_fastest_at(n_fast, calls))
-    assert torch.get_num_threads() == n_fast
-    assert said.startswith(f"{n_fast} thread(s): measured fastest now (1: ") and "2: " in said
-    assert sorted(calls) == [1] * 4 + [2] * 4     # one untimed call and three timed ones per count
-    assert calls[2:] == [1, 2, 1, 2, 1, 2]          # the timed calls alternate
+@pytest.mark.parametrize("idle, want", [(200, 2), (140, 1), (100, 1), (20, 1), (170, 2)])
+def test_one_thread_per_core_left_idle(two_cores, idle, want):
+    """200 jiffies over the sample on 2 cores: idle 200 = nothing else running; 100 = one core busy."""
+    machine(two_cores, (1000, 500), (1200, 500 + idle))
+    said = cpu_threads.choose(0, "cpu")
+    assert torch.get_num_threads() == want
+    assert said == f"{want} thread(s): 2 cores, {2 * (1 - idle / 200):.1f} busy with other work now; --threads=N to choose"
 
 
-def test_a_given_count_is_not_measured(restore_threads, monkeypatch):
-    calls = []
-    assert cpu_threads.choose(2, "cpu", probe=probe_fastest_at(1, calls)) == "2 thread(s): --threads"
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert cpu_threads.choose(0, "cpu", probe=probe_fastest_at(2, calls)) == "1 thread(s): OMP_NUM_THREADS"
-    assert calls == [] and torch.get_num_threads() == 1
+def test_the_sample_reads_the_idle_columns_of_proc_stat(tmp_path):
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  10 1 20 300 5 0 4 0 0 0\ncpu0 5 0 10 150 2 0 2 0 0 0\n")
+    assert cpu_threads.cpu_times(str(stat)) == (340, 305)
+    assert cpu_threads.cpu_times(str(tmp_path / "absent")) is None
 
 
-def test_fastest_reports_the_median_per_count(restore_threads):
-    timed = cpu_threads.fastest(probe_fastest_at(2, []), [1, 2], repeats=3)
-    assert set(timed) == {1, 2}
-    assert timed[2] < 0.015 <= timed[1]
+def test_a_given_count_or_default_is_not_sampled(two_cores):
+    machine(two_cores)   # any sample would raise StopIteration
+    assert cpu_threads.choose(2, "cpu") == "2 thread(s): --threads" and torch.get_num_threads() == 2
+    assert cpu_threads.choose(0, "cpu", default=1) == "1 thread(s): the default here, --threads=N to choose"
+    two_cores.setenv("OMP_NUM_THREADS", "2")
+    assert cpu_threads.choose(0, "cpu") == "2 thread(s): OMP_NUM_THREADS" and torch.get_num_threads() == 2
+    assert cpu_threads.choose(0, "cuda") is None
+
+
+def test_without_proc_stat_torch_keeps_its_default(two_cores):
+    machine(two_cores, None, None)
+    n = torch.get_num_threads()
+    assert cpu_threads.choose(0, "cpu") == f"{n} thread(s): the default here, --threads=N to choose"
