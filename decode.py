@@ -23,6 +23,8 @@ with the growing KVCache, one token at a time. An encoding with a position table
 (max_positions, `learned`) uses the cache while the text fits and then re-encodes the last
 max_positions tokens at every step, on both paths.
 """
+import time
+
 import torch
 from torch.nn import functional as F
 
@@ -62,6 +64,7 @@ class Decoder:
         self.compile = compile and self.static
         self.step = torch.compile(decode_step, fullgraph=True, dynamic=False) if self.compile else decode_step
         self.compiled_steps = 0      # decode steps that ran through the compiled graph
+        self.first_step_s = 0.0      # seconds of the first compiled step: the compilation, mostly
         self.cache = None
 
     # ---- the two paths, behind one interface: open(B, n), prefill(idx), next(tok), close() ----
@@ -105,7 +108,10 @@ class Decoder:
         cache = self.cache
         if not self.compile:  # eager: attend over the slots written so far (see StaticKVCache)
             cache.filled = min(cache.filled + 1, cache.size)
+        t = time.perf_counter()
         logits = self.step(self.model, tok, self.pos, cache)
+        if self.compile and not self.compiled_steps:
+            self.first_step_s = time.perf_counter() - t
         self.compiled_steps += self.compile
         self.pos += 1
         return logits

@@ -91,8 +91,9 @@ def report(tokens, seconds, decoder, threads):
     how = ("compiled static step" if decoder.compiled_steps else "static step" if decoder.static
            else "reference step (an encoding needs host work per token)")
     where = f"; {threads}" if threads else ""
-    print(f"[{tokens} tokens in {seconds:.2f} s: {tokens / max(seconds, 1e-9):.1f} tokens/s; {how}"
-          f"{f', {decoder.compiled_steps} compiled steps' if decoder.compiled_steps else ''}{where}]",
+    compiled = (f", {decoder.compiled_steps} compiled steps (the first, which compiles, took "
+                f"{decoder.first_step_s:.2f} s)" if decoder.compiled_steps else "")
+    print(f"[{tokens} tokens in {seconds:.2f} s: {tokens / max(seconds, 1e-9):.1f} tokens/s; {how}{compiled}{where}]",
           file=sys.stderr)
 
 
