@@ -121,6 +121,9 @@ class TransformerXL(PositionalEncoding):
             R = self.table[dist.reshape(-1)].to(q.dtype)                            # (Tq*Tk, C)
             rd = (R @ self.w_r[layer].to(q.dtype)).view(Tq, Tk, H, D)               # (Tq, Tk, H, D)
             position = torch.einsum("bhqd,qkhd->bhqk", qv, rd)                      # (B, H, Tq, Tk)
+        elif Tq == 1 and queries_at_the_end(q_pos, k_pos):  # a decode step: [0, j] = qv . r_{Tk-1-j}
+            r = self.projected(layer, q.dtype)[:Tk].view(Tk, H, D).transpose(0, 1)   # (H, Tk, D), no copy
+            position = (qv @ r.transpose(-1, -2)).flip(-1)                            # (B, H, 1, Tk)
         elif queries_at_the_end(q_pos, k_pos):  # training, a prefill: the shift as a strided view
             position = self.shifted(qv, layer, Tk)
         else:
