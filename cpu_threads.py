@@ -48,7 +48,6 @@ def choose(requested, device, default=None):
         return None
     env = os.environ.get("OMP_NUM_THREADS", "")
     cores = os.cpu_count() or 1
-    busy = None
     if requested:
         n, why = requested, "--threads"
     elif env.isdigit() and int(env) > 0:

@@ -108,10 +108,12 @@ class Decoder:
         cache = self.cache
         if not self.compile:  # eager: attend over the slots written so far (see StaticKVCache)
             cache.filled = min(cache.filled + 1, cache.size)
-        t = time.perf_counter()
-        logits = self.step(self.model, tok, self.pos, cache)
-        if self.compile and not self.compiled_steps:
+        if self.compile and not self.compiled_steps:  # the first compiled step compiles: timed, once
+            t = time.perf_counter()
+            logits = self.step(self.model, tok, self.pos, cache)
             self.first_step_s = time.perf_counter() - t
+        else:
+            logits = self.step(self.model, tok, self.pos, cache)
         self.compiled_steps += self.compile
         self.pos += 1
         return logits

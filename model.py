@@ -93,7 +93,6 @@ class CausalSelfAttention(nn.Module):
         y = y.transpose(1, 2).contiguous().view(B, T, C)                           # (B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
-
     def attend_own_scores(self, q, k, v, pe, plan):
         """The explicit softmax over scores the encoding forms itself (attention_logits, plus its
         attention_values), or None if it forms none. Where it allows (scores_by_query_block) and

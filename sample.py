@@ -13,10 +13,10 @@ setting may be overridden too (rope_scaling and its settings, window, sinks).
 
 Decoding runs decode.py's static step (fixed-shape KV cache, positions as a tensor);
 --compile=True compiles that step once (seconds of compilation, then about twice the
-tokens/s on a CPU for these model sizes; see README, Speed). On a CPU --threads=0 (the
+tokens/s on a CPU with the default window; see README, Speed). On a CPU --threads=0 (the
 default) decodes on decode.DECODE_THREADS thread(s) (decode.py says why: the safe choice on a
-shared machine, measured);
-OMP_NUM_THREADS or --threads=N choose otherwise. The last line on stderr gives tokens/s.
+shared machine, measured); OMP_NUM_THREADS or --threads=N choose otherwise. The last line on
+stderr gives tokens/s, and with --compile=True how long the compilation took.
 
 Generation uses the KV cache and goes past the training block_size for every encoding.
 Past it, unless the encoding declares that it extrapolates or --window is given, each token

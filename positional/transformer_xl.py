@@ -105,6 +105,8 @@ class TransformerXL(PositionalEncoding):
         stride Tk, no copy, no gather (the paper's relative shift, done by the strides)."""
         B, H, Tq, D = qv.shape
         r = self.projected(layer, qv.dtype)[:Tk].view(Tk, H, D).transpose(0, 1)    # (H, Tk, D): r_0 .. r_{Tk-1}
+        if Tq == 1:  # a decode step: [0, j] = qv . r_{Tk-1-j}, the product flipped (no copy of the rows)
+            return (qv @ r.transpose(-1, -2)).flip(-1)                                # (B, H, 1, Tk)
         r = torch.cat([r.flip(1), r.new_zeros(H, 1, D)], dim=1)                    # (H, Tk + 1, D)
         P = (qv @ r.transpose(-1, -2)).contiguous()                                 # (B, H, Tq, Tk + 1)
         return P.as_strided((B, H, Tq, Tk), (H * Tq * (Tk + 1), Tq * (Tk + 1), Tk, 1),
@@ -121,10 +123,7 @@ class TransformerXL(PositionalEncoding):
             R = self.table[dist.reshape(-1)].to(q.dtype)                            # (Tq*Tk, C)
             rd = (R @ self.w_r[layer].to(q.dtype)).view(Tq, Tk, H, D)               # (Tq, Tk, H, D)
             position = torch.einsum("bhqd,qkhd->bhqk", qv, rd)                      # (B, H, Tq, Tk)
-        elif Tq == 1 and queries_at_the_end(q_pos, k_pos):  # a decode step: [0, j] = qv . r_{Tk-1-j}
-            r = self.projected(layer, q.dtype)[:Tk].view(Tk, H, D).transpose(0, 1)   # (H, Tk, D), no copy
-            position = (qv @ r.transpose(-1, -2)).flip(-1)                            # (B, H, 1, Tk)
-        elif queries_at_the_end(q_pos, k_pos):  # training, a prefill: the shift as a strided view
+        elif queries_at_the_end(q_pos, k_pos):  # training, a prefill, a decode step: the shift as a strided view
             position = self.shifted(qv, layer, Tk)
         else:
             r = self.projected(layer, q.dtype).view(-1, H, D).transpose(0, 1)      # (H, n, D)
