@@ -194,12 +194,12 @@ EMPTY = 2 ** 30   # the position of a slot not yet written: after every query, s
 
 def static_cache(cfg, batch, max_len, dtype, device, windows, ordered=False, chunk=16):
     """The StaticKVCache for positions 0 .. max_len - 1: a ring of sinks + window - 1 + chunk
-    slots when every layer has the same window (and the keys need not stay in position
-    order), else one slot per position (the windows, if any, then act through the mask)."""
+    slots when every layer has the same window, else one slot per position (the windows, if
+    any, then act through the mask). ordered: the keys are handed over in position order."""
     H, D = cfg.n_head, cfg.n_embd // cfg.n_head
-    window = windows[0] if len(set(windows)) == 1 and not ordered else 0
+    window = windows[0] if len(set(windows)) == 1 else 0
     period = window - 1 + chunk if window and cfg.sinks + window - 1 + chunk < max_len else 0
-    return StaticKVCache(cfg.n_layer, batch, H, D, max_len, cfg.sinks, period, dtype, device)
+    return StaticKVCache(cfg.n_layer, batch, H, D, max_len, cfg.sinks, period, dtype, device, ordered)
 
 
 class StaticKVCache(Cache):
@@ -214,7 +214,10 @@ class StaticKVCache(Cache):
     masked like future keys. A call may bring up to `chunk` tokens (period - window + 1) to
     a ring without overwriting a key its own queries still see; decode.py prefills in chunks.
     k{layer}, v{layer}: (B, H, S, D), S = max_len or sinks + period. Keys are attended in slot order,
-    not position order (same result up to float rounding).
+    not position order (same result up to float rounding), unless `ordered` (an encoding that
+    counts keys in order, CoPE): a ring then hands its slots over rotated into position order,
+    the sinks, then the ring from the slot the next position will take (empty slots, before
+    the ring wraps, come first; they are masked), one index_select of S rows per layer.
 
     `filled`: the leading slots a call attends to, S unless the caller narrows it. An eager
     step on the CPU sets it to the slots written so far (a host int it already knows, so no
@@ -222,7 +225,7 @@ class StaticKVCache(Cache):
     costs twice the attention work of the growing cache (measured), and a view costs nothing.
     A compiled step leaves it at S: one shape, compiled once."""
 
-    def __init__(self, n_layer, batch, n_head, head_dim, max_len, sinks, period, dtype, device):
+    def __init__(self, n_layer, batch, n_head, head_dim, max_len, sinks, period, dtype, device, ordered=False):
         super().__init__()
         size = sinks + period if period else max_len
         shape = (batch, n_head, size, head_dim)
@@ -234,6 +237,11 @@ class StaticKVCache(Cache):
                              persistent=False)
         self.max_len, self.sinks, self.period, self.size = max_len, sinks, period, size
         self.slot, self.filled = None, size
+        self.ordered = ordered and bool(period)   # keys rotated into position order (see above)
+        self.order = None                         # (S,) slot of each key, in position order
+        if self.ordered:
+            self.register_buffer("sink_slots", torch.arange(sinks, device=device), persistent=False)
+            self.register_buffer("ring", torch.arange(period, device=device), persistent=False)
         self.length = 0   # only GPT.forward counts here; decode.Decoder keeps its positions in a tensor
 
     def slots(self, pos):
@@ -245,8 +253,13 @@ class StaticKVCache(Cache):
         """Place the positions pos (T,) of this call: their slots now hold them."""
         self.slot = self.slots(pos)
         self.slot_pos.index_copy_(0, self.slot, pos)
+        if self.ordered:  # the oldest ring slot is the one the next position will take
+            oldest = (pos[-1:] + 1 - self.sinks) % self.period
+            self.order = torch.cat([self.sink_slots, self.sinks + (oldest + self.ring) % self.period])
 
     def key_positions(self, T, layer=None):
+        if self.ordered:
+            return self.slot_pos.index_select(0, self.order)                 # (S,)
         return self.slot_pos[:self.filled]                                   # (S,)
 
     def write(self, layer, k, v):
@@ -254,6 +267,8 @@ class StaticKVCache(Cache):
         ks, vs = getattr(self, f"k{layer}"), getattr(self, f"v{layer}")          # (B, H, S, D)
         ks.index_copy_(2, self.slot, k.to(ks.dtype))
         vs.index_copy_(2, self.slot, v.to(vs.dtype))
+        if self.ordered:
+            return ks.index_select(2, self.order), vs.index_select(2, self.order)
         n = self.filled
         return ks[:, :, :n], vs[:, :, :n]
 

@@ -6,7 +6,9 @@ host work around it. The static step removes it:
   - one StaticKVCache (cache.py) of fixed shape for the whole generation, its slots addressed
     by a positions tensor: no growing views, no host-side length per token;
   - the positions of the step are a (1,) tensor on the device, advanced in place (pos += 1);
-  - set_length (the encodings' tables) runs once, for the last position of the generation;
+  - set_length (the encodings' tables) and start_decoding (what an encoding's step keeps, in
+    tensors of fixed shape: Transformer-XL's projected rows, FoX's running sums) run once,
+    for the generation's positions (GPT.start_decoding);
   - the step itself is GPT.run, the tensor part of GPT.forward: the mask row and the score
     bias row are computed on the device from the query position and the slots' positions;
   - with compile=True that step is torch.compile'd once (fullgraph, static shapes), and
@@ -17,7 +19,7 @@ compiled and reference paths draw the same tokens (their logits differ by float 
 the static cache attends over its slots in slot order, with empty slots masked).
 
 Which path runs is read from capabilities, never from names: GPT.static_decoding (no linear
-attention, and every encoding's static_decoding: no length-dependent tables, no state kept
+attention, and every encoding's static_decoding: no table grown per token, no state kept
 in Python between calls). Otherwise, and with static=False, the reference path runs: GPT.forward
 with the growing KVCache, one token at a time. An encoding with a position table
 (max_positions, `learned`) uses the cache while the text fits and then re-encodes the last
@@ -73,8 +75,7 @@ class Decoder:
         if not self.static:
             m.setup_cache(batch, n_positions)
             return
-        for pe in m.encodings.values():
-            pe.set_length(n_positions)                                        # tables, once
+        m.start_decoding(batch, n_positions)                                  # tables and state, once
         c = self.cache
         if c is not None and (c.max_len, c.slot_pos.device, getattr(c, "k0").shape[0]) == (n_positions, device, batch):
             c.reset()  # the same shapes again: keep the buffers, and the graph compiled for them
@@ -121,6 +122,8 @@ class Decoder:
     def close(self):
         """The model's cache is cleared; this decoder keeps its static cache for the next generate."""
         self.model.clear_cache()
+        if self.static:
+            self.model.end_decoding()
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, on_token=None):

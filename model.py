@@ -220,6 +220,18 @@ class GPT(nn.Module):
         return static_cache(self.config, batch, max_len, dtype or p.dtype, p.device,
                             [layer.window for layer in self.schedule], ordered)
 
+    def start_decoding(self, batch, n_positions):
+        """Before a static generation of positions 0 .. n_positions - 1: the encodings' tables,
+        once, and whatever fixed-shape state their decode steps keep (positional/base.py)."""
+        p = self.wte.weight
+        for pe in self.encodings.values():
+            pe.set_length(n_positions)
+            pe.start_decoding(batch, n_positions, p.device, p.dtype)
+
+    def end_decoding(self):
+        for pe in self.encodings.values():
+            pe.end_decoding()
+
     def reset_cache(self):
         if self.kv_cache is not None:
             self.kv_cache.reset()

@@ -35,6 +35,15 @@ each attention layer's input first, through one more no-op hook:
                              cached decoding) it keys by absolute position, so it needs
                              nothing from the KV cache.
 
+Static decoding (decode.py) brackets a whole generation with two more no-op hooks:
+
+  start_decoding(batch, n_positions, device, dtype)
+                             once, after set_length(n_positions), before the prompt: an encoding
+                             allocates here the fixed-shape tensors its decode step reads or
+                             writes in place (Transformer-XL's projected rows, FoX's running sums
+                             by position), so the step itself needs nothing from the host
+  end_decoding()             after the generation: back to the training/reference behaviour
+
 Notation (used in shape comments across the repo):
   B batch, T tokens in this call, H heads, D head dim, C model width,
   Tq = T query positions, Tk = cache length + T key positions.
@@ -72,11 +81,12 @@ the built encoding; they are class attributes except where a setting decides the
   reads_window         True when from_config reads cfg.window and cfg.sinks (CoPE counts only
                        visible keys): in a per-layer schedule its layers must share one window
   static_decoding      True when a decode step needs nothing from the host but the positions
-                       tensor: set_length(n) once for the whole generation is enough and no
-                       state is kept in Python across calls. decode.py then runs a static,
+                       tensor: set_length(n) and start_decoding once for the whole generation
+                       are enough, and whatever the step keeps across calls lives in tensors
+                       of fixed shape written in place. decode.py then runs a static,
                        compilable step; False: generation takes GPT.forward with a growing cache
   ordered_keys         True when attention_logits needs the keys in position order (CoPE's
-                       counts): a static cache then keeps one slot per position, never a ring
+                       counts): a static ring cache then hands them over rotated into order
   extrapolates         True where perplexity was measured flat from 1x to 16x the training
                        length (README, "Train short, test long"); sample.py then lets the text
                        run past the training length without a window
@@ -128,6 +138,12 @@ class PositionalEncoding(nn.Module):
         (cache length + T). Strategies with cached tables grow them here."""
 
     def prepare(self, pos):
+        pass
+
+    def start_decoding(self, batch, n_positions, device, dtype):
+        pass
+
+    def end_decoding(self):
         pass
 
     def embed(self, pos):

@@ -25,6 +25,11 @@ the running sum and reads c at the keys' positions (so a windowed cache that dro
 works too); a call without (training, a prefill) starts over, and its c differs from a
 continued one by a constant that cancels in c_i - c_j. The store costs B*H*4 bytes per
 position and layer, 1/(2D) of the KV cache.
+
+Static decoding (decode.py): start_decoding allocates one (B, H, n) tensor of c per layer for
+the generation's n positions; layer_input continues the sum from c at the position before
+the call and writes c at the call's positions in place, and attention_logits reads c at
+the queries and keys from it: no Python state per token, one graph for every step.
 """
 import math
 
@@ -39,7 +44,6 @@ from .base import PositionalEncoding
 class FoX(PositionalEncoding):
     name = "fox"
     scores_by_query_block = True
-    static_decoding = False   # running sums kept in Python dicts, keyed by position
 
     def __init__(self, n_layer: int, n_head: int, n_embd: int):
         super().__init__()
@@ -49,15 +53,42 @@ class FoX(PositionalEncoding):
         self.log_f = {}       # layer -> (B, H, T) log gates of the current call, until attention_logits
         self.store = {}       # layer -> (B, H, capacity) c_t at absolute position t (cached decoding)
         self.total = {}       # layer -> (B, H) c at the last position seen
+        self.decoding = False  # static decoding: c lives in the buffers sums{layer}, (B, H, n)
 
     @classmethod
     def from_config(cls, cfg, s):
         return cls(cfg.n_layer, cfg.n_head, cfg.n_embd)
 
+    def start_decoding(self, batch, n_positions, device, dtype):
+        shape = (batch, self.weight.shape[1], n_positions)
+        for layer in range(self.weight.shape[0]):
+            s = getattr(self, f"sums{layer}", None)
+            if s is None or s.shape != shape or s.device != torch.device(device):
+                self.register_buffer(f"sums{layer}", torch.zeros(shape, device=device), persistent=False)
+            else:  # same shape: the same tensors, so a step compiled for them is reused
+                s.zero_()
+        self.decoding = True
+
+    def end_decoding(self):
+        self.decoding = False
+
     def layer_input(self, x, pos, layer):
         with torch.autocast(x.device.type, enabled=False):  # gates and their sums in float32
             logit = F.linear(x.float(), self.weight[layer], self.bias[layer])          # (B, T, H)
-        self.log_f[layer] = F.logsigmoid(logit).transpose(1, 2)                       # (B, H, T)
+        log_f = F.logsigmoid(logit).transpose(1, 2)                                   # (B, H, T)
+        if not self.decoding:
+            self.log_f[layer] = log_f
+            return
+        sums = getattr(self, f"sums{layer}")                                          # (B, H, n): c by position
+        before = (pos[:1] - 1).clamp(min=0)                                           # the position before the call
+        c0 = sums.index_select(-1, before) * (pos[:1] > 0)                            # (B, H, 1); 0 at the start
+        sums.index_copy_(-1, pos, c0 + log_f.cumsum(-1))
+
+    def static_c(self, layer, q_pos, k_pos):
+        """c at the queries (B, H, Tq) and the keys (B, H, Tk) from the decoding sums (empty
+        slots, at positions past the last, read the last position's c: masked anyway)."""
+        sums = getattr(self, f"sums{layer}")
+        return sums.index_select(-1, q_pos), sums.index_select(-1, k_pos.clamp(max=sums.shape[-1] - 1))
 
     def cumulative(self, layer, log_f, q_pos, k_pos):
         """c at the queries (B, H, Tq) and at the keys (B, H, Tk), continuing the running sum
@@ -102,7 +133,7 @@ class FoX(PositionalEncoding):
     def attention_logits(self, q, k, q_pos, k_pos, layer):
         B, H, Tq, D = q.shape
         Tk = k.shape[2]
-        c, c_k = self.c_of(layer, q_pos, k_pos)
+        c, c_k = self.static_c(layer, q_pos, k_pos) if self.decoding else self.c_of(layer, q_pos, k_pos)
         decay = c[..., :, None] - c_k[..., None, :]                                   # (B, H, Tq, Tk), float32
         if q.dtype != decay.dtype:  # bfloat16/float16: the decay stays float32, added after the product
             return (q @ k.transpose(-1, -2)) / math.sqrt(D) + decay

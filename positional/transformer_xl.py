@@ -25,6 +25,10 @@ Decoding: without autograd the projected rows are kept per layer and only
 the new distances are projected at each step; a call with fewer (query, key) pairs than
 distances in play (a windowed decode step) projects only its pairs' rows, so its cost
 and memory follow the window, not the position.
+Static decoding (decode.py): start_decoding projects the rows of all n distances of the
+generation once per layer, into buffers; a step reads (q + v) @ r.T at the distances of its
+slots (a gather: the slots of a static cache need not be consecutive positions), with
+nothing checked or grown on the host.
 """
 import math
 
@@ -46,7 +50,6 @@ class TransformerXL(PositionalEncoding):
     name = "transformer_xl"
     extrapolates = True        # measured flat to 16x (README, "Train short, test long")
     scores_by_query_block = True
-    static_decoding = False    # projected rows kept per layer in Python, grown as positions arrive
 
     def __init__(self, n_layer: int, n_head: int, n_embd: int):
         super().__init__()
@@ -57,6 +60,7 @@ class TransformerXL(PositionalEncoding):
         self.register_buffer("table", sinusoidal_table(0, n_embd), persistent=False)   # (n, C) R_0 .. R_{n-1}
         self.n_positions = 0
         self.rows = {}   # layer -> (key, r (cap, C) projected so far, how many rows are filled); no autograd
+        self.decoding = False   # static decoding: every distance's rows in the buffers r{layer}, (n, C)
 
     @classmethod
     def from_config(cls, cfg, s):
@@ -67,6 +71,28 @@ class TransformerXL(PositionalEncoding):
             n = max(n_positions, 2 * len(self.table))
             self.table = sinusoidal_table(n, self.n_embd).to(self.table.device)
         self.n_positions = n_positions     # distances i - j never reach it
+
+    @torch.no_grad()
+    def start_decoding(self, batch, n_positions, device, dtype):
+        table = self.table[:n_positions].to(dtype)
+        for layer in range(self.w_r.shape[0]):
+            r, buf = table @ self.w_r[layer].to(dtype), getattr(self, f"r{layer}", None)    # (n, C)
+            if buf is None or buf.shape != r.shape or buf.dtype != r.dtype or buf.device != r.device:
+                self.register_buffer(f"r{layer}", r, persistent=False)
+            else:  # the same tensors again, so a step compiled for them is reused
+                buf.copy_(r)
+        self.decoding = True
+
+    def end_decoding(self):
+        self.decoding = False
+
+    def static_position(self, qv, q_pos, k_pos, layer):
+        """(B, H, Tq, Tk) position term of a decoding step, from the rows of start_decoding."""
+        B, H, Tq, D = qv.shape
+        r = getattr(self, f"r{layer}")                                              # (n, C)
+        dist = (q_pos[:, None] - k_pos[None, :]).clamp(0, len(r) - 1)              # (Tq, Tk); hidden keys masked later
+        P = qv @ r.view(-1, H, D).permute(1, 2, 0)                                  # (B, H, Tq, n)
+        return P.gather(-1, dist.expand(B, H, -1, -1))
 
     def train(self, mode=True):
         """Switching modes drops the projected rows: an optimizer that updates W_R in place
@@ -119,7 +145,9 @@ class TransformerXL(PositionalEncoding):
         H = qv.shape[1]       # the encoding's heads, also when q and k come with one head to broadcast
         k = k.expand(B, H, Tk, D)
         dist = (q_pos[:, None] - k_pos[None, :]).clamp(min=0)                      # (Tq, Tk); future keys masked later
-        if Tq * Tk < self.n_positions:  # fewer pairs than distances (a windowed step): project the pairs' rows
+        if self.decoding and Tq == 1:  # a static decode step (a prefill takes the branches below)
+            position = self.static_position(qv, q_pos, k_pos, layer)
+        elif Tq * Tk < self.n_positions:  # fewer pairs than distances (a windowed step): project the pairs' rows
             R = self.table[dist.reshape(-1)].to(q.dtype)                            # (Tq*Tk, C)
             rd = (R @ self.w_r[layer].to(q.dtype)).view(Tq, Tk, H, D)               # (Tq, Tk, H, D)
             position = torch.einsum("bhqd,qkhd->bhqk", qv, rd)                      # (B, H, Tq, Tk)
