@@ -87,10 +87,15 @@ class TransformerXL(PositionalEncoding):
         self.decoding = False
 
     def static_position(self, qv, q_pos, k_pos, layer):
-        """(B, H, Tq, Tk) position term of a decoding step, from the rows of start_decoding."""
+        """(B, H, Tq, Tk) position term of a decoding step, from the rows of start_decoding: the
+        rows at the pairs' distances when there are fewer pairs than rows (a ring under a window),
+        else the product with every row, gathered at the distances."""
         B, H, Tq, D = qv.shape
         r = getattr(self, f"r{layer}")                                              # (n, C)
         dist = (q_pos[:, None] - k_pos[None, :]).clamp(0, len(r) - 1)              # (Tq, Tk); hidden keys masked later
+        if dist.numel() < len(r):
+            rd = r.index_select(0, dist.view(-1)).view(*dist.shape, H, D)          # (Tq, Tk, H, D)
+            return torch.einsum("bhqd,qkhd->bhqk", qv, rd)
         P = qv @ r.view(-1, H, D).permute(1, 2, 0)                                  # (B, H, Tq, n)
         return P.gather(-1, dist.expand(B, H, -1, -1))
 
