@@ -11,8 +11,12 @@ host work around it. The static step removes it:
     for the generation's positions (GPT.start_decoding);
   - the step itself is GPT.run, the tensor part of GPT.forward: the mask row and the score
     bias row are computed on the device from the query position and the slots' positions;
-  - with compile=True that step is torch.compile'd once (fullgraph, static shapes), and
-    every token runs the compiled graph (Decoder.compiled_steps counts them).
+  - with compile=True that step is torch.compile'd once (fullgraph), and every token runs the
+    compiled graph (Decoder.compiled_steps counts them). Its shapes: under a ring cache, all
+    static (the ring's slots, all attended); with one slot per position, the number of
+    attended slots is dynamic (one graph, symbolic in it), so a step attends over the slots
+    written so far, as the eager step does, not over the whole cache from the first token
+    (measured: benchmarks/cpu-2core-quiet.md, section 9).
 
 Sampling (sample_next) is the same function for every path, so for a fixed seed the static,
 compiled and reference paths draw the same tokens (their logits differ by float rounding:
@@ -51,9 +55,18 @@ def sample_next(logits, temperature=1.0, top_k=None, generator=None):
     return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
 
 
-def decode_step(model, idx, pos, cache):
-    """Logits (B, vocab) of the last token of idx (B, T) at positions pos (T,) with a static cache."""
+def decode_step(model, idx, pos, cache, n_slots):
+    """Logits (B, vocab) of the last token of idx (B, T) at positions pos (T,) with a static
+    cache, attending to its first n_slots slots (an argument, so a compiled step can take it
+    as a symbolic size)."""
+    cache.filled = n_slots
     return model.run(idx, pos, cache)[:, -1]
+
+
+def compiled_step(dynamic):
+    """decode_step compiled whole; dynamo keeps the graphs on the function's code, so a new
+    Decoder (every generate) reuses those compiled for the same shapes."""
+    return torch.compile(decode_step, fullgraph=True, dynamic=dynamic)
 
 
 class Decoder:
@@ -64,7 +77,7 @@ class Decoder:
         self.model = model
         self.static = static and model.static_decoding
         self.compile = compile and self.static
-        self.step = torch.compile(decode_step, fullgraph=True, dynamic=False) if self.compile else decode_step
+        self.step = decode_step       # compiled at open(), once the cache says which shapes are static
         self.compiled_steps = 0      # decode steps that ran through the compiled graph
         self.first_step_s = 0.0      # seconds of the first compiled step: the compilation, mostly
         self.cache = None
@@ -82,6 +95,8 @@ class Decoder:
         else:
             self.cache = m.static_cache(batch, n_positions)
         m.kv_cache = self.cache
+        if self.compile:
+            self.step = compiled_step(dynamic=not self.cache.period)
         self.pos = torch.zeros(1, dtype=torch.long, device=device)            # the next token's position
         self.positions = torch.arange(n_positions, device=device)
 
@@ -95,10 +110,8 @@ class Decoder:
         for s in range(0, T, chunk):
             e = min(s + chunk, T)
             self.cache.filled = min(e, self.cache.size)
-            logits = decode_step(self.model, idx[:, s:e], self.positions[s:e], self.cache)
+            logits = decode_step(self.model, idx[:, s:e], self.positions[s:e], self.cache, min(e, self.cache.size))
         self.pos.fill_(T)
-        if self.compile:
-            self.cache.filled = self.cache.size   # the compiled step's one shape
         return logits
 
     @torch.no_grad()
@@ -107,14 +120,14 @@ class Decoder:
         if not self.static:
             return self.model(tok)[0][:, -1]
         cache = self.cache
-        if not self.compile:  # eager: attend over the slots written so far (see StaticKVCache)
-            cache.filled = min(cache.filled + 1, cache.size)
+        # the slots written so far (see StaticKVCache); a compiled step under a ring: all of them, one shape
+        n = cache.size if self.compile and cache.period else min(cache.filled + 1, cache.size)
         if self.compile and not self.compiled_steps:  # the first compiled step compiles: timed, once
             t = time.perf_counter()
-            logits = self.step(self.model, tok, self.pos, cache)
+            logits = self.step(self.model, tok, self.pos, cache, n)
             self.first_step_s = time.perf_counter() - t
         else:
-            logits = self.step(self.model, tok, self.pos, cache)
+            logits = self.step(self.model, tok, self.pos, cache, n)
         self.compiled_steps += self.compile
         self.pos += 1
         return logits

@@ -1,14 +1,17 @@
 """The compiled decode step's time against the number of cache slots it attends over.
 
     python benchmarks/decode_step_vs_cache.py --encoding=alibi --slots=64,256,1024,2001
+    python benchmarks/decode_step_vs_cache.py --dynamic=True          # one graph, symbolic in the slots
     python benchmarks/decode_step_vs_cache.py --cpp_wrapper=True      # inductor's C++ wrapper
 
-decode.py compiles one step for the whole cache (static shapes: every step attends over all
-slots, the unwritten ones masked), so a generation of N tokens pays the N-slot step from
-its first token. This prints, for the recipe shape (4x4x128, block 64, vocab 77, random
-init, one thread), the compile time and the median microseconds of the compiled step at each
-slot count: what a design that compiles a few cache sizes (and attends over the smallest
-that holds the text) would save, and what the C++ wrapper saves per step.
+The compiled step attends over the first n slots of the cache. Compiled with static shapes
+(--dynamic=False), each slot count is its own graph, compiled when first met; with
+--dynamic=True (what decode.py does for a cache with one slot per position) one graph serves
+every n. This prints, for the recipe shape (4x4x128, block 64, vocab 77, random init, one
+thread), the time of the first call at each slot count (a compilation, where there is one)
+and the median microseconds of the compiled step: what attending over the slots written so
+far saves against attending over the whole cache, what the symbolic sizes cost per step,
+and what the C++ wrapper saves per step.
 """
 import argparse
 import os
@@ -28,6 +31,7 @@ def main():
     ap.add_argument("--encoding", default="alibi")
     ap.add_argument("--slots", default="64,128,256,512,1024,2001")
     ap.add_argument("--cpp_wrapper", default="False", choices=["True", "False"])
+    ap.add_argument("--dynamic", default="False", choices=["True", "False"])
     ap.add_argument("--reps", type=int, default=100)
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -41,18 +45,19 @@ def main():
     d.open(1, max(slots), torch.device("cpu"))
     tok = torch.zeros(1, 1, dtype=torch.long)
     d.prefill(tok)
-    print(f"{args.encoding}, cpp_wrapper={args.cpp_wrapper}: slots, compile s, us per compiled step (median of 5 x {args.reps})")
+    step = decode.compiled_step(dynamic=args.dynamic == "True")
+    print(f"{args.encoding}, cpp_wrapper={args.cpp_wrapper}, dynamic={args.dynamic}: slots, first call s, "
+          f"us per compiled step (median of 5 x {args.reps})")
     with torch.no_grad():
         for n in slots:
-            d.cache.filled = n                       # the step attends over the first n slots
             t = time.perf_counter()
-            d.step(model, tok, d.pos, d.cache)
+            step(model, tok, d.pos, d.cache, n)      # the step attends over the first n slots
             compile_s = time.perf_counter() - t
             times = []
             for _ in range(5):
                 t = time.perf_counter()
                 for _ in range(args.reps):
-                    d.step(model, tok, d.pos, d.cache)
+                    step(model, tok, d.pos, d.cache, n)
                 times.append((time.perf_counter() - t) / args.reps)
             print(f"{n:6d} {compile_s:8.1f} {statistics.median(times) * 1e6:8.0f}", flush=True)
 

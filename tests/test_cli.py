@@ -84,7 +84,7 @@ def test_compile_runs_generation_through_the_compiled_step(tiny_run, capsys, mon
 
     def fake_compile(fn, **kw):      # stands in for torch.compile: counts the calls of what it returns
         def compiled(*args, **kwargs):
-            calls.append(args[1].shape)                                # decode_step(model, idx, pos, cache)
+            calls.append(args[1].shape)                                # decode_step(model, idx, pos, cache, n_slots)
             return fn(*args, **kwargs)
         return compiled
 

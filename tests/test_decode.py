@@ -83,6 +83,22 @@ def test_the_compiled_step_runs_and_agrees():
     torch.testing.assert_close(step_logits(model, idx, 3, compile=True), full, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("kw", WINDOWS, ids=["slot per position", "ring"])
+def test_one_compiled_graph_serves_every_step(kw, monkeypatch):
+    """One slot per position: the step attends over the slots written so far, a size the graph
+    takes symbolically (not one compilation per token); a ring: all its slots, static shapes."""
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: real(fn, backend="eager", **kw))
+    model = tiny_gpt("alibi", **kw)
+    d = decode.Decoder(model, compile=True)
+    before = counters["stats"]["unique_graphs"]
+    d.generate(torch.randint(0, 40, (1, 4)), 24, 0.9, 20, torch.Generator().manual_seed(1))
+    assert d.compiled_steps == 23 and counters["stats"]["unique_graphs"] - before == 1
+    assert (d.cache.size < 28) == bool(kw)   # the ring: fewer slots than positions
+
+
 @pytest.mark.parametrize("name", [n for n in ALL if tiny_gpt(n).static_decoding])  # the others: reference step
 @pytest.mark.parametrize("kw", WINDOWS, ids=["full", "window"])
 def test_every_static_step_compiles_whole_and_draws_the_reference_tokens(name, kw, monkeypatch):
