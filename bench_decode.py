@@ -92,7 +92,8 @@ def seeded(args):
 def warm_up(d, n_positions, steps=3):
     """Run a few steps of Decoder d at the cache shape of a generation of n_positions: compiles its step."""
     tok = torch.zeros(1, 1, dtype=torch.long, device=d.model.wte.weight.device)
-    d.open(1, n_positions, tok.device)
+    limit = d.model.max_positions           # the cache a generation opens: no more than the encoding knows
+    d.open(1, n_positions if limit is None else min(n_positions, limit), tok.device)
     d.prefill(tok)
     for _ in range(steps):
         d.next(tok)
