@@ -227,7 +227,10 @@ class StaticKVCache(Cache):
 
     def __init__(self, n_layer, batch, n_head, head_dim, max_len, sinks, period, dtype, device, ordered=False):
         super().__init__()
-        size = sinks + period if period else max_len
+        # one slot more than positions, never written: a step attends over at most max_len slots, so
+        # the count a compiled step takes symbolically (decode.py) never equals the buffers' size,
+        # which would be a case of its own (measured: a recompilation at the last step of a full cache)
+        size = sinks + period if period else max_len + 1
         shape = (batch, n_head, size, head_dim)
         for i in range(n_layer):  # one buffer per layer: a compiled step writing into a view of one
             # (L, ...) buffer was measured to copy the whole cache at every token (functionalization)

@@ -60,13 +60,9 @@ class FoX(PositionalEncoding):
         return cls(cfg.n_layer, cfg.n_head, cfg.n_embd)
 
     def start_decoding(self, batch, n_positions, device, dtype):
-        shape = (batch, self.weight.shape[1], n_positions)
-        for layer in range(self.weight.shape[0]):
-            s = getattr(self, f"sums{layer}", None)
-            if s is None or s.shape != shape or s.device != torch.device(device):
-                self.register_buffer(f"sums{layer}", torch.zeros(shape, device=device), persistent=False)
-            else:  # same shape: the same tensors, so a step compiled for them is reused
-                s.zero_()
+        for layer in range(self.weight.shape[0]):  # buffers: a compiled step takes them as inputs
+            self.register_buffer(f"sums{layer}", torch.zeros(batch, self.weight.shape[1], n_positions, device=device),
+                                 persistent=False)
         self.decoding = True
 
     def end_decoding(self):

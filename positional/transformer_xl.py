@@ -75,12 +75,8 @@ class TransformerXL(PositionalEncoding):
     @torch.no_grad()
     def start_decoding(self, batch, n_positions, device, dtype):
         table = self.table[:n_positions].to(dtype)
-        for layer in range(self.w_r.shape[0]):
-            r, buf = table @ self.w_r[layer].to(dtype), getattr(self, f"r{layer}", None)    # (n, C)
-            if buf is None or buf.shape != r.shape or buf.dtype != r.dtype or buf.device != r.device:
-                self.register_buffer(f"r{layer}", r, persistent=False)
-            else:  # the same tensors again, so a step compiled for them is reused
-                buf.copy_(r)
+        for layer in range(self.w_r.shape[0]):  # buffers: a compiled step takes them as inputs
+            self.register_buffer(f"r{layer}", table @ self.w_r[layer].to(dtype), persistent=False)   # (n, C)
         self.decoding = True
 
     def end_decoding(self):
