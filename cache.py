@@ -219,11 +219,11 @@ class StaticKVCache(Cache):
     the sinks, then the ring from the slot the next position will take (empty slots, before
     the ring wraps, come first; they are masked), one index_select of S rows per layer.
 
-    `filled`: the leading slots a call attends to, S unless the caller narrows it. An eager
-    step on the CPU sets it to the slots written so far (a host int it already knows, so no
-    sync): attending over all 2000 slots of a 2000-token generation from the first token
-    costs twice the attention work of the growing cache (measured), and a view costs nothing.
-    A compiled step leaves it at S: one shape, compiled once."""
+    `filled`: the leading slots a call attends to, S unless the caller narrows it. A step
+    (decode.decode_step) sets it to the slots written so far (a host int the caller already
+    knows, so no sync): attending over all 2000 slots of a 2000-token generation from the first
+    token costs twice the attention work of the growing cache (measured), and a view costs
+    nothing. A compiled step takes it as a symbolic size (one graph); under a ring it is S."""
 
     def __init__(self, n_layer, batch, n_head, head_dim, max_len, sinks, period, dtype, device, ordered=False):
         super().__init__()
