@@ -125,6 +125,8 @@ class RoPE(PositionalEncoding):
         r2 = self.rotary_dim // 2                       # channel j's partner: j + r2, j - r2, or itself
         perm = torch.cat([torch.arange(r2, 2 * r2), torch.arange(r2), torch.arange(2 * r2, head_dim)])
         self.register_buffer("partner", perm, persistent=False)
+        # P[partner[j], j] = 1: with it, a row's (mul, add) become the rotation matrix of one position
+        self.register_buffer("partner_onehot", torch.eye(head_dim)[perm].T.contiguous(), persistent=False)
         self.at = None   # (pos, q mul, q add, k mul, k add) of this forward: see prepare()
 
     @property
@@ -181,16 +183,27 @@ class RoPE(PositionalEncoding):
         return self.cos[pos], self.sin[pos]                      # (T, r/2) each
 
     def prepare(self, pos):
-        """At inference, gather the rows of this forward's positions once, for every layer's q and k."""
+        """At inference, gather the rows of this forward's positions once, for every layer's q and k.
+        A single position (a decode step) gets its rotation as a matrix, RoFormer's R_{Theta,m} (eq. 15):
+        M[i, j] = mul_j [i = j] + add_j [i = partner(j)], so rotating x is one product x @ M
+        instead of three elementwise ops per q and per k in every layer (measured: section 10 of
+        benchmarks/cpu-2core-quiet.md)."""
         self.at = None
         if not torch.is_grad_enabled():
-            self.at = (pos, *self.rows[pos].unbind(1))                          # 4 x (T, D)
+            rows = self.rows[pos]                                                  # (T, 4, D)
+            if len(pos) == 1:
+                mul, add = rows[0, 0::2], rows[0, 1::2]                            # (2, D) each: q, k
+                self.at = (pos, torch.diag_embed(mul) + self.partner_onehot * add[:, None, :])   # (2, D, D)
+            else:
+                self.at = (pos, *rows.unbind(1))                                   # 4 x (T, D)
 
     def rotate(self, x, pos, is_key=False):
         if x.requires_grad:  # training: the custom autograd rotation, which saves only the tables
             cos, sin = self.tables(pos, is_key)
             return rotate_half_split(x, cos, sin)
         at = self.at
+        if at is not None and at[0] is pos and len(at) == 2:  # one position: its rotation matrix
+            return x @ at[1][int(is_key)].to(x.dtype)
         if at is not None and at[0] is pos:  # the rows prepare() gathered for this forward
             mul, add = at[3:] if is_key else at[1:3]
         else:  # other positions (keys cached raw): gather them here
