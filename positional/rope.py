@@ -193,19 +193,21 @@ class RoPE(PositionalEncoding):
             rows = self.rows[pos]                                                  # (T, 4, D)
             if len(pos) == 1:
                 mul, add = rows[0, 0::2], rows[0, 1::2]                            # (2, D) each: q, k
-                self.at = (pos, torch.diag_embed(mul) + self.partner_onehot * add[:, None, :])   # (2, D, D)
+                m = torch.diag_embed(mul) + self.partner_onehot * add[:, None, :]              # (2, D, D)
+                self.at = (pos, *m.unbind(0))                                      # M of q, of k
             else:
                 self.at = (pos, *rows.unbind(1))                                   # 4 x (T, D)
 
     def rotate(self, x, pos, is_key=False):
-        if x.requires_grad:  # training: the custom autograd rotation, which saves only the tables
+        at = self.at
+        if at is not None and at[0] is pos:  # inference: what prepare() made for this forward's positions
+            if len(at) == 3:  # one position: x @ M, M its rotation matrix
+                m = at[1 + is_key]
+                return (x.reshape(-1, x.shape[-1]) @ (m if m.dtype == x.dtype else m.to(x.dtype))).view(x.shape)
+            mul, add = at[3:] if is_key else at[1:3]
+        elif x.requires_grad:  # training: the custom autograd rotation, which saves only the tables
             cos, sin = self.tables(pos, is_key)
             return rotate_half_split(x, cos, sin)
-        at = self.at
-        if at is not None and at[0] is pos and len(at) == 2:  # one position: its rotation matrix
-            return x @ at[1][int(is_key)].to(x.dtype)
-        if at is not None and at[0] is pos:  # the rows prepare() gathered for this forward
-            mul, add = at[3:] if is_key else at[1:3]
         else:  # other positions (keys cached raw): gather them here
             mul, add = self.rows[pos, 2 * is_key:2 * is_key + 2].unbind(1)       # (T, D) each
         return torch.addcmul(x * mul.to(x.dtype), x.index_select(-1, self.partner), add.to(x.dtype))
