@@ -184,14 +184,15 @@ class RoPE(PositionalEncoding):
 
     def prepare(self, pos):
         """At inference, gather the rows of this forward's positions once, for every layer's q and k.
-        A single position (a decode step) gets its rotation as a matrix, RoFormer's R_{Theta,m} (eq. 15):
-        M[i, j] = mul_j [i = j] + add_j [i = partner(j)], so rotating x is one product x @ M
-        instead of three elementwise ops per q and per k in every layer (measured: section 10 of
-        benchmarks/cpu-2core-quiet.md)."""
+        A single position (an eager decode step) gets its rotation as a matrix, RoFormer's R_{Theta,m}
+        (eq. 15): M[i, j] = mul_j [i = j] + add_j [i = partner(j)], so rotating x is one product x @ M
+        instead of three elementwise ops per q and per k in every layer. Under torch.compile the
+        elementwise form stays: inductor fuses it, and the product was slower there (measured:
+        section 10 of benchmarks/cpu-2core-quiet.md)."""
         self.at = None
         if not torch.is_grad_enabled():
             rows = self.rows[pos]                                                  # (T, 4, D)
-            if len(pos) == 1:
+            if len(pos) == 1 and not torch.compiler.is_compiling():
                 mul, add = rows[0, 0::2], rows[0, 1::2]                            # (2, D) each: q, k
                 m = torch.diag_embed(mul) + self.partner_onehot * add[:, None, :]              # (2, D, D)
                 self.at = (pos, *m.unbind(0))                                      # M of q, of k
