@@ -28,7 +28,8 @@ and memory follow the window, not the position.
 Static decoding (decode.py): start_decoding projects the rows of all n distances of the
 generation once per layer, into buffers; a step reads (q + v) @ r.T at the distances of its
 slots (a gather: the slots of a static cache need not be consecutive positions), with
-nothing checked or grown on the host.
+nothing checked or grown on the host. Memory: n x C floats per layer, half of what a KV cache
+of every position holds; under a window (a ring cache) these rows are what grows with n.
 """
 import math
 
