@@ -142,7 +142,7 @@ def breakdown(args, shape, name="alibi"):
     d.open(1, args.gen_tokens + 1, torch.device(args.device))
     d.prefill(torch.zeros(1, n, dtype=torch.long, device=args.device))
     tok = torch.zeros(1, 1, dtype=torch.long, device=args.device)
-    step = best_of(lambda: d.step(model, tok, d.pos, d.cache, n))    # the same position each time
+    step = best_of(lambda: d.step(model, tok, d.pos, d.cache, n + 1))   # the same position each time, its key too
     d.close()
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     inputs = [torch.randn(1, 1, m.in_features, device=args.device) for m in linears]

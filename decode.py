@@ -109,7 +109,6 @@ class Decoder:
         chunk = PREFILL_CHUNK if self.cache.period else T
         for s in range(0, T, chunk):
             e = min(s + chunk, T)
-            self.cache.filled = min(e, self.cache.size)
             logits = decode_step(self.model, idx[:, s:e], self.positions[s:e], self.cache, min(e, self.cache.size))
         self.pos.fill_(T)
         return logits

@@ -127,7 +127,7 @@ class RoPE(PositionalEncoding):
         self.register_buffer("partner", perm, persistent=False)
         # P[partner[j], j] = 1: with it, a row's (mul, add) become the rotation matrix of one position
         self.register_buffer("partner_onehot", torch.eye(head_dim)[perm].T.contiguous(), persistent=False)
-        self.at = None   # (pos, q mul, q add, k mul, k add) of this forward: see prepare()
+        self.at = None   # (pos, q mul, q add, k mul, k add) of this forward, or (pos, q M, k M) at one position: prepare()
 
     @property
     def cache_rotated_keys(self):

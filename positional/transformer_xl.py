@@ -88,7 +88,7 @@ class TransformerXL(PositionalEncoding):
         rows at the pairs' distances when there are fewer pairs than rows (a ring under a window),
         else the product with every row, gathered at the distances."""
         B, H, Tq, D = qv.shape
-        r = getattr(self, f"r{layer}")                                              # (n, C)
+        r = self.projected(layer, qv.dtype)                                         # (n, C), start_decoding's
         dist = (q_pos[:, None] - k_pos[None, :]).clamp(0, len(r) - 1)              # (Tq, Tk); hidden keys masked later
         if dist.numel() < len(r):
             rd = r.index_select(0, dist.view(-1)).view(*dist.shape, H, D)          # (Tq, Tk, H, D)
@@ -110,6 +110,8 @@ class TransformerXL(PositionalEncoding):
         n, w = self.n_positions, self.w_r[layer]
         if torch.is_grad_enabled() and self.w_r.requires_grad:
             return self.table[:n].to(dtype) @ w.to(dtype)
+        if self.decoding:  # a prefill during static decoding: start_decoding's rows, not a second copy
+            return getattr(self, f"r{layer}")[:n].to(dtype)
         key = (self.w_r._version, dtype, self.table.device, len(self.table))
         old_key, r, filled = self.rows.get(layer, (None, None, 0))
         if old_key != key:  # the table grew (geometrically): keep the rows already projected
