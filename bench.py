@@ -51,9 +51,9 @@ import torch
 from torch.nn import functional as F
 
 import positional
-import bench_decode
-from cli import fail, parse, pick_device, pick_dtype
-from config import ConfigError
+from measure import bench_decode
+from training.cli import fail, parse, pick_device, pick_dtype
+from training.config import ConfigError
 from model import GPT, GPTConfig
 
 

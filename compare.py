@@ -40,11 +40,11 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import checkpoint
-import compare_report
-import evaluation
-from cli import as_list, autocast, fail, fmt_time, pick_device, pick_dtype, typed
-from config import FIELDS, Config, ConfigError, coerce, load_file, parse_override
+from training import checkpoint
+from measure import compare_report
+from measure import evaluation
+from training.cli import as_list, autocast, fail, fmt_time, pick_device, pick_dtype, typed
+from training.config import FIELDS, Config, ConfigError, coerce, load_file, parse_override
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -282,7 +282,7 @@ def finetune_rows(run_dir, base_iter, enc, seed, settings, train_keys, cfg, tag,
 
 def log_eval_to_wandb(ckpt_cfg, rows, enc, seed, settings):
     """The evaluation curve of one run as a wandb table and line plot, in the comparison's group."""
-    from wandb_util import start_wandb
+    from training.wandb_util import start_wandb
     cfg = Config(**{k: v for k, v in ckpt_cfg.items() if k in FIELDS})
     cfg.wandb_group = settings["wandb_group"]
     run = start_wandb(cfg, job_type="eval", name=f"{enc}-s{seed}-eval")
@@ -319,7 +319,7 @@ def context_run(enc, run_dir, settings, data_dir, train_len):
     """{label: {"gain": rows, "curve": list}} of context_use.measure for each of
     context_sources, scored on the validation tokens against contexts of train_len (the
     pretraining length, also for a fine-tune at s L); cached in <run>/context.json."""
-    import context_use
+    from measure import context_use
     sources = context_sources(enc, run_dir, settings)
     if not sources:
         return {}

@@ -20,10 +20,10 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import checkpoint
+from training import checkpoint
 import tasks
-from cli import fail, typed
-from config import FIELDS, Config, ConfigError, coerce, load_file, parse_override
+from training.cli import fail, typed
+from training.config import FIELDS, Config, ConfigError, coerce, load_file, parse_override
 from tasks import report
 from tasks.score import MULTIPLES, SAMPLES
 

@@ -29,12 +29,12 @@ import difflib
 import os
 import sys
 
-import checkpoint
-import cpu_threads
+from training import checkpoint
+from training import cpu_threads
 import positional
-from cli import autocast, fail, parse, pick_device, pick_dtype
-from config import ConfigError, coerce, is_key, model_config
-from evaluation import (MULTIPLES, TOKENS_PER_POINT, check_overrides, evaluate_checkpoint, fmt_num, log_wandb,
+from training.cli import autocast, fail, parse, pick_device, pick_dtype
+from training.config import ConfigError, coerce, is_key, model_config
+from measure.evaluation import (MULTIPLES, TOKENS_PER_POINT, check_overrides, evaluate_checkpoint, fmt_num, log_wandb,
                         method_label, report_paths, scored_note, table_lines, validation_tokens, write_report)
 
 OPTIONS = dict(lengths=[], mode="nonoverlap", stride=0, tokens_per_point=TOKENS_PER_POINT, device="auto",
@@ -81,7 +81,7 @@ def parse_args(argv):
 def context_reports(ckpts, methods, opts, device, dtype, report_dir):
     """--context_gain / --per_position: context_use's measures for each (checkpoint, method)
     on the split's tokens, written to report_dir. Returns the paths written."""
-    import context_use
+    from measure import context_use
     gains, curves, lens = {}, {}, set()
     for d, ckpt in ckpts.items():
         block = ckpt["model_args"]["block_size"]

@@ -25,9 +25,9 @@ from torch.nn import functional as F
 from attention import AttentionPlan, FlexState, attend, attend_scores, causal_blocks
 from cache import new_cache, static_cache
 from decode import Decoder
-from linear_attention import LinearSelfAttention
-from schedule import build_layers, pattern_label
-from temperature import key_counts, logn_factor, ssmax_factor, ssmax_init
+from positional.linear_attention import LinearSelfAttention
+from positional.schedule import build_layers, pattern_label
+from positional.temperature import key_counts, logn_factor, ssmax_factor, ssmax_init
 
 
 @dataclass

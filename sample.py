@@ -32,10 +32,10 @@ import time
 
 import torch
 
-import checkpoint
-from cli import autocast, fail, parse, pick_device, pick_dtype
-from config import ConfigError, coerce, is_key
-import cpu_threads
+from training import checkpoint
+from training.cli import autocast, fail, parse, pick_device, pick_dtype
+from training.config import ConfigError, coerce, is_key
+from training import cpu_threads
 from decode import DECODE_THREADS, Decoder
 
 DEFAULTS = dict(out_dir="out", start="\n", num_samples=1, max_new_tokens=500, temperature=0.8, top_k=200,

@@ -14,8 +14,8 @@ import json
 import os
 import sys
 
-import cli
-from config import ConfigError
+from training import cli
+from training.config import ConfigError
 from tasks import report
 from tasks.score import DEPTHS, MULTIPLES, SAMPLES, effective_window, load_task_model, passkey_grid, score_lengths
 

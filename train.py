@@ -28,17 +28,17 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-import checkpoint
-import position_sampling
+from training import checkpoint
+from positional import sampling as position_sampling
 import positional
-from cli import fail, fmt_time
-from config import ConfigError, describe, load_config, upgrade_model_args
+from training.cli import fail, fmt_time
+from training.config import ConfigError, describe, load_config, upgrade_model_args
 from data.loader import TokenData, ensure_prepared
 from data.tokenizer import tokenizer_entry
-from guard import OutDirLock, StopSignal
+from training.guard import OutDirLock, StopSignal
 from model import GPT, GPTConfig
-from runlog import RunLog
-from runtime import rng_state, seed_all, set_rng_state, start_runtime, stop_runtime
+from training.runlog import RunLog
+from training.runtime import rng_state, seed_all, set_rng_state, start_runtime, stop_runtime
 from tasks import TaskData
 
 # model keys a resumed run must keep (an encoding's settings are compared when its weights do not fit)

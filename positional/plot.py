@@ -4,7 +4,7 @@ The numbers and the figures, for any encoding object given (untrained or trained
 module imports nothing from the application. plots.py (at the project root) builds the
 encodings, loads trained checkpoints and is the command line:
 
-    python plots.py --out=plots/ --ckpt=out-t5,out-learned
+    python -m measure.plots --out=plots/ --ckpt=out-t5,out-learned
 
 Every number drawn is computed by a small pure function here (tested in tests/test_plot.py);
 the draw_* functions only lay them out. The encodings are asked through their hooks

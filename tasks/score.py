@@ -14,7 +14,7 @@ of at most `batch_tokens` tokens. An encoding with a position table gets None pa
 """
 import torch
 
-import checkpoint
+from training import checkpoint
 import tasks
 
 MULTIPLES = (1, 2, 4, 8, 16)          # default lengths, in units of the training length

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from data.shakespeare_char.prepare import prepare as prepare_char
-from config import model_config
+from training.config import model_config
 from model import GPT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -8,10 +8,10 @@ import signal
 import numpy as np
 import pytest
 
-import checkpoint
+from training import checkpoint
 import data.loader
 import positional
-from guard import OutDirLock
+from training.guard import OutDirLock
 from tests.conftest import TINY_ARGS
 from tests.inproc import copy_run, sample_error, snapshot, train_error
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-import checkpoint
+from training import checkpoint
 import sample
 from tests.conftest import TINY_ARGS, tiny_gpt
 from tests.inproc import copy_run, run_train, sample_error, snapshot, train_error

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import compare
-import compare_report
+from measure import compare_report
 from tests.conftest import ROOT, TINY_ARGS, run_py
 from tests.wandb_reader import history
 

@@ -51,8 +51,8 @@ def test_finetune_protocol_end_to_end(tiny_data, tmp_path):
 def test_context_use_in_the_report(tiny_data, tmp_path):
     """--context_use measures each run as trained and each label of context_labels (cached,
     so finished runs only add the measurement); the report shows the gains as mean ± std."""
-    import checkpoint
-    import context_use
+    from training import checkpoint
+    from measure import context_use
     out, env = tmp_path / "cmp", {"OMP_NUM_THREADS": "1"}
     base = args(tiny_data, out, "--finetune_iters=2", "--seeds=2", "--rope_scalings=['yarn']", "--context_tokens=64")
     run_py(*base, env=env)
@@ -66,7 +66,7 @@ def test_context_use_in_the_report(tiny_data, tmp_path):
     assert all(float(row["gain"]) == 1.0 for row in rows if row["context"] == "16")
     # the cached numbers are context_use's own, for the model as the label says
     ckpt = checkpoint.load(str(out / "rope-s1338-ft-yarn"))
-    tokens, _ = __import__("evaluation").validation_tokens(ckpt, str(tiny_data), "val")
+    tokens, _ = __import__("measure.evaluation", fromlist=['x']).validation_tokens(ckpt, str(tiny_data), "val")
     want = context_use.context_gain(checkpoint.build_model(ckpt, None, "cpu", strict=False), tokens, 16,
                                     scored_tokens=64)
     got = [row for row in rows if row["label"] == "rope+yarn ft" and row["seed"] == "1338"]

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-import context_use
-import evaluation
-from checkpoint import load_model
+from measure import context_use
+from measure import evaluation
+from training.checkpoint import load_model
 from tests.conftest import tiny_gpt
 
 L = 16

@@ -3,9 +3,7 @@ that other processes leave idle, read from the machine's CPU times."""
 import pytest
 import torch
 
-import cpu_threads
-
-
+from training import cpu_threads
 @pytest.fixture
 def two_cores(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)

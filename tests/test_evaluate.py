@@ -10,10 +10,10 @@ import re
 import pytest
 import torch
 
-import checkpoint
-import cpu_threads
+from training import checkpoint
+from training import cpu_threads
 import evaluate
-import evaluation
+from measure import evaluation
 from tests.conftest import tiny_gpt
 
 

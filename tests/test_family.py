@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import positional
-from config import ConfigError, load_config, model_config
-from linear_attention import causal_linear_attention, feature_map
+from training.config import ConfigError, load_config, model_config
+from positional.linear_attention import causal_linear_attention, feature_map
 from model import GPT, GPTConfig
 from positional.fire import fire_input
 from positional.kerple import kerple_bias

@@ -38,13 +38,13 @@ def as_then(overrides):
 
 def load(ckpt_dir, overrides):
     """The model of ckpt_dir with eval-time overrides, on CPU, in eval mode."""
-    from checkpoint import load_model
+    from training.checkpoint import load_model
     return load_model(ckpt_dir, as_then(overrides), "cpu")[0]
 
 
 def losses(ckpt_dir, overrides, lengths):
     """{length: mean validation loss (nan where the encoding has no positions)} on DATA_DIR's val split."""
-    import evaluation
+    from measure import evaluation
     rows = evaluation.evaluate_checkpoint(ckpt_dir, lengths=lengths, mode="nonoverlap", overrides=as_then(overrides),
                                           device="cpu", data_dir=DATA_DIR)
     return {r["length"]: r["loss"] for r in rows}

@@ -9,7 +9,7 @@ import torch
 
 import positional
 from model import GPT
-from config import model_config
+from training.config import model_config
 from positional.alibi import alibi_slopes
 from positional.cope import CoPE, cope_positions, interpolate
 from positional.fox import FoX

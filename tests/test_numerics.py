@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
-import checkpoint
+from training import checkpoint
 import positional
-from config import load_file
+from training.config import load_file
 from tests.conftest import TINY_ARGS, tiny_gpt
 from tests.inproc import copy_run, on_training_forward, run_train, snapshot, train_error
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-import plots
+from measure import plots
 from positional import plot
 from positional.alibi import ALiBi, alibi_slopes
 from positional.nope import NoPE
@@ -122,9 +122,9 @@ def test_draw_all_writes_every_figure(tmp_path):
 
 
 def test_cli(tmp_path):
-    r = run_py("plots.py", f"--out={tmp_path}", "--head_dim=16", "--length=64", "--n_head=2")
+    r = run_py("-m", "measure.plots", f"--out={tmp_path}", "--head_dim=16", "--length=64", "--n_head=2")
     assert len(r.stdout.split()) >= 5 and all(p.endswith(".png") for p in r.stdout.split())
-    r = run_py("plots.py", f"--out={tmp_path}", "--head_dim=15", check=False)
+    r = run_py("-m", "measure.plots", f"--out={tmp_path}", "--head_dim=15", check=False)
     assert r.returncode == 2 and r.stderr.strip().startswith("error: need an even --head_dim")
     assert len(r.stderr.strip().splitlines()) == 1
 

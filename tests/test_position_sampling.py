@@ -3,7 +3,7 @@ determinism by seed, and the errors."""
 import pytest
 import torch
 
-from position_sampling import check, pose_positions, randomized_positions, sample
+from positional.sampling import check, pose_positions, randomized_positions, sample
 
 
 def test_randomized_positions_are_an_ordered_subset_of_the_range():

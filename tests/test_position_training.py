@@ -4,8 +4,8 @@ the sampling; a learned table's rows beyond block_size are trained."""
 import pytest
 import torch
 
-import checkpoint
-import position_sampling
+from training import checkpoint
+from positional import sampling as position_sampling
 from tests.conftest import TINY_ARGS, tiny_gpt
 from tests.inproc import on_training_forward, run_train
 

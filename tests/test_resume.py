@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-import checkpoint
+from training import checkpoint
 from tests.conftest import ROOT, TINY_ARGS
 from tests.inproc import on_training_forward, run_train, train_error
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import positional
-from config import ConfigError, load_config
+from training.config import ConfigError, load_config
 from model import GPTConfig
 from positional.rerope import ReRoPE
 from positional.rope import RoPE, rope_inv_freq

@@ -6,9 +6,9 @@ import re
 import pytest
 import torch
 
-import checkpoint
+from training import checkpoint
 from cache import KVCache, LayerCaches, WindowKVCache
-from config import ConfigError, model_config
+from training.config import ConfigError, model_config
 from model import GPT, CausalSelfAttention
 from tests.conftest import TINY_ARGS, run_py, tiny_gpt
 from tests.inproc import train_error

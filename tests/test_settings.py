@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import positional
-from config import ConfigError, load_config, model_config, upgrade_model_args
+from training.config import ConfigError, load_config, model_config, upgrade_model_args
 from model import GPT, GPTConfig
 
 
@@ -120,7 +120,7 @@ def test_readme_example_adds_an_encoding_with_one_registry_line(monkeypatch, tmp
     namespace = {}
     exec(compile(textwrap.dedent(README_EXAMPLE), "capped.py", "exec"), namespace)
     monkeypatch.setitem(positional.REGISTRY, "capped", namespace["Capped"])
-    import config
+    from training import config
     monkeypatch.setattr(config, "SETTINGS", positional.setting_keys())
     import train
     from tests.conftest import TINY_ARGS

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from temperature import key_counts
+from positional.temperature import key_counts
 from tests.conftest import tiny_gpt
 
 
@@ -70,7 +70,7 @@ def test_ssmax_is_an_option_of_softmax_attention():
 
 # ---- the attention-entropy picture (plots.py) ------------------------------------------------
 def test_attention_entropy_of_uniform_attention_is_log_n():
-    from plots import attention_entropy
+    from measure.plots import attention_entropy
     model = tiny_gpt("none", n_layer=2)
     with torch.no_grad():
         for b in model.h:
@@ -86,7 +86,7 @@ def test_attention_entropy_of_uniform_attention_is_log_n():
 
 
 def test_plots_entropy_draws_each_checkpoint_with_and_without_log_n(tiny_data, tmp_path):
-    import plots
+    from measure import plots
     from tests.conftest import TINY_ARGS
     from tests.inproc import run_train
     assert run_train([*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={tmp_path / 'run'}", "--max_iters=10"]) == 0

@@ -166,7 +166,7 @@ def test_effective_window_and_mrr_by_hand():
 
 
 def test_task_run_resumes_exactly_and_records_its_task(tmp_path):
-    import checkpoint
+    from training import checkpoint
     from tests.inproc import run_train
     args = ["configs/tasks/mqar.py", "--block_size=16", "--n_layer=1", "--n_head=2", "--n_embd=16", "--batch_size=4",
             "--eval_interval=3", "--eval_iters=1", "--warmup_iters=1", "--device=cpu"]

@@ -5,8 +5,8 @@ import torch
 import decode
 
 from cache import WindowKVCache
-from evaluation import check_overrides
-from config import ConfigError
+from measure.evaluation import check_overrides
+from training.config import ConfigError
 from tests.conftest import tiny_gpt
 
 W, S = 6, 2

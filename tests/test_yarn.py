@@ -167,7 +167,7 @@ def test_hf_dict_errors_are_one_line(d, match):
 def test_older_checkpoints_keep_the_turns_ramp():
     """A yarn checkpoint saved before rope_ramp existed (old flat form, or pos_settings without
     the key) was made with the turns ramp and keeps it; today's checkpoints keep what they say."""
-    from config import load_config, upgrade_model_args
+    from training.config import load_config, upgrade_model_args
     today = load_config(["configs/rope.py", "--rope_scaling=yarn", "--rope_factor=4"]).model_args()
     assert today["pos_settings"]["rope_ramp"] == "index"
     assert upgrade_model_args(today)["pos_settings"]["rope_ramp"] == "index"
@@ -181,7 +181,7 @@ def test_older_checkpoints_keep_the_turns_ramp():
 
 
 def test_hf_dict_on_the_command_line():
-    from config import ConfigError, load_config
+    from training.config import ConfigError, load_config
     cfg = load_config(["configs/rope.py", "--rope_scaling={'rope_type': 'yarn', 'factor': 4, 'beta_fast': 16, "
                                           "'original_max_position_embeddings': 128, 'attention_factor': None}"])
     assert cfg.rope_scaling == "yarn"

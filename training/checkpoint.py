@@ -16,7 +16,7 @@ import tempfile
 
 import torch
 
-ROOT = os.path.dirname(os.path.abspath(__file__))  # the project folder: recorded relative paths start here
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the project folder: recorded relative paths start here
 
 TMP_PREFIX = ".ckpt-"
 
@@ -87,7 +87,7 @@ def build_model(ckpt, overrides=None, device="cpu", strict=True):
     """The model of a loaded checkpoint in eval mode, its config rebuilt by
     config.model_config(model_args, overrides, strict): model keys or encoding settings
     (strict=False drops settings the resulting encoding does not take)."""
-    from config import ConfigError, model_config
+    from training.config import ConfigError, model_config
     from model import GPT
     model = GPT(model_config(ckpt["model_args"], overrides, strict))
     try:

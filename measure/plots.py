@@ -1,9 +1,9 @@
 """Pictures of what each positional encoding does, untrained and from trained checkpoints.
 
-    python plots.py --out=plots/                                   # d = 128, distances up to 1024
-    python plots.py --out=plots/ --ckpt=out-t5,out-learned         # plus trained tables
-    python plots.py --out=plots/ --head_dim=64 --length=4096 --bases=1e4,5e5
-    python plots.py --out=plots/ --entropy=out-rope,out-ssmax --length=1024     # attention entropy only
+    python -m measure.plots --out=plots/                                   # d = 128, distances up to 1024
+    python -m measure.plots --out=plots/ --ckpt=out-t5,out-learned         # plus trained tables
+    python -m measure.plots --out=plots/ --head_dim=64 --length=4096 --bases=1e4,5e5
+    python -m measure.plots --out=plots/ --entropy=out-rope,out-ssmax --length=1024     # attention entropy only
 
 Options (cli.py's convention): out (plots), head_dim (128), n_head (8), length (1024),
 bases (1e4,1e5,1e6), factor (4: extension factor of the RoPE angle plot), ckpt (comma-
@@ -19,11 +19,11 @@ import sys
 
 import torch
 
-import checkpoint
+from training import checkpoint
 import model as model_module
 import positional
-from cli import fail, parse
-from evaluation import validation_tokens
+from training.cli import fail, parse
+from measure.evaluation import validation_tokens
 from model import GPTConfig
 from positional.plot import (bias_by_distance, draw_bias_per_head, draw_expected_logits, draw_rope_angles,
                              draw_rope_decay, draw_similarity, position_table)

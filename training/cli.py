@@ -15,7 +15,7 @@ import sys
 
 import torch
 
-from config import ConfigError, as_bool, parse_override
+from training.config import ConfigError, as_bool, parse_override
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 NAMES = {bool: "True or False", int: "an integer", float: "a number", str: "a string", list: "a list"}

@@ -20,10 +20,10 @@ import os
 import typing
 from dataclasses import dataclass
 
-import position_sampling
+from positional import sampling as position_sampling
 import positional
 from model import GPTConfig
-from schedule import build_layers
+from positional.schedule import build_layers
 
 
 class ConfigError(ValueError):

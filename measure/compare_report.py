@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-ROOT = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CAPTIONS = {
     "val_loss": "Validation loss against tokens seen, every run.",
     "ppl_vs_length": "Perplexity against evaluation length (dashed: RoPE extension methods, no retraining).",
@@ -182,7 +182,7 @@ def write_context(results, out, train_len):
     """Context use of the runs that measured it (compare.py --context_use): context_gain.csv,
     per_position.csv and .png (the seeds' mean curve per label) into out; returns
     (markdown lines, {png name: path})."""
-    import context_use
+    from measure import context_use
     by_label = {}
     for r in results:
         for label, got in (r.get("context") or {}).items():
@@ -265,7 +265,7 @@ def write(results, failed, settings, cfg, command):
         pngs["ppl_vs_length"] = plot_ppl(os.path.join(out, "ppl_vs_length.png"), labels, by_label, lengths,
                                          cfg.block_size)
     if settings.get("plots", True):
-        from plots import draw_all
+        from measure.plots import draw_all
         first_seed = [r["run_dir"] for r in results if r["seed"] == settings["seed_list"][0]]
         pngs.update(draw_all(os.path.join(out, "encodings"), length=max(settings["eval_lengths"]),
                              checkpoints=first_seed, factor=settings["rope_factor"]))

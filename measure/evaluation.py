@@ -21,9 +21,9 @@ import os
 import torch
 from torch.nn import functional as F
 
-import checkpoint
-from cli import autocast
-from config import ConfigError
+from training import checkpoint
+from training.cli import autocast
+from training.config import ConfigError
 from data.loader import TokenData
 
 MULTIPLES = (1, 2, 4, 8, 16)      # default lengths, in units of the training block_size
@@ -226,8 +226,8 @@ def plot(rows, path, train_len=None, title=""):
 def log_wandb(rows, ckpt_config, report_dir, png):
     """One new wandb run (job_type eval) holding the rows as a table and the plot."""
     import dataclasses
-    from config import Config
-    from wandb_util import start_wandb
+    from training.config import Config
+    from training.wandb_util import start_wandb
     known = {f.name for f in dataclasses.fields(Config)}
     cfg = Config(**{k: v for k, v in ckpt_config.items() if k in known})
     cfg.out_dir = report_dir

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from cli import autocast, pick_device, pick_dtype
+from training.cli import autocast, pick_device, pick_dtype
 
 
 @dataclass

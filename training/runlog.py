@@ -5,7 +5,7 @@ import json
 import os
 import time
 
-from wandb_util import start_wandb
+from training.wandb_util import start_wandb
 
 
 class RunLog:

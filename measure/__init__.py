@@ -1,0 +1,1 @@
+"""Measurement: perplexity against length, context use, decode benchmarks, plots and comparison reports."""
