@@ -52,8 +52,8 @@ from torch.nn import functional as F
 
 import positional
 from measure import bench_decode
-from training.cli import fail, parse, pick_device, pick_dtype
-from training.config import ConfigError
+from training.cli import fail, help_text, parse, pick_device, pick_dtype
+from training.config import ConfigError, coerce, parse_override
 from model import GPT, GPTConfig
 
 
@@ -67,21 +67,44 @@ def relative_encodings():
 
 def options():
     """bench.py's options and defaults (cli.py's convention: --key=value)."""
-    ints = dict(n_layer=4, n_head=4, n_embd=128, block_size=128, batch_size=32, vocab_size=65, rounds=7, steps=3,
-                gen_tokens=2000, seed=1337, threads=0)  # threads 0: torch's default
-    return dict(sections="peak,train,gen,eval", encodings=",".join(positional.REGISTRY), variants="",
-                gen_encodings=",".join(relative_encodings()), eval_lengths="1,4,16", device="auto", dtype="auto",
-                compile=False, json="bench.json", decode_shapes="4x4x128:64,6x6x384:256", decode_vocab=77,
-                decode_encodings=",".join(positional.REGISTRY), decode_threads="1", decode_compile=True,
-                decode_window=0,
-                nanogpt="", **ints)
+    names = ",".join(positional.REGISTRY)
+    return dict(
+        sections="peak,train,gen,eval",   # of peak, train, gen, eval, decode (the docstring says what each is)
+        encodings=names,                 # the encodings timed by train and eval
+        variants="",                     # more train rows: "rope:qk_norm=True;rope:window=32" (';' between rows)
+        gen_encodings=",".join(relative_encodings()),   # the encodings timed by gen
+        eval_lengths="1,4,16",           # eval: lengths, in multiples of block_size
+        device="auto",                   # auto: cuda, then mps, then cpu
+        dtype="auto",                    # autocast dtype: float32 or bfloat16; auto as train.py
+        compile=False,                   # also time each encoding compiled (rows '+c'); compile the eval pass
+        json="bench.json",               # where the figures are written
+        decode_shapes="4x4x128:64,6x6x384:256",   # decode: model shapes, LxHxC:block
+        decode_vocab=77,                 # decode: vocabulary size
+        decode_encodings=names,          # the encodings timed by decode
+        decode_threads="1",              # decode: thread counts, e.g. 1,2
+        decode_compile=True,             # decode: also time the compiled static step
+        decode_window=0,                 # decode: every model attends to the last W tokens; 0: all
+        nanogpt="",                      # decode: a nanoGPT checkout, timed side by side
+        n_layer=4,                       # model shape of train, gen and eval
+        n_head=4,                        # attention heads
+        n_embd=128,                      # width
+        block_size=128,                  # training length
+        batch_size=32,                   # sequences per step
+        vocab_size=65,                   # vocabulary size
+        rounds=7,                        # train: rounds alternating between encodings (the median is kept)
+        steps=3,                         # train: steps per encoding per round
+        gen_tokens=2000,                 # gen and decode: tokens generated
+        seed=1337,                       # model initialisation and sampling
+        threads=0,                       # torch threads; 0: torch's default
+    )
 
 
 def parse_args(argv=None):
     """-> namespace of options. --dtype: autocast dtype (float32 or bfloat16; auto as train.py);
     --compile=True also times each encoding compiled (rows '+c') and compiles the eval pass;
     --eval_lengths: multiples of block_size."""
-    opts, _, _ = parse(sys.argv[1:] if argv is None else argv, options(), doc=__doc__)
+    doc = lambda: help_text(__doc__, "python bench.py [--key=value ...]", options(), [options])  # noqa: E731
+    opts, _, _ = parse(sys.argv[1:] if argv is None else argv, options(), doc=doc)
     args = SimpleNamespace(**opts)
     args.device = pick_device(args.device)
     args.dtype = pick_dtype(args.dtype, args.device.split(":")[0])
@@ -107,7 +130,7 @@ def variant_configs(spec):
     """--variants: extra training-step rows, each an encoding with model options, separated by ';'
     (option patterns keep their commas): "rope:qk_norm=True;rope:layer_encodings=rope,none&layer_windows=32,0"
     -> {row name: (encoding, {option: value})}, each value typed as its GPTConfig field."""
-    types = {f.name: f.type for f in dataclasses.fields(GPTConfig)}
+    types = {f.name for f in dataclasses.fields(GPTConfig)}
     out = {}
     for entry in filter(None, (e.strip() for e in spec.split(";"))):
         pos, _, opts = entry.partition(":")
@@ -115,11 +138,14 @@ def variant_configs(spec):
             raise ConfigError(f"--variants entry {entry!r}: unknown encoding {pos!r}; write ENCODING:key=value&...")
         overrides = {}
         for kv in filter(None, opts.split("&")):
-            key, _, value = kv.partition("=")
+            key, value = parse_override(f"--{kv}")
+            value = kv.partition("=")[2] if isinstance(getattr(GPTConfig, key, None), str) else value  # "32,0" stays
             if key not in types or key in ("pos_encoding", "n_layer", "n_head", "n_embd", "block_size"):
                 raise ConfigError(f"--variants entry {entry!r}: {key!r} is not a model option bench varies")
-            overrides[key] = {bool: lambda v: v.lower() in ("true", "1"), int: int, float: float}.get(
-                types[key], str)(value)
+            try:
+                overrides[key] = coerce(key, value)   # typed as every command line types it: 'ture' is refused
+            except ConfigError as e:
+                raise ConfigError(f"--variants entry {entry!r}: {e}") from None
         out[entry] = (pos, overrides)
     return out
 

@@ -1,36 +1,36 @@
-"""Train every positional encoding on the same recipe, evaluate each past its training
-length, and write one report folder (report.md, CSVs, PNGs).
+"""Train every positional encoding on the same recipe, measure each past its training length,
+and write one report folder. Two suites, chosen by the config's `suite` key:
 
-    python compare.py configs/compare.py                          # every encoding of the config
-    python compare.py configs/compare.py --only=rope,alibi --seeds=3
+    python compare.py configs/compare.py                          # language model: perplexity
+    python compare.py configs/compare.py --only=rope,alibi --seeds=1 --finetune_iters=0
     python compare.py configs/compare.py --max_iters=200 --out_root=out-quick   # any training key
-    python compare.py configs/compare.py --jobs=2 --threads=1     # two runs side by side, one thread each
+    python compare.py configs/tasks/quick.py                      # tasks (suite = "tasks"): accuracy
+    python compare.py configs/tasks/quick.py --tasks=copy --encodings=none,alibi --seeds=1 --jobs=1
 
 Each run is `train.py` in a subprocess (this interpreter) with the shared training keys and
-its own --pos_encoding, --seed and --out_dir=<out_root>/<encoding>-s<seed>; then
-evaluation.evaluate_checkpoint scores it at every eval length (and, for the encodings that
-support them, with each RoPE extension method of rope_scalings), cached in <run>/results.json.
+its own --pos_encoding (and --task), --seed and --out_dir; `jobs` runs go side by side,
+each with `threads` threads. Restartable: a run whose checkpoint reached max_iters is not
+trained again (an earlier one resumes, --init_from=resume), a run trained on another recipe
+is refused before anything starts, and measurements are cached in the run's folder.
 
-Restartable: a run whose checkpoint reached max_iters and whose results.json matches the
-evaluation settings is skipped; a run with an earlier checkpoint resumes (--init_from=resume).
-Nothing here depends on which encoding is trained; compare_report.py writes the report.
-
+suite "lm": evaluation.evaluate_checkpoint scores each run at every eval length (and, for
+the encodings that take them, with each RoPE extension method of rope_scalings), cached in
+<run>/results.json; compare_report.py writes report.md, runs.csv, eval.csv and PNGs.
 The papers' fine-tuning protocol (--finetune_iters=N, 0: off; --finetune_factor=s, 0: the
-rope_factor): after pretraining at L, each encoding that takes RoPE scaling is fine-tuned,
-from a copy of its checkpoint in <run>-ft-<method>, for N more iterations at length s L
-with each frequency method of rope_scalings (position interpolation: Chen et al. 2023,
-~1000 steps; YaRN: Peng et al. 2023, 400) and, as PI's control, with none ("direct"), at
-a constant learning rate of min_lr and the same tokens per iteration (batch_size / s).
-Every fine-tuned model is evaluated with its own scaling; the report shows its row,
-"<enc>+<method> ft", next to the row of the same method without fine-tuning. Restartable
-like the runs: a fine-tune short of its iterations resumes, a finished one is skipped.
+rope_factor): each encoding that takes RoPE scaling is fine-tuned, from a copy of its
+checkpoint in <run>-ft-<method>, for N more iterations at length s L with each frequency
+method of rope_scalings (PI: Chen et al. 2023; YaRN: Peng et al. 2023) and, as PI's
+control, with none ("direct"), at a constant learning rate of min_lr and the same tokens
+per iteration (batch_size / s); reported as "<enc>+<method> ft". Context use
+(--context_use=True): context_use.measure for each run and each label of context_labels
+("rope+yarn", "rope+yarn ft"; a label of a run or fine-tune this call does not make is
+skipped), cached in <run>/context.json.
 
-Context use (--context_use=True): context_use.measure's context gain and per-position loss
-for each run as trained, and for each label of context_labels (e.g. "rope+yarn",
-"rope+yarn ft"), on context_tokens targets per context and context_sequences sequences of
-16 L; cached in <run>/context.json, reported as mean ± std over seeds.
+suite "tasks": each (task, encoding, seed) in <out_root>/<task>/<encoding>-s<seed>, scored
+from 1x to 16x (multiples) its training length by tasks/score.py (as evaluate.py scores a
+task checkpoint), cached in <run>/task_scores.json; tasks/report.py writes the report
+(tables, plots, heatmap, MRR ranking, wall time).
 """
-import ast
 import json
 import os
 import shlex
@@ -40,97 +40,143 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from training import checkpoint
 from measure import compare_report
 from measure import evaluation
-from training.cli import as_list, autocast, fail, fmt_time, pick_device, pick_dtype, typed
-from training.config import FIELDS, Config, ConfigError, coerce, load_file, parse_override
+from training import checkpoint
+from training.cli import as_arg, as_list, autocast, fail, fmt_time, help_text, pick_device, pick_dtype, typed
+from training.config import FIELDS, Config, ConfigError, coerce, gather
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-
-# compare.py's own keys and their defaults; every other key is a training key (config.Config)
-DEFAULTS = dict(encodings="all", only="", seeds=1, out_root="out-compare", report_dir="",
-                eval_lengths=[256, 512, 1024], eval_tokens=8192, eval_mode="nonoverlap", eval_device="auto",
-                eval_dtype="auto", rope_scalings=[], rope_factor=0.0, plots=True, finetune_iters=0,
-                finetune_factor=0.0, jobs=1, threads=0, context_use=False, context_labels=[],
-                scaled_encodings=[], context_tokens=2048, context_sequences=8, variants={})
-PER_RUN = ("pos_encoding", "out_dir", "init_from", "wandb_run_name")   # set by compare.py for each run
+DEFAULTS = {   # compare.py's own keys; every other key is a training key (training/config.py)
+    "suite": "lm",                    # "lm": perplexity against length; "tasks": accuracy on tasks/
+    "encodings": ["all"],             # encodings (and variants) compared; all: every one of the registry
+    "only": [],                       # a subset of encodings for this call
+    "seeds": 1,                       # runs per encoding, seeds seed, seed+1, ...; reported as mean ± std
+    "out_root": "",                   # one folder per run; "": out-compare (lm) or out-tasks (tasks)
+    "report_dir": "",                 # "": out_root/report
+    "jobs": 1,                        # runs side by side
+    "threads": 0,                     # threads per run; 0: cores / jobs
+    "eval_lengths": [256, 512, 1024],  # lm: evaluation lengths (tokens)
+    "eval_tokens": 8192,              # lm: tokens scored per (run, length) point
+    "eval_mode": "nonoverlap",        # lm: nonoverlap or sliding windows (evaluate.py)
+    "eval_device": "auto",            # lm: device of the evaluations
+    "eval_dtype": "auto",             # lm: dtype of the evaluations
+    "rope_scalings": [],              # lm: RoPE extension methods evaluated on the encodings that take them
+    "rope_factor": 0.0,               # lm: their factor s; 0: longest eval length / block_size
+    "scaled_encodings": [],           # lm: the encodings evaluated with rope_scalings; []: all that take them
+    "plots": True,                    # lm: also draw what each encoding does (measure/plots.py)
+    "finetune_iters": 0,              # lm: iterations of the fine-tune at s L; 0: no fine-tuning
+    "finetune_factor": 0.0,           # lm: s of the fine-tune; 0: rope_factor
+    "context_use": False,             # lm: measure context gain and per-position loss of each run
+    "context_labels": [],             # lm: more runs to measure: "<enc>+<method>" or "<enc>+<method> ft"
+    "context_tokens": 2048,           # lm: targets scored per context length
+    "context_sequences": 8,           # lm: sequences of 16 L averaged by the per-position loss
+    "variants": {},                   # lm: named runs with their own training keys, {name: {key: value}}
+    "tasks": ["copy"],                # tasks: the tasks trained and scored
+    "samples": 200,                   # tasks: examples scored per point
+    "multiples": [1, 2, 4, 8, 16],    # tasks: scored lengths, in units of block_size
+}
+SUITES = {"lm": "out-compare", "tasks": "out-tasks"}
+PER_RUN = ("task", "pos_encoding", "seed", "out_dir", "init_from", "wandb_run_name")   # set for each run
 # training keys a finished run may differ in and still count (they do not change what is trained)
 NOT_COMPARED = {"max_iters", "lr_decay_iters", "eval_interval", "log_interval", "eval_iters", "device", "dtype",
-                "compile", "backend", "data_dir", "wandb_log", "wandb_project", "wandb_group", "eval_only"}
+                "compile", "backend", "data_dir", "wandb_log", "wandb_project", "wandb_group", "eval_only",
+                "overwrite"}
+USAGE = "python compare.py CONFIG_FILE [--key=value ...]   (config files and keys apply in order)"
 
 
 def parse(argv):
-    """argv: config files and --key=value (cli.py's convention; config files first apply
-    first) -> (settings, training keys)."""
+    """argv: config files and --key=value (config.gather's convention) -> (settings, training keys, Config)."""
     settings, train_keys = dict(DEFAULTS), {}
-    for arg in argv:
-        is_override = arg.startswith("--") or ("=" in arg and not arg.endswith(".py"))
-        for key, value in [parse_override(arg)] if is_override else load_file(arg).items():
-            if key in DEFAULTS:
-                if key in ("only", "encodings") and isinstance(value, (list, tuple)):
-                    value = ",".join(value)
-                raw = arg.split("=", 1)[1] if is_override and isinstance(DEFAULTS[key], str) else None
-                settings[key] = typed(key, value, DEFAULTS[key], raw, what="compare key")
-            elif key in PER_RUN:
-                raise ConfigError(f"{key!r} is set by compare.py for each run; choose encodings with "
-                                  f"--only=... and the output folder with --out_root=...")
-            else:
-                train_keys[key] = coerce(key, value)
-    return check(settings, train_keys)
-
-
-def check(settings, train_keys):
-    import positional
+    values, note = gather(argv, own=DEFAULTS)
+    if note:
+        print(note)
+    for key, (value, raw) in values.items():
+        if key in DEFAULTS:
+            settings[key] = typed(key, value, DEFAULTS[key], raw, what="compare key")
+        elif key in PER_RUN:
+            raise ConfigError(f"{key!r} is set by compare.py for each run; choose encodings with --only=... "
+                              f"(tasks with --tasks=...) and the output folder with --out_root=...")
+        else:
+            train_keys[key] = value
+    if settings["suite"] not in SUITES:
+        raise ConfigError(f"suite must be lm or tasks, got {settings['suite']!r}")
     cfg = Config(**train_keys).validate()  # every training key checked before anything runs
+    settings["out_root"] = settings["out_root"] or SUITES[settings["suite"]]
+    settings["report_dir"] = settings["report_dir"] or os.path.join(settings["out_root"], "report")
+    for key, low in (("seeds", 1), ("jobs", 1), ("threads", 0)):
+        if settings[key] < low:
+            raise ConfigError(f"need --{key} >= {low}" + (" (0: cores / jobs)" if key == "threads" else "")
+                              + f", got {settings[key]}")
+    settings["seed_list"] = [cfg.seed + i for i in range(settings["seeds"])]
+    settings["threads"] = settings["threads"] or max(1, (os.cpu_count() or 1) // settings["jobs"])
+    settings["encodings"] = names(settings)
+    (check_lm if settings["suite"] == "lm" else check_tasks)(settings, train_keys, cfg)
+    settings["wandb_group"] = cfg.wandb_group or f"compare-{os.path.basename(os.path.normpath(settings['out_root']))}"
+    return settings, train_keys, cfg
+
+
+def names(settings):
+    """The encodings and variants compared: --only, else encodings ("all": the registry and the variants)."""
+    import positional
     variants = settings["variants"]
     for name, keys in variants.items():
         if not isinstance(keys, dict) or keys.get("pos_encoding") not in positional.REGISTRY or {"+", " "} & set(name):
             raise ConfigError(f"variants: {name!r} needs a name without '+' or spaces and a dict of training keys "
                               f"with a pos_encoding of {', '.join(positional.REGISTRY)}, e.g. "
                               f"{{'rope_qknorm': {{'pos_encoding': 'rope', 'qk_norm': True}}}}")
-        Config(**dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()})).validate()
-    names = list(positional.REGISTRY) + list(variants) if settings["encodings"] == "all" else as_list(
-        settings["encodings"])
-    if settings["only"]:
-        names = as_list(settings["only"])
-    unknown = [n for n in names if n not in positional.REGISTRY and n not in variants]
-    if unknown:
-        raise ConfigError(f"unknown encoding {unknown[0]!r}; valid: {', '.join(positional.REGISTRY)}"
+    out = settings["only"] or settings["encodings"]
+    out = list(positional.REGISTRY) + list(variants) if out == ["all"] else out
+    unknown = [n for n in out if n not in positional.REGISTRY and n not in variants]
+    if unknown or not out:
+        raise ConfigError(f"unknown encoding {(unknown or [''])[0]!r}; valid: {', '.join(positional.REGISTRY)}"
                           + (f", and the variants {', '.join(variants)}" if variants else ""))
+    return out
+
+
+def check_tasks(settings, train_keys, cfg):
+    import tasks
+    for name in settings["tasks"]:
+        tasks.TaskData(name).check(cfg.block_size)   # unknown task, or one block_size cannot hold
+    if settings["samples"] < 1 or not settings["multiples"]:
+        raise ConfigError("samples must be >= 1 and multiples non-empty")
+    settings["lengths"] = [int(float(m) * cfg.block_size) for m in settings["multiples"]]
+
+
+def check_lm(settings, train_keys, cfg):
+    import positional
+    for keys in settings["variants"].values():
+        Config(**dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()})).validate()
     lengths = settings["eval_lengths"]
-    if not names or settings["seeds"] < 1 or not lengths or any(not isinstance(n, int) or n < 1 for n in lengths):
-        raise ConfigError(f"need at least one encoding, --seeds >= 1 and positive integer eval_lengths; got "
-                          f"{names}, {settings['seeds']}, {lengths}")
-    settings["encodings"] = names
-    settings["seed_list"] = [cfg.seed + i for i in range(settings["seeds"])]
-    settings["report_dir"] = settings["report_dir"] or os.path.join(settings["out_root"], "report")
+    if not lengths or any(not isinstance(n, int) or n < 1 for n in lengths):
+        raise ConfigError(f"need positive integer eval_lengths; got {lengths}")
     settings["rope_factor"] = settings["rope_factor"] or max(lengths) / cfg.block_size
     settings["finetune_factor"] = settings["finetune_factor"] or settings["rope_factor"]
     if settings["finetune_iters"] < 0 or settings["finetune_factor"] * cfg.block_size < 1:
         raise ConfigError(f"need --finetune_iters >= 0 (0: off) and --finetune_factor > 0; got "
                           f"{settings['finetune_iters']}, {settings['finetune_factor']}")
-    if settings["jobs"] < 1 or settings["threads"] < 0:
-        raise ConfigError(f"need --jobs >= 1 and --threads >= 0 (0: cores / jobs); got {settings['jobs']}, "
-                          f"{settings['threads']}")
-    settings["threads"] = settings["threads"] or max(1, (os.cpu_count() or 1) // settings["jobs"])
-    if any(e not in positional.REGISTRY and e not in variants for e in settings["scaled_encodings"]):
-        raise ConfigError(f"scaled_encodings: unknown name in {settings['scaled_encodings']}; valid: "
-                          f"{', '.join(list(positional.REGISTRY) + list(variants))}")
-    for label in settings["context_labels"]:
-        enc, method, ft = parse_label(label)
-        if enc not in names and (enc in positional.REGISTRY or enc in variants):
-            continue   # a label of an encoding this invocation does not compare (--only): nothing to measure
-        known = ((method in settings["rope_scalings"] or (ft and method == "direct")) and enc in names
-                 and (method == "direct" or takes(enc, method, settings)))
-        if not known or (ft and not settings["finetune_iters"]) or ft is None:
-            raise ConfigError(f"context_labels: {label!r} is not a label of this comparison; use '<encoding>+<method>' "
-                              f"or '<encoding>+<method> ft' (with --finetune_iters) for a compared encoding and a "
-                              f"method of rope_scalings")
-        if not settings["context_use"]:
-            raise ConfigError("context_labels needs --context_use=True")
-    settings["wandb_group"] = cfg.wandb_group or f"compare-{os.path.basename(os.path.normpath(settings['out_root']))}"
-    return settings, train_keys, cfg
+    known = [*positional.REGISTRY, *settings["variants"]]
+    if any(e not in known for e in settings["scaled_encodings"]):
+        raise ConfigError(f"scaled_encodings: unknown name in {settings['scaled_encodings']}; valid: {', '.join(known)}")
+    settings["context_labels"] = [label for label in settings["context_labels"] if context_label(label, settings)]
+
+
+def context_label(label, settings):
+    """Whether context label `label` names a run of this call; a label of a run that this call
+    does not make (--only, --finetune_iters=0, --context_use=False, a method not in
+    rope_scalings) is False; a label that names no run of any comparison is refused."""
+    import positional
+    enc, method, ft = parse_label(label)
+    if ft is None or enc not in (*positional.REGISTRY, *settings["variants"]) or method not in (
+            *positional.SCALINGS, *(["direct"] if ft else [])):
+        raise ConfigError(f"context_labels: {label!r} is not a label of this comparison; use '<encoding>+<method>' "
+                          f"or '<encoding>+<method> ft' (with --finetune_iters) for a compared encoding and a "
+                          f"method of rope_scalings")
+    made = (settings["context_use"] and enc in settings["encodings"] and (not ft or settings["finetune_iters"])
+            and (method in settings["rope_scalings"] or method == "direct"))
+    if made and method != "direct" and not takes(enc, method, settings):
+        raise ConfigError(f"context_labels: {label!r} names a method that {enc} does not take")
+    return bool(made)
 
 
 def parse_label(label):
@@ -156,36 +202,28 @@ def takes(name, method, settings):
     return positional.scaling_problem(enc, method) is None and (not wanted or name in wanted)
 
 
-# ---- one run --------------------------------------------------------------------------
-def as_arg(key, value):
-    """--key=value that config.parse_override reads back as `value` (a bare word stays a string)."""
-    if isinstance(value, str):
-        try:
-            ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            return f"--{key}={value}"
-    return f"--{key}={value!r}"
-
-
-def train_command(train_keys, settings, enc, seed, run_dir, resume):
+# ---- one run: train.py in a subprocess -------------------------------------------------
+def train_command(train_keys, run, settings, resume):
     """train.py's argv for one run: the training keys that differ from config.Config's defaults."""
-    keys = dict(train_keys, seed=seed, wandb_group=settings["wandb_group"])
-    args = [as_arg(k, v) for k, v in keys.items() if v != FIELDS[k].default]
-    args += [as_arg(k, v) for k, v in run_keys(enc, settings).items()]
-    args += [f"--out_dir={run_dir}", f"--wandb_run_name={enc}-s{seed}"]
+    keys = dict(train_keys, seed=run["seed"], wandb_group=settings["wandb_group"])
+    args = [as_arg(k, v) for k, v in keys.items() if k not in FIELDS or v != FIELDS[k].default]
+    args += [as_arg(k, v) for k, v in run["keys"].items()]
+    args += [f"--out_dir={run['dir']}", f"--wandb_run_name={run['tag']}"]
     train_py = os.path.relpath(os.path.join(ROOT, "train.py"))  # paths in the keys are relative to the cwd
     return [sys.executable, train_py, *args] + (["--init_from=resume"] if resume else [])
 
 
-def trained_iters(run_dir, train_keys, cfg):
-    """Iterations of the run's checkpoint (0 if none); refuses a run trained on another recipe."""
+def trained_iters(run_dir, want):
+    """Iterations of the run's checkpoint (0 if none); refuses a run trained on another recipe
+    (want: the run's training keys)."""
     if not os.path.exists(checkpoint.path_in(run_dir)):
         return 0
     ckpt = checkpoint.load(run_dir)
-    for key, want in train_keys.items():
-        have = ckpt["config"].get(key, getattr(cfg, key))
-        if key not in NOT_COMPARED and key != "seed" and have != want:
-            raise ConfigError(f"{run_dir} was trained with {key}={have!r}, this comparison asks for {want!r}; "
+    have = {**ckpt["config"].get("pos_settings", {}), **ckpt["config"]}
+    for key, value in want.items():
+        got = have.get(key, FIELDS[key].default if key in FIELDS else None)
+        if key not in NOT_COMPARED and got != value:
+            raise ConfigError(f"{run_dir} was trained with {key}={got!r}, this comparison asks for {value!r}; "
                               f"use another --out_root (or delete {run_dir})")
     return ckpt["iter_num"]
 
@@ -207,6 +245,38 @@ def train_run(cmd, log_path, tag, threads=None):
             raise RuntimeError(f"train.py exited {proc.returncode}: {tail[-1] if tail else ''} (full log: {log_path})")
 
 
+def train(run, train_keys, settings, cfg, tag, log_name="train.out"):
+    """Train (or resume) one run to max_iters; -> seconds spent training now."""
+    if run["done"] >= cfg.max_iters:
+        print(f"{tag} already trained ({run['done']} iters): training skipped", flush=True)
+        return 0.0
+    print(f"{tag} " + (f"resuming from iter {run['done']}" if run["done"] else "training"), flush=True)
+    os.makedirs(run["dir"], exist_ok=True)
+    t0 = time.time()
+    cmd = train_command(train_keys, run, settings, resume=run["done"] > 0)
+    train_run(cmd, os.path.join(run["dir"], log_name), tag, settings["threads"])
+    print(f"{tag} trained in {fmt_time(time.time() - t0)}", flush=True)
+    return time.time() - t0
+
+
+def cached(path, key):
+    """The value cached in json file `path` under the same settings `key`, else None."""
+    if os.path.exists(path):
+        with open(path) as f:
+            got = json.load(f)
+        if got.get("settings") == key:
+            return got["value"]
+    return None
+
+
+def cache(path, key, value):
+    with open(path + ".tmp", "w") as f:
+        json.dump({"settings": key, "value": value}, f, indent=1, default=float)
+    os.replace(path + ".tmp", path)
+    return value
+
+
+# ---- suite "lm": perplexity against length --------------------------------------------
 def evaluate_run(run_dir, enc, settings, data_dir, ckpt, label=None):
     """Rows of evaluation.evaluate_checkpoint for this run (ckpt: its loaded checkpoint), plus
     one set per RoPE extension method; each row gets `label` (encoding, or encoding+method).
@@ -214,16 +284,13 @@ def evaluate_run(run_dir, enc, settings, data_dir, ckpt, label=None):
     Cached in results.json. Returns (rows, whether they were computed now)."""
     key = {k: settings[k] for k in ("eval_lengths", "eval_tokens", "eval_mode", "rope_factor")}
     key["iter_num"] = ckpt["iter_num"]  # a run trained further is evaluated again
-    key["rope_scalings"] = [m for m in settings["rope_scalings"]
-                            if label is None and takes(enc, m, settings)]
+    key["rope_scalings"] = [m for m in settings["rope_scalings"] if label is None and takes(enc, m, settings)]
     path = os.path.join(run_dir, "results.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            cached = json.load(f)
-        if cached.get("settings") == key:
-            return cached["rows"], False
+    rows = cached(path, key)
+    if rows is not None:
+        return rows, False
     variants = [(label or enc, None)] + [(f"{enc}+{m}", {"rope_scaling": m, "rope_factor": key["rope_factor"]})
-                                for m in key["rope_scalings"]]
+                                         for m in key["rope_scalings"]]
     rows, device = [], pick_device(settings["eval_device"])
     dtype = pick_dtype(settings["eval_dtype"], device.split(":")[0])
     for label, overrides in variants:
@@ -231,50 +298,44 @@ def evaluate_run(run_dir, enc, settings, data_dir, ckpt, label=None):
                                              tokens_per_point=key["eval_tokens"], device=device, data_dir=data_dir,
                                              dtype=dtype, ckpt=ckpt)
         rows += [dict(row, label=label) for row in got]
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump({"settings": key, "rows": rows}, f, indent=1, default=float)
-    os.replace(tmp, path)
-    return rows, True
+    return cache(path, key, rows), True
 
 
-# ---- fine-tuning at the longer length ------------------------------------------------
 def finetune_methods(enc, settings):
     """The fine-tunes of one encoding: "" (direct, no scaling) and each frequency method of
     rope_scalings it takes; none when fine-tuning is off or the encoding takes no scaling."""
     from positional import rope_scaling
     if not settings["finetune_iters"] or not takes(enc, "linear", settings):
         return []
-    return [""] + [m for m in settings["rope_scalings"]
-                   if m in rope_scaling.METHODS and takes(enc, m, settings)]
+    return [""] + [m for m in settings["rope_scalings"] if m in rope_scaling.METHODS and takes(enc, m, settings)]
 
 
-def finetune(run_dir, base_iter, enc, seed, method, settings, train_keys, cfg, tag):
-    """Fine-tune a copy of run_dir's checkpoint (at base_iter) at finetune_factor x block_size
+def finetune(run, base_iter, method, settings, train_keys, cfg, tag):
+    """Fine-tune a copy of the run's checkpoint (at base_iter) at finetune_factor x block_size
     with `method` ("" for none) for finetune_iters; returns (its folder, its checkpoint)."""
-    s, ft_dir = settings["finetune_factor"], f"{run_dir}-ft-{method or 'direct'}"
+    s, ft_dir = settings["finetune_factor"], f"{run['dir']}-ft-{method or 'direct'}"
     target, marker = base_iter + settings["finetune_iters"], os.path.join(ft_dir, "finetuned_from.json")
     if not os.path.exists(marker) or json.load(open(marker)) != {"iter_num": base_iter}:
         os.makedirs(ft_dir, exist_ok=True)   # a copy, so the pretrained run stays as it is; a stale one replaced
-        shutil.copyfile(checkpoint.path_in(run_dir), checkpoint.path_in(ft_dir))
+        shutil.copyfile(checkpoint.path_in(run["dir"]), checkpoint.path_in(ft_dir))
         with open(marker, "w") as f:
             json.dump({"iter_num": base_iter}, f)
     if checkpoint.load(ft_dir)["iter_num"] < target:
-        cmd = train_command(train_keys, settings, enc, seed, ft_dir, resume=True)
+        ft_run = dict(run, dir=ft_dir, tag=f"{run['tag']}-ft-{method or 'direct'}")
+        cmd = train_command(train_keys, ft_run, settings, resume=True)
         cmd += [f"--block_size={round(s * cfg.block_size)}", f"--batch_size={max(1, round(cfg.batch_size / s))}",
-                f"--max_iters={target}", "--decay_lr=False", f"--learning_rate={cfg.min_lr!r}",
-                f"--wandb_run_name={enc}-s{seed}-ft-{method or 'direct'}"]
+                f"--max_iters={target}", "--decay_lr=False", f"--learning_rate={cfg.min_lr!r}"]
         cmd += [f"--rope_scaling={method}", f"--rope_factor={s!r}"] if method else []
         print(f"{tag} fine-tuning {method or 'direct'} at {round(s * cfg.block_size)} to iter {target}", flush=True)
         train_run(cmd, os.path.join(ft_dir, "train.out"), f"{tag} ft {method or 'direct'}", settings["threads"])
     return ft_dir, checkpoint.load(ft_dir)
 
 
-def finetune_rows(run_dir, base_iter, enc, seed, settings, train_keys, cfg, tag, rows):
+def finetune_rows(run, base_iter, settings, train_keys, cfg, tag, rows):
     """rows plus the fine-tuned runs' rows, each "<enc>+<method> ft" next to "<enc>+<method>"."""
-    methods = finetune_methods(enc, settings)
+    enc, methods = run["encoding"], finetune_methods(run["encoding"], settings)
     for m in methods:
-        ft_dir, ckpt = finetune(run_dir, base_iter, enc, seed, m, settings, train_keys, cfg, tag)
+        ft_dir, ckpt = finetune(run, base_iter, m, settings, train_keys, cfg, tag)
         rows = rows + evaluate_run(ft_dir, enc, settings, cfg.data_dir, ckpt, label=f"{enc}+{m or 'direct'} ft")[0]
     order = [enc, f"{enc}+direct ft"] + [x for m in methods[1:] for x in (f"{enc}+{m}", f"{enc}+{m} ft")]
     return sorted(rows, key=lambda r: order.index(r["label"]) if r["label"] in order else len(order))
@@ -298,40 +359,28 @@ def log_eval_to_wandb(ckpt_cfg, rows, enc, seed, settings):
     run.finish()
 
 
-# ---- does the model use the longer context? ------------------------------------------
-def context_sources(enc, run_dir, settings):
-    """{label: (folder, model overrides)} measured by context_use for this run: its own label
-    when context_use is on, and each of context_labels that names one of its variants
-    ("<enc>+<method>": the run with that scaling; "<enc>+<method> ft": that fine-tune)."""
+def context_run(enc, run_dir, settings, data_dir, train_len):
+    """{label: {"gain": rows, "curve": list}} of context_use.measure for the run as trained and
+    each of context_labels that names one of its variants ("<enc>+<method>": the run with that
+    scaling; "<enc>+<method> ft": that fine-tune), scored on the validation tokens against
+    contexts of train_len (the pretraining length, also for a fine-tune at s L); cached in
+    <run>/context.json."""
+    from measure import context_use
     if not settings["context_use"]:
         return {}
-    out = {enc: (run_dir, None)}
+    sources = {enc: (run_dir, None)}
     for label in settings["context_labels"]:
         e, method, ft = parse_label(label)
-        if e != enc or not method:
-            continue
-        out[label] = ((f"{run_dir}-ft-{method}", None) if ft else
-                      (run_dir, {"rope_scaling": method, "rope_factor": settings["rope_factor"]}))
-    return out
-
-
-def context_run(enc, run_dir, settings, data_dir, train_len):
-    """{label: {"gain": rows, "curve": list}} of context_use.measure for each of
-    context_sources, scored on the validation tokens against contexts of train_len (the
-    pretraining length, also for a fine-tune at s L); cached in <run>/context.json."""
-    from measure import context_use
-    sources = context_sources(enc, run_dir, settings)
-    if not sources:
-        return {}
+        if e == enc and method:
+            sources[label] = ((f"{run_dir}-ft-{method}", None) if ft else
+                              (run_dir, {"rope_scaling": method, "rope_factor": settings["rope_factor"]}))
     key = dict(tokens=settings["context_tokens"], sequences=settings["context_sequences"],
                rope_factor=settings["rope_factor"], labels=sorted(sources),
                iters={label: checkpoint.load(d)["iter_num"] for label, (d, _) in sources.items()})
     path = os.path.join(run_dir, "context.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            cached = json.load(f)
-        if cached.get("settings") == key:
-            return cached["context"]
+    out = cached(path, key)
+    if out is not None:
+        return out
     device = pick_device(settings["eval_device"])
     dtype = pick_dtype(settings["eval_dtype"], device.split(":")[0])
     out = {}
@@ -343,74 +392,104 @@ def context_run(enc, run_dir, settings, data_dir, train_len):
             got = context_use.measure(model, tokens, train_len, scored_tokens=settings["context_tokens"],
                                       sequences=settings["context_sequences"], device=device)
         out[label] = {"gain": got["gain"], "curve": None if got["curve"] is None else got["curve"].tolist()}
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump({"settings": key, "context": out}, f, default=float)
-    os.replace(tmp, path)
-    return out
+    return cache(path, key, out)
 
 
-# ---- the comparison -------------------------------------------------------------------
-def one_run(i, enc, seed, run_dir, done, settings, train_keys, cfg, n_runs):
+def lm_run(run, settings, train_keys, cfg, tag):
     """Train (or resume) one run, evaluate it and its fine-tunes; -> its result dict."""
-    tag = f"[{i + 1}/{n_runs} {enc} s{seed}]"
-    if done < cfg.max_iters:
-        cmd = train_command(train_keys, settings, enc, seed, run_dir, resume=done > 0)
-        print(f"{tag} " + (f"resuming from iter {done}" if done else "training"), flush=True)
-        os.makedirs(run_dir, exist_ok=True)
-        t0 = time.time()
-        train_run(cmd, os.path.join(run_dir, "train.out"), tag, settings["threads"])
-        print(f"{tag} trained in {fmt_time(time.time() - t0)}", flush=True)
-    else:
-        print(f"{tag} already trained ({done} iters): training skipped", flush=True)
+    enc, seed, run_dir = run["encoding"], run["seed"], run["dir"]
+    train(run, train_keys, settings, cfg, tag)
     ckpt = checkpoint.load(run_dir)  # loaded once, for the evaluation and wandb
     rows, fresh = evaluate_run(run_dir, enc, settings, cfg.data_dir, ckpt)
-    rows = finetune_rows(run_dir, ckpt["iter_num"], enc, seed, settings, train_keys, cfg, tag, rows)
+    rows = finetune_rows(run, ckpt["iter_num"], settings, train_keys, cfg, tag, rows)
     print(f"{tag} " + ("evaluated" if fresh else "evaluation cached: skipped") + ": " + ", ".join(
         f"ppl@{r['length']} {r['ppl']:.2f}" for r in rows if r["label"] == enc), flush=True)
     if cfg.wandb_log and fresh:
         log_eval_to_wandb(ckpt["config"], rows, enc, seed, settings)
     context = context_run(enc, run_dir, settings, cfg.data_dir, cfg.block_size)
-    cmd = ["python"] + train_command(train_keys, settings, enc, seed, run_dir, resume=False)[1:]
+    cmd = ["python"] + train_command(train_keys, run, settings, resume=False)[1:]
     return dict(encoding=enc, seed=seed, run_dir=run_dir, rows=rows, context=context, command=shlex.join(cmd))
+
+
+# ---- suite "tasks": accuracy against length --------------------------------------------
+def task_run(run, settings, train_keys, cfg, tag):
+    """Train (or resume) and score one task run; -> its scores and timings."""
+    from tasks import score
+    timing_path = os.path.join(run["dir"], "timing.json")
+    timing = json.load(open(timing_path)) if os.path.exists(timing_path) else {}
+    spent = train(run, train_keys, settings, cfg, tag, log_name="run.out")
+    if spent:
+        timing["train_s"] = timing.get("train_s", 0) * bool(run["done"]) + spent
+    iters = checkpoint.load(run["dir"])["iter_num"]
+    key = dict(samples=settings["samples"], lengths=settings["lengths"], iter_num=iters)
+    path = os.path.join(run["dir"], "task_scores.json")
+    scored = cached(path, key)
+    if scored is None:
+        t0 = time.time()
+        out = score.score_checkpoints([run["dir"]], {}, settings["lengths"], settings["samples"])
+        scored = cache(path, key, out["runs"][run["dir"]])
+        timing["score_s"] = time.time() - t0
+    with open(timing_path, "w") as f:
+        json.dump(timing, f)
+    print(f"{tag} " + ", ".join(f"{x['length']}: {'n/a' if x['exact'] is None else format(x['exact'], '.0%')}"
+                                for x in scored["rows"])
+          + f" ({timing.get('train_s', 0):.0f}s train, {timing.get('score_s', 0):.0f}s score)", flush=True)
+    return dict(run, **scored, **timing)
+
+
+# ---- the comparison -------------------------------------------------------------------
+def plan(settings, train_keys):
+    """Every run of the comparison, each checked against its folder's checkpoint up front."""
+    runs = []
+    for task in settings["tasks"] if settings["suite"] == "tasks" else [""]:
+        for enc in settings["encodings"]:
+            for seed in settings["seed_list"]:
+                keys = dict(run_keys(enc, settings), **({"task": task} if task else {}))
+                tag = "-".join(filter(None, [task, enc, f"s{seed}"]))
+                run_dir = os.path.join(settings["out_root"], task, f"{enc}-s{seed}")
+                done = trained_iters(run_dir, dict(train_keys, **keys, seed=seed))
+                runs.append(dict(task=task, encoding=enc, seed=seed, tag=tag, dir=run_dir, keys=keys, done=done))
+    return runs
 
 
 def main(argv):
     if {"-h", "--help"} & set(argv):
-        print(__doc__ + "\nKeys of compare.py: " + ", ".join(DEFAULTS) + "; any other key is a training key "
-              "(config.py).")
+        print(help_text(__doc__, USAGE, DEFAULTS, [sys.modules[__name__]], training=True))
         return
     try:
         settings, train_keys, cfg = parse(argv)
-        runs = [(enc, seed, os.path.join(settings["out_root"], f"{enc}-s{seed}"))
-                for enc in settings["encodings"] for seed in settings["seed_list"]]
-        done = {run_dir: trained_iters(run_dir, dict(train_keys, **run_keys(enc, settings)), cfg)
-                for enc, _, run_dir in runs}  # checked up front
+        runs = plan(settings, train_keys)
     except (ValueError, FileNotFoundError) as e:
         fail(e)
     import torch
-    torch.set_num_threads(settings["threads"])  # the in-process evaluations share the cores like the runs
-    to_train = sum(done[d] < cfg.max_iters for _, _, d in runs)
-    print(f"compare: {len(runs)} runs ({', '.join(settings['encodings'])} x seeds {settings['seed_list']}), "
-          f"{to_train} to train, {cfg.max_iters} iters of {cfg.batch_size * cfg.block_size:,} tokens each, "
-          f"{settings['jobs']} side by side with {settings['threads']} thread(s) each, in {settings['out_root']}/",
-          flush=True)
+    torch.set_num_threads(settings["threads"])  # the in-process measurements share the cores like the runs
+    what = settings["tasks"] if settings["suite"] == "tasks" else []
+    print(f"compare: {len(runs)} runs ({' x '.join(', '.join(x) for x in (what, settings['encodings']) if x)} x "
+          f"seeds {settings['seed_list']}), {sum(r['done'] < cfg.max_iters for r in runs)} to train, {cfg.max_iters} "
+          f"iters of {cfg.batch_size * cfg.block_size:,} tokens each, {settings['jobs']} side by side with "
+          f"{settings['threads']} thread(s) each, in {settings['out_root']}/", flush=True)
     t0, results, failed = time.time(), {}, []
+    one_run = lm_run if settings["suite"] == "lm" else task_run
 
     def one(i):
-        enc, seed, run_dir = runs[i]
+        run = runs[i]
+        tag = f"[{i + 1}/{len(runs)} {' '.join(filter(None, [run['task'], run['encoding']]))} s{run['seed']}]"
         try:
-            results[i] = one_run(i, enc, seed, run_dir, done[run_dir], settings, train_keys, cfg, len(runs))
+            results[i] = one_run(run, settings, train_keys, cfg, tag)
         except (ValueError, RuntimeError, FileNotFoundError) as e:  # one broken run does not stop the others
-            print(f"[{i + 1}/{len(runs)} {enc} s{seed}] error: {e}", file=sys.stderr, flush=True)
-            failed.append((enc, seed, str(e)))
+            print(f"{tag} error: {e}", file=sys.stderr, flush=True)
+            failed.append((run["encoding"], run["seed"], str(e)) if settings["suite"] == "lm" else (run["tag"], str(e)))
 
     with ThreadPoolExecutor(settings["jobs"]) as pool:
         list(pool.map(one, range(len(runs))))
     print(f"compare: {len(runs)} runs in {fmt_time(time.time() - t0)}", flush=True)
-    paths = compare_report.write([results[i] for i in sorted(results)], failed, settings, cfg,
-                                 command=shlex.join(["python", "compare.py", *argv]))
-    print(f"compare: report in {paths['md']}" + (f"; {len(failed)} run(s) failed" if failed else ""), flush=True)
+    done, command = [results[i] for i in sorted(results)], shlex.join(["python", "compare.py", *argv])
+    if settings["suite"] == "lm":
+        md = compare_report.write(done, failed, settings, cfg, command)["md"]
+    else:
+        from tasks import report
+        md = report.write_comparison(done, failed, settings, cfg.block_size, time.time() - t0, command)
+    print(f"compare: report in {md}" + (f"; {len(failed)} run(s) failed" if failed else ""), flush=True)
     if failed:
         sys.exit(1)
 

@@ -5,17 +5,17 @@ method: Press et al. 2022, "Train Short, Test Long", https://arxiv.org/abs/2108.
     python evaluate.py out-rope out-alibi --lengths=64,256,1024 --mode=sliding --stride=32
     python evaluate.py out-rope --rope_scaling=base,linear,ntk,yarn --rope_factor=4
     python evaluate.py out-alibi --window=64 --sinks=4 --report_dir=reports
+    python evaluate.py out-task-copy --samples=100               # a task checkpoint: accuracy
+    python evaluate.py out-task-passkey --depths=0,0.5,1         # passkey: also length x depth
 
-Options (cli.py's convention): lengths, mode (nonoverlap or sliding), stride,
-tokens_per_point (8192), device and dtype (auto), data_dir, split (val), report_dir (the
-first out dir), overwrite, wandb_log, threads (on a CPU, 0, the default: one per core that
-other processes leave idle at the start; see cpu_threads.py). Every point scores the first
-tokens_per_point tokens of the split, the same at every length; training's val loss averages
-random batches, so the two differ a little.
+Options (cli.py's convention; --help lists them with their defaults). Every point scores
+the first tokens_per_point tokens of the split, the same at every length; training's val
+loss averages random batches, so the two differ a little.
 
-Model keys and encoding settings given on the command line (--rope_scaling, --rope_factor,
---window, --sinks, ...) override the checkpoint's at evaluation time. --rope_scaling takes
-a comma list; "base" means none. A scaling is skipped, with a note, for the checkpoints
+The model is the checkpoint's: only evaluation-time keys (config.EVAL_KEYS: --rope_scaling
+and its settings, --window, --sinks, --logn_scaling, --layer_windows) may be given, and
+override the checkpoint's; any other model key is refused. --rope_scaling takes a comma
+list; "base" means none. A scaling is skipped, with a note, for the checkpoints
 whose encoding does not take it, and refused if no checkpoint given takes it.
 Writes extrapolation.{csv,md,png} to --report_dir, and refuses to replace those of an
 earlier call unless --overwrite=True.
@@ -25,36 +25,48 @@ the same tokens with contexts of 1, 2, 4, 8, 16 x block_size (stride block_size 
 writes context_gain.{csv,md}; --per_position=True writes the mean loss at each position of
 sequences of 16 x block_size as per_position.{csv,png}.
 """
-import difflib
 import os
 import sys
 
 from training import checkpoint
 from training import cpu_threads
 import positional
-from training.cli import autocast, fail, parse, pick_device, pick_dtype
-from training.config import ConfigError, coerce, is_key, model_config
+from training.cli import autocast, fail, help_text, parse, pick_device, pick_dtype
+from training.config import ConfigError, eval_key, model_config
 from measure.evaluation import (MULTIPLES, TOKENS_PER_POINT, check_overrides, evaluate_checkpoint, fmt_num, log_wandb,
-                        method_label, report_paths, scored_note, table_lines, validation_tokens, write_report)
+                                method_label, report_paths, scored_note, table_lines, validation_tokens, write_report)
+from tasks import report as task_report, score as task_score
 
-OPTIONS = dict(lengths=[], mode="nonoverlap", stride=0, tokens_per_point=TOKENS_PER_POINT, device="auto",
-               dtype="auto", data_dir="", split="val", report_dir="", overwrite=False, wandb_log=False,
-               context_gain=False, per_position=False, threads=0)
+OPTIONS = {
+    "lengths": [],                    # evaluation lengths (tokens); []: 1, 2, 4, 8, 16 x block_size
+    "mode": "nonoverlap",             # nonoverlap or sliding windows
+    "stride": 0,                      # sliding: the windows' stride; 0: length // 2
+    "tokens_per_point": TOKENS_PER_POINT,   # tokens scored per (checkpoint, method, length)
+    "device": "auto",                 # auto: cuda, then mps, then cpu
+    "dtype": "auto",                  # auto: bfloat16 on CUDA where supported, else float32
+    "data_dir": "",                   # where the dataset is; "": the one recorded in the checkpoint
+    "split": "val",                   # train or val
+    "report_dir": "",                 # where the report goes; "": the first checkpoint's folder
+    "overwrite": False,               # replace the report of an earlier call
+    "wandb_log": False,               # log the curve to wandb, in the training run's group
+    "context_gain": False,            # also write context_gain.{csv,md} (context_use.py)
+    "per_position": False,            # also write per_position.{csv,png} (context_use.py)
+    "threads": 0,                     # CPU threads; 0: one per core that other work leaves idle
+    "samples": task_score.SAMPLES,    # task checkpoints: examples scored per point
+    "depths": list(task_score.DEPTHS),  # passkey checkpoints: where the key sits, 0 (start) to 1 (end)
+}
+USAGE = "python evaluate.py OUT_DIR [OUT_DIR ...] [--key=value ...]"
 
 
 def model_key(key, value):
-    """A key that is not an option: a model key or encoding setting (config.coerce's types)."""
-    close = difflib.get_close_matches(key, OPTIONS, n=1, cutoff=0.8)
-    if not is_key(key) and close:
-        raise ConfigError(f"unknown option --{key}; did you mean --{close[0]}?")
-    if key == "rope_scaling":
-        return value
-    return coerce(key, value)
+    """A key that is not an option: an evaluation-time model key (--rope_scaling: a comma list)."""
+    return eval_key(key, value, OPTIONS) if key != "rope_scaling" else value
 
 
 def parse_args(argv):
     """-> (out_dirs, options, methods); methods: one overrides dict per --rope_scaling entry."""
-    opts, overrides, out_dirs = parse(argv, OPTIONS, model_key, positionals=True, doc=__doc__)
+    doc = lambda: help_text(__doc__, USAGE, OPTIONS, [sys.modules[__name__]], eval_keys=True)  # noqa: E731
+    opts, overrides, out_dirs = parse(argv, OPTIONS, model_key, positionals=True, doc=doc)
     scalings = [""]
     if isinstance(overrides.get("rope_scaling"), dict):   # a Hugging Face style dict: its method and settings
         from positional.rope_scaling.hf import from_hf
@@ -72,6 +84,9 @@ def parse_args(argv):
         raise ConfigError("give one or more checkpoint folders: python evaluate.py out-rope out-alibi")
     if any(not isinstance(n, int) or isinstance(n, bool) for n in opts["lengths"]):
         raise ConfigError(f"--lengths wants integers separated by commas, got {opts['lengths']!r}")
+    if opts["samples"] < 1 or any(not isinstance(x, (int, float)) or not 0 <= x <= 1 for x in opts["depths"]):
+        raise ConfigError(f"--samples must be >= 1 and --depths numbers in [0, 1], got {opts['samples']}, "
+                          f"{opts['depths']}")
     opts["lengths"] = opts["lengths"] or None
     check_overrides(overrides)
     methods = [dict(overrides, **({"rope_scaling": s} if s else {})) for s in scalings]
@@ -109,17 +124,33 @@ def context_reports(ckpts, methods, opts, device, dtype, report_dir):
     return paths
 
 
+def score_tasks(ckpts, opts, methods, device, report_dir):
+    """Task checkpoints: accuracy against length (tasks/score.py), written as task_scores.*."""
+    if len(methods) > 1:
+        raise ConfigError("task checkpoints are scored with one setting at a time: give one --rope_scaling")
+    out = task_score.score_checkpoints(list(ckpts), methods[0], opts["lengths"], opts["samples"], opts["depths"],
+                                       device, ckpts)
+    print(f"wrote {task_report.write_scores(out, report_dir)}")
+    return out
+
+
 def main(argv):
     try:
         out_dirs, opts, methods = parse_args(argv)
+        ckpts = {d: checkpoint.load(d) for d in out_dirs}
+        on_task = [bool(c["config"].get("task")) for c in ckpts.values()]
+        if any(on_task) and not all(on_task):
+            raise ConfigError("give task checkpoints (train.py --task=...) or dataset checkpoints, not both")
         report_dir = opts["report_dir"] or out_dirs[0]
-        earlier = [p for p in report_paths(report_dir).values() if os.path.exists(p)]
+        paths = [os.path.join(report_dir, "task_scores.md")] if all(on_task) else report_paths(report_dir).values()
+        earlier = [p for p in paths if os.path.exists(p)]
         if earlier and not opts["overwrite"]:
             raise ConfigError(f"{earlier[0]} holds an earlier evaluation; keep it with another --report_dir=..., "
                               f"or replace it with --overwrite=True")
         device = pick_device(opts["device"])
         dtype = pick_dtype(opts["dtype"], device.split(":")[0])
-        ckpts = {d: checkpoint.load(d) for d in out_dirs}
+        if all(on_task):
+            return score_tasks(ckpts, opts, methods, device, report_dir)
         base = {k: v for k, v in methods[0].items() if k != "rope_scaling"}
         for c in ckpts.values():
             model_config(c["model_args"], base, strict=False)  # every override checked before anything is scored

@@ -7,9 +7,10 @@
     python sample.py --out_dir=out-alibi --window=256 --sinks=4 --max_new_tokens=100000
     python sample.py --out_dir=out-rope --max_new_tokens=2000 --window=0       # the raw model past its length
 
-Options (cli.py's convention): out_dir, start (text, or FILE:path), num_samples, max_new_tokens,
-temperature, top_k, seed, device and dtype (auto), compile, threads. Any model key or encoding
-setting may be overridden too (rope_scaling and its settings, window, sinks).
+Options (cli.py's convention; --help lists them with their defaults). The model is the
+checkpoint's: only evaluation-time keys may be given (config.EVAL_KEYS: rope_scaling and its
+settings, window, sinks, logn_scaling, layer_windows); a key that would change the trained
+model (pos_encoding, n_layer, ...) is refused in one line.
 
 Decoding runs decode.py's static step (fixed-shape KV cache, positions as a tensor);
 --compile=True compiles that step once (seconds of compilation, then about twice the
@@ -26,33 +27,37 @@ An encoding with a position table (`learned`) re-encodes a sliding window of its
 block_size tokens instead. With a window the KV cache is bounded (a ring, cache.StaticKVCache).
 The tokenizer comes from the checkpoint, so this works from any folder.
 """
-import difflib
 import sys
 import time
 
 import torch
 
 from training import checkpoint
-from training.cli import autocast, fail, parse, pick_device, pick_dtype
-from training.config import ConfigError, coerce, is_key
+from training.cli import autocast, fail, help_text, parse, pick_device, pick_dtype
+from training.config import ConfigError, eval_key
 from training import cpu_threads
 from decode import DECODE_THREADS, Decoder
 
-DEFAULTS = dict(out_dir="out", start="\n", num_samples=1, max_new_tokens=500, temperature=0.8, top_k=200,
-                seed=1337, device="auto", dtype="auto", compile=False, threads=0)
-
-
-def model_key(key, value):
-    """A key that is not an option: a model key or encoding setting (config.coerce's types)."""
-    close = difflib.get_close_matches(key, DEFAULTS, n=1, cutoff=0.8)
-    if not is_key(key) and close:
-        raise ConfigError(f"unknown option --{key}; did you mean --{close[0]}?")
-    return coerce(key, value)
+DEFAULTS = {
+    "out_dir": "out",             # the checkpoint's folder (ckpt.pt)
+    "start": "\n",                # the prompt: text, or FILE:path
+    "num_samples": 1,             # samples drawn, one after the other
+    "max_new_tokens": 500,        # tokens generated per sample
+    "temperature": 0.8,           # < 1: sharper, > 1: flatter next-token distribution
+    "top_k": 200,                 # sample among the k likeliest tokens
+    "seed": 1337,                 # the sampling generator's seed
+    "device": "auto",             # auto: cuda, then mps, then cpu
+    "dtype": "auto",              # auto: bfloat16 on CUDA where supported, else float32
+    "compile": False,             # compile the decoding step (decode.py)
+    "threads": 0,                 # CPU threads; 0: decode.DECODE_THREADS (or OMP_NUM_THREADS)
+}
+USAGE = "python sample.py --out_dir=DIR [--key=value ...]"
 
 
 def parse_args(argv):
     """-> (options, model overrides)."""
-    args, overrides, _ = parse(argv, DEFAULTS, model_key, doc=__doc__)
+    doc = lambda: help_text(__doc__, USAGE, DEFAULTS, [sys.modules[__name__]], eval_keys=True)  # noqa: E731
+    args, overrides, _ = parse(argv, DEFAULTS, lambda k, v: eval_key(k, v, DEFAULTS), doc=doc)
     if args["max_new_tokens"] < 0:
         raise ConfigError(f"--max_new_tokens must be >= 0, got {args['max_new_tokens']}")
     if args["num_samples"] < 1:

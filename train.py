@@ -3,6 +3,13 @@
     python train.py configs/rope.py                          # one process, CPU or one GPU
     python train.py configs/alibi.py --max_iters=500 --n_layer=2
     torchrun --standalone --nproc_per_node=4 train.py configs/rope.py   # DDP
+    python train.py --help                                   # every key, its default and meaning
+
+A config file (configs/) and --key=value overrides apply in order; `python train.py` with
+no arguments trains nothing: it prints this usage and the configs, and exits 2 (Config's
+defaults alone are a 10M-parameter, hours-long run; name them to mean them). Shortening a
+run with --max_iters moves lr_decay_iters and warmup_iters with it (config.follow_schedule,
+said in one line) unless they are set on the command line too.
 
 Read it top to bottom, as nanoGPT's: main() checks everything a user can get wrong
 (load_run) before anything is written; train() sets up the processes, the device, the
@@ -16,6 +23,7 @@ loss or weights, or a checkpoint the disk refused (the last good checkpoint is k
 after saving the step it reached (resume with --init_from=resume). One process per
 out_dir (guard.py); ckpt.pt is replaced atomically (checkpoint.py).
 """
+import glob
 import math
 import os
 import shlex
@@ -31,8 +39,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from training import checkpoint
 from positional import sampling as position_sampling
 import positional
-from training.cli import fail, fmt_time
-from training.config import ConfigError, describe, load_config, upgrade_model_args
+from training.cli import fail, fmt_time, help_text
+from training.config import ConfigError, describe, gather, load_config, upgrade_model_args
 from data.loader import TokenData, ensure_prepared
 from data.tokenizer import tokenizer_entry
 from training.guard import OutDirLock, StopSignal
@@ -40,6 +48,8 @@ from model import GPT, GPTConfig
 from training.runlog import RunLog
 from training.runtime import rng_state, seed_all, set_rng_state, start_runtime, stop_runtime
 from tasks import TaskData
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
 
 # model keys a resumed run must keep (an encoding's settings are compared when its weights do not fit)
 SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "bias", "vocab_size", "pos_encoding", "attention", "qk_norm", "ssmax",
@@ -117,16 +127,38 @@ def load_run(cfg):
 
 
 
+USAGE = "python train.py [CONFIG_FILE] [--key=value ...]"
+
+
+def usage():
+    """The usage line and the config files train.py takes (not compare.py's, not the shared bases)."""
+    configs = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "configs", "**", "*.py"), recursive=True)):
+        try:
+            if os.path.basename(path) != "base.py":
+                gather([path])   # a config of compare.py has keys train.py does not take
+                configs.append(os.path.relpath(path, ROOT))
+        except ConfigError:
+            pass
+    return f"usage: {USAGE}   (--help: every key)\nconfigs: {' '.join(configs)}"
+
+
 def main(argv):
-    lock = None
+    if {"-h", "--help"} & set(argv):
+        print(help_text(__doc__, USAGE, {}, [], training=True))
+        return
+    if not argv:
+        print(usage(), file=sys.stderr)
+        sys.exit(2)
+    lock, master = None, int(os.environ.get("RANK", 0)) == 0
     try:
-        cfg = load_config(argv)
+        cfg = load_config(argv, say=print if master else None)
         ckpt, data, model = load_run(cfg)
         if ckpt is not None and ckpt["iter_num"] >= cfg.max_iters and not cfg.eval_only:
-            if int(os.environ.get("RANK", 0)) == 0:
+            if master:
                 print(already_done(cfg, ckpt["iter_num"]))
             return
-        if int(os.environ.get("RANK", 0)) == 0 and not cfg.eval_only:  # rank 0 alone writes out_dir
+        if master and not cfg.eval_only:  # rank 0 alone writes out_dir
             lock = OutDirLock(cfg.out_dir).acquire()
             checkpoint.remove_partial(cfg.out_dir)  # tmp files of a save that was killed
     except (ValueError, FileNotFoundError, RuntimeError) as e:
@@ -278,7 +310,7 @@ def step(model, optimizer, data, data_gen, cfg, rt, stop):
         if rt.ddp:  # sync gradients on the last micro step only
             model.require_backward_grad_sync = micro == n - 1
         x, y = batch(data, "train", data_gen, cfg, rt)
-        pos = position_sampling.sample(cfg.position_sampling, cfg.block_size, cfg.max_position or cfg.block_size,
+        pos = position_sampling.sample(cfg.position_sampling, x.shape[1], cfg.max_position or cfg.block_size,
                                        cfg.pose_chunks, data_gen)   # (T,) on the host, or None: contiguous
         with rt.ctx:
             _, loss = model(x, y, pos)

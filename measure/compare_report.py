@@ -15,6 +15,12 @@ import subprocess
 import matplotlib
 import matplotlib.ticker
 
+import positional
+from model import GPTConfig
+from positional.plot import (bias_by_distance, draw_bias_per_head, draw_expected_logits, draw_rope_angles,
+                             draw_rope_decay, draw_similarity, position_table)
+from training import checkpoint
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
@@ -57,19 +63,66 @@ def read_log(run_dir):
 
 
 def mean_std(values):
+    """(mean, sample standard deviation) of the values that are there (None and NaN are not);
+    (None, None) when none is. The one summary of seeds in every report."""
     vals = [v for v in values if v is not None and not math.isnan(v)]
     if not vals:
-        return math.nan, math.nan
+        return None, None
     m = sum(vals) / len(vals)
-    sd = math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
-    return m, sd
+    return m, (math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0)
 
 
-def fmt(values, spec):
+def fmt(values, spec, scale=1, missing="—"):
+    """A table cell: "mean ± std" of the values (times scale), the mean alone for one value, `missing` for none."""
     m, sd = mean_std(values)
-    if math.isnan(m):
-        return "—"
-    return f"{m:{spec}}" + (f" ± {sd:{spec}}" if len([v for v in values if not math.isnan(v)]) > 1 else "")
+    if m is None:
+        return missing
+    n = len([v for v in values if v is not None and not math.isnan(v)])
+    return f"{scale * m:{spec}}" + (f" ± {scale * sd:{spec}}" if n > 1 else "")
+
+
+# ---- what each encoding does (also python -m measure.plots) -----------------------------
+def build_untrained(name, head_dim, n_head, length):
+    """An encoding from the registry, built for head_dim x n_head and `length` positions."""
+    return positional.build(GPTConfig(block_size=length, n_head=n_head, n_embd=head_dim * n_head, pos_encoding=name))
+
+
+def load_trained(out_dir):
+    """(label, (encoding, head_dim)) of a checkpoint written by train.py (checkpoint.load_model)."""
+    model, _ = checkpoint.load_model(out_dir)
+    return f"{model.pe.name} (trained)", (model.pe.eval(), model.config.n_embd // model.config.n_head)
+
+
+def draw_all(out, head_dim=128, n_head=8, length=1024, bases=(1e4, 1e5, 1e6), checkpoints=(), factor=4.0):
+    """Every figure into folder `out`; returns {figure name: path}. Encodings with
+    parameters are drawn only from trained checkpoints (an untrained table says nothing).
+    The RoPE angle plot extends a training length of length / factor to `length`."""
+    train_len = max(1, round(length / factor))
+    paths = {"rope_decay": draw_rope_decay(os.path.join(out, "rope_decay.png"), head_dim, length, bases),
+             "rope_angles": draw_rope_angles(os.path.join(out, "rope_angles.png"), head_dim, bases[0],
+                                             train_len, factor)}
+    fixed = {}
+    for name in positional.REGISTRY:
+        pe = build_untrained(name, head_dim, n_head, length)
+        if not any(True for _ in pe.parameters()):
+            fixed[name] = (pe, head_dim)
+    trained = dict(load_trained(d) for d in checkpoints)
+    trained = {k: v for k, v in trained.items() if any(True for _ in v[0].parameters())}  # fixed ones: drawn above
+    every = {**fixed, **trained}
+    unbounded = {k: v for k, v in every.items() if v[0].max_positions is None or v[0].max_positions >= length}
+    paths["expected_logits"] = draw_expected_logits(os.path.join(out, "expected_logits.png"), unbounded, length)
+    for label, (pe, _) in every.items():
+        slug = label.split(" ")[0] + ("_trained" if label in trained else "")
+        n = min(length, pe.max_positions or length)
+        bias = bias_by_distance(pe, n)
+        if bias is not None:
+            paths[f"{slug}_bias"] = draw_bias_per_head(os.path.join(out, f"{slug}_bias.png"), bias,
+                                                       f"{label}: bias per head against distance")
+        table = position_table(pe, min(n, 256))
+        if table is not None:
+            paths[f"{slug}_similarity"] = draw_similarity(os.path.join(out, f"{slug}_similarity.png"), table,
+                                                          f"{label}: cosine similarity of positions")
+    return paths
 
 
 def git_commit():
@@ -265,7 +318,6 @@ def write(results, failed, settings, cfg, command):
         pngs["ppl_vs_length"] = plot_ppl(os.path.join(out, "ppl_vs_length.png"), labels, by_label, lengths,
                                          cfg.block_size)
     if settings.get("plots", True):
-        from measure.plots import draw_all
         first_seed = [r["run_dir"] for r in results if r["seed"] == settings["seed_list"][0]]
         pngs.update(draw_all(os.path.join(out, "encodings"), length=max(settings["eval_lengths"]),
                              checkpoints=first_seed, factor=settings["rope_factor"]))

@@ -1,5 +1,5 @@
-"""Tables and pictures of task scores: one checkpoint's (score_task.py) or a whole
-tasks x encodings x seeds comparison's (compare_tasks.py).
+"""Tables and pictures of task scores: checkpoints' (evaluate.py on a task checkpoint) or a
+whole tasks x encodings x seeds comparison's (compare.py, suite "tasks").
 
 Seeds are summarised as mean ± sample standard deviation. The ranking follows Kazemnejad
 et al. 2023 (https://arxiv.org/abs/2305.19466, figure 3): in each task the encodings are
@@ -7,31 +7,22 @@ ranked by exact-match accuracy averaged over the lengths past the training lengt
 means; ties share the better rank), and an encoding's MRR is the mean of 1/rank over tasks.
 """
 import csv
+import json
 import math
 import os
 
 import matplotlib
 
+from measure.compare_report import fmt, mean_std
 from tasks.score import effective_window
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def mean_std(values):
-    vals = [v for v in values if v is not None]
-    if not vals:
-        return None, None
-    m = sum(vals) / len(vals)
-    return m, (math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0)
-
-
-def fmt(values, pct=True):
-    m, sd = mean_std(values)
-    if m is None:
-        return "n/a"
-    k = 100 if pct else 1
-    return f"{k * m:.1f}" + (f" ± {k * sd:.1f}" if len([v for v in values if v is not None]) > 1 else "")
+def pct(values):
+    """A table cell: mean ± std over seeds, in %."""
+    return fmt(values, ".1f", scale=100, missing="n/a")
 
 
 def write_csv(path, rows):
@@ -47,7 +38,7 @@ def table(series, lengths, key="exact"):
     series: {label: [rows of one seed, each {length, exact, token}]}."""
     out = ["| | " + " | ".join(str(n) for n in lengths) + " |", "|---|" + "---|" * len(lengths)]
     for label, seeds in series.items():
-        cells = [fmt([next((r[key] for r in rows if r["length"] == n), None) for rows in seeds]) for n in lengths]
+        cells = [pct([next((r[key] for r in rows if r["length"] == n), None) for rows in seeds]) for n in lengths]
         out.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
@@ -113,7 +104,7 @@ def past_training(rows, train_len, key="exact"):
 
 
 def write_comparison(results, failed, settings, train_len, wall_s, command):
-    """report.md, runs.csv, <task>.png and heatmap.png of compare_tasks.py in settings['report_dir']."""
+    """report.md, runs.csv, <task>.png and heatmap.png of compare.py's task suite in settings['report_dir']."""
     out, lengths = settings["report_dir"], settings["lengths"]
     os.makedirs(out, exist_ok=True)
     task_names = list(dict.fromkeys(r["task"] for r in results))
@@ -149,7 +140,7 @@ def write_comparison(results, failed, settings, train_len, wall_s, command):
         windows = {e: [effective_window(r["grid"]) for r in by[t, e] if "grid" in r] for e in encs}
         if any(windows.values()):
             md += ["", "Passkey effective context window (PI's 20% rule over every depth; tokens): " + ", ".join(
-                f"{e} {fmt(w, pct=False)}" for e, w in windows.items() if w)]
+                f"{e} {fmt(w, '.1f', missing='n/a')}" for e, w in windows.items() if w)]
     panels = {t: {e: [mean_std([next(x["exact"] for x in r["rows"] if x["length"] == n) for r in by[t, e]])[0]
                       for n in lengths] for e in encs if by[t, e]} for t in task_names}
     if panels:
@@ -159,3 +150,36 @@ def write_comparison(results, failed, settings, train_len, wall_s, command):
     with open(path, "w") as f:
         f.write("\n".join(md) + "\n")
     return path
+
+
+def write_scores(out, report_dir, plots=True):
+    """task_scores.{json,csv,md,png} (and passkey_grid.{csv,png}) of tasks.score.score_checkpoints'
+    result into report_dir; returns the markdown's path."""
+    os.makedirs(report_dir, exist_ok=True)
+    path, lengths = os.path.join(report_dir, "task_scores"), [r["length"] for r in next(iter(out["runs"].values()))["rows"]]
+    series = {f"{d} ({run['encoding']})": [run["rows"]] for d, run in out["runs"].items()}
+    with open(path + ".json", "w") as f:
+        json.dump(out, f, indent=1)
+    write_csv(path + ".csv", [dict(out_dir=d, encoding=run["encoding"], **r) for d, run in out["runs"].items()
+                              for r in run["rows"]])
+    title = f"{out['task']}: trained at length <= {out['train_len']}, {out['samples']} samples per point"
+    md = [f"# {title}", "", "Exact match (%):", "", table(series, lengths), "",
+          "Per-token accuracy (%):", "", table(series, lengths, "token")]
+    if plots:
+        plot_accuracy(path + ".png", series, lengths, out["train_len"], title)
+        md += ["", "![accuracy](task_scores.png)"]
+    for d, run in out["runs"].items():
+        if "grid" in run:
+            gpath = os.path.join(report_dir, f"passkey_grid{'' if len(out['runs']) == 1 else '_' + os.path.basename(d)}")
+            write_csv(gpath + ".csv", run["grid"])
+            md += ["", f"{d}: passkey effective context window {run['effective_window']} tokens "
+                   f"(PI's rule: the largest length with >= 20% retrieval at every length up to it, every depth)"]
+            if plots:
+                depths = sorted({r["depth"] for r in run["grid"]})
+                panel = {f"depth {dp:g}": [next(r["exact"] for r in run["grid"] if r["length"] == n and r["depth"] == dp)
+                                           for n in lengths] for dp in depths}
+                plot_heatmap(gpath + ".png", {d: panel}, lengths, "passkey retrieval, length x depth")
+                md += [f"![grid]({os.path.basename(gpath)}.png)"]
+    with open(path + ".md", "w") as f:
+        f.write("\n".join(md) + "\n")
+    return path + ".md"

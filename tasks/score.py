@@ -6,6 +6,7 @@ window of Chen et al. 2023 (PI, https://arxiv.org/abs/2306.15595, section 3.2).
     from tasks.score import load_task_model, score_lengths
     model, task, train_len = load_task_model("out-task-copy", {"window": 32})
     rows = score_lengths(model, task, [32, 64, 128])
+    out = score_checkpoints(["out-task-copy"])      # what evaluate.py and compare.py call
 
 Decoding: the question is fed as given; each answer token is the model's argmax, fed back
 for the next step (MQAR's queries, between answers, are given). Every point scores the same
@@ -25,10 +26,10 @@ SEED_BASE = 1 << 64                   # scoring seeds lie above every training s
 PI_THRESHOLD = 0.2                    # PI's effective window: retrieval >= 20% at every distance up to k
 
 
-def load_task_model(out_dir, overrides=None, device="cpu"):
+def load_task_model(out_dir, overrides=None, device="cpu", ckpt=None):
     """(model in eval mode, task name, training length) of a checkpoint trained with --task.
     overrides: model keys and encoding settings (window, sinks, rope_scaling, rope_factor, ...)."""
-    ckpt = checkpoint.load(out_dir)
+    ckpt = ckpt or checkpoint.load(out_dir)
     name = ckpt["config"].get("task")
     if not name:
         raise checkpoint.CheckpointError(f"{out_dir} was trained on a dataset, not a task; train one with "
@@ -116,3 +117,29 @@ def effective_window(grid):
             break
         k = n
     return k
+
+
+def score_checkpoints(dirs, overrides=None, lengths=None, samples=SAMPLES, depths=DEPTHS, device="cpu", ckpts=None):
+    """{task, train_len, overrides, samples, runs: {dir: {encoding, rows[, grid, effective_window]}}}
+    for checkpoints of one task, scored at `lengths` (default MULTIPLES x the training length);
+    passkey also on the (length x depth) grid. Prints one line per checkpoint."""
+    ckpts = ckpts or {}
+    models = [(d, *load_task_model(d, overrides, device, ckpts.get(d))) for d in dirs]
+    names = {name for _, _, name, _ in models}
+    if len(names) > 1:
+        raise ValueError(f"these checkpoints were trained on different tasks ({', '.join(sorted(names))}); "
+                         f"score one task at a time")
+    train_len = models[0][3]
+    lengths = lengths or [k * train_len for k in MULTIPLES]
+    out = {"task": models[0][2], "train_len": train_len, "overrides": overrides or {}, "samples": samples, "runs": {}}
+    for d, model, name, _ in models:
+        rows = score_lengths(model, name, lengths, samples)
+        run = {"encoding": model.pe.name, "rows": rows}
+        if name == "passkey":
+            run["grid"] = passkey_grid(model, lengths, depths, samples)
+            run["effective_window"] = effective_window(run["grid"])
+        out["runs"][d] = run
+        print(f"{d} ({model.pe.name}, {name}): " + ", ".join(
+            f"{r['length']}: {'n/a' if r['exact'] is None else format(r['exact'], '.0%')}" for r in rows)
+            + (f"; effective window {run['effective_window']}" if "grid" in run else ""), flush=True)
+    return out

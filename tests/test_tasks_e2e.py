@@ -1,11 +1,12 @@
-"""End to end: train.py on a task, then score_task.py and compare_tasks.py write their reports."""
+"""End to end: train.py on a task, then evaluate.py (a task checkpoint) and compare.py's task suite
+write their reports."""
 import json
 import os
 
 import pytest
 
-import compare_tasks
-import score_task
+import compare
+import evaluate
 import tasks
 from tasks.common import check_length
 from tasks.score import accuracy, load_task_model
@@ -30,7 +31,7 @@ def test_trained_copy_beats_chance_and_reports(copy_run, capsys):
     # chance: 1/16 per token, 16^-5 for the whole 5-symbol answer
     assert token > 0.5 and exact > 0.2, (exact, token)
     report = copy_run / "report"
-    score_task.main([str(copy_run), "--lengths=12,24", "--samples=20", f"--report_dir={report}"])
+    evaluate.main([str(copy_run), "--lengths=12,24", "--samples=20", f"--report_dir={report}"])
     for f in ("task_scores.md", "task_scores.csv", "task_scores.json", "task_scores.png"):
         assert (report / f).stat().st_size > 0
     got = json.loads((report / "task_scores.json").read_text())
@@ -38,32 +39,36 @@ def test_trained_copy_beats_chance_and_reports(copy_run, capsys):
     assert "| 12 | 24 |" in (report / "task_scores.md").read_text()
 
 
-def test_score_task_bad_input(copy_run, capsys):
-    err = one_line_error(score_task.main, [str(copy_run), "--lengths=3"], capsys)
+def test_score_task_bad_input(copy_run, tiny_run, tmp_path, capsys):
+    err = one_line_error(evaluate.main, [str(copy_run), "--lengths=3", f"--report_dir={tmp_path}"], capsys)
     assert "task copy needs a length >= 4" in err
-    err = one_line_error(score_task.main, [str(copy_run), "--windw=4"], capsys)
+    err = one_line_error(evaluate.main, [str(copy_run), "--pos_encoding=alibi"], capsys)
+    assert "--pos_encoding would change the trained model" in err
+    err = one_line_error(evaluate.main, [str(copy_run), str(tiny_run)], capsys)
+    assert "give task checkpoints (train.py --task=...) or dataset checkpoints, not both" in err
+    err = one_line_error(evaluate.main, [str(copy_run), "--windw=4"], capsys)
     assert "did you mean 'window'" in err
     with pytest.raises(ValueError):
         check_length("copy", 4, 2.5)
 
 
 def test_compare_tasks_reports_and_restarts(tmp_path, capsys):
-    args = ["configs/tasks/base.py", "--tasks=parity", "--encodings=none,alibi", "--seeds=1", "--jobs=2",
+    args = ["configs/tasks/base.py", "--suite=tasks", "--tasks=parity", "--encodings=none,alibi", "--seeds=1", "--jobs=2",
             "--samples=8", "--multiples=1,2", "--max_iters=4", "--eval_interval=2", "--eval_iters=1", "--n_layer=1",
             "--n_embd=16", "--n_head=2", "--block_size=8", "--batch_size=4", "--device=cpu",
             f"--out_root={tmp_path}"]
-    compare_tasks.main(args)
+    compare.main(args)
     report = (tmp_path / "report" / "report.md").read_text()
     assert "| encoding | MRR | parity |" in report and "| 8 | 16 |" in report
     for f in ("parity.png", "heatmap.png", "runs.csv"):
         assert (tmp_path / "report" / f).stat().st_size > 0
     log = tmp_path / "parity" / "alibi-s1337" / "run.out"
     first = log.read_text()
-    compare_tasks.main(args)                          # restart: nothing trained or scored again
+    compare.main(args)                          # restart: nothing trained or scored again
     assert log.read_text() == first
-    err = one_line_error(compare_tasks.main, [*args, "--n_layer=2"], capsys)
+    err = one_line_error(compare.main, [*args, "--n_layer=2"], capsys)
     assert "was trained with n_layer=1" in err
-    err = one_line_error(compare_tasks.main, [*args[:-1], "--tasks=passkey", f"--out_root={tmp_path / 'x'}"], capsys)
+    err = one_line_error(compare.main, [*args[:-1], "--tasks=passkey", f"--out_root={tmp_path / 'x'}"], capsys)
     assert "task passkey cannot fill block_size=8" in err
     assert not os.path.exists(tmp_path / "x")
 

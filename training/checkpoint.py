@@ -70,8 +70,8 @@ def path_in(out_dir):
 def load(out_dir, map_location="cpu"):
     path = path_in(out_dir)
     if not os.path.isfile(path):
-        raise CheckpointError(f"no checkpoint at {path}; train one first (python train.py configs/rope.py "
-                              f"--out_dir={out_dir}) or point --out_dir at a folder with ckpt.pt")
+        raise CheckpointError(f"no checkpoint at {path}; train one first ({train_hint(out_dir)}) or point "
+                              f"--out_dir at a folder with ckpt.pt")
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=False)
     except Exception as e:
@@ -81,6 +81,14 @@ def load(out_dir, map_location="cpu"):
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks {', '.join(missing)}: not written by this repo's train.py")
     return ckpt
+
+
+def train_hint(out_dir):
+    """The command that trains into out_dir: the config named like it (out-alibi: configs/alibi.py), else neutral."""
+    name = os.path.basename(os.path.normpath(out_dir)).removeprefix("out-")
+    config = f"configs/{name}.py" if os.path.isfile(os.path.join(ROOT, "configs", f"{name}.py")) else \
+        "configs/<encoding>.py"
+    return f"python train.py {config} --out_dir={out_dir}"
 
 
 def build_model(ckpt, overrides=None, device="cpu", strict=True):

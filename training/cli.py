@@ -10,25 +10,33 @@
   else float32; float16 and float32 may be asked for by name.
 - Bad input is one line `error: ...` on stderr and exit status 2 (`fail`).
 """
+import ast
 import difflib
+import inspect
+import io
+import os
+import re
 import sys
+import tokenize
 
 import torch
 
-from training.config import ConfigError, as_bool, parse_override
+from training.config import ConfigError, as_bool, check_device, parse_override
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 NAMES = {bool: "True or False", int: "an integer", float: "a number", str: "a string", list: "a list"}
 
 
 def fail(msg, code=2):
-    print(f"error: {msg}", file=sys.stderr)
+    """One line `error: msg` on stderr and exit `code`; under torchrun, rank 0 alone says it."""
+    if os.environ.get("RANK", "0") == "0":
+        print(f"error: {msg}", file=sys.stderr)
     sys.exit(code)
 
 
 def pick_device(requested):
     if requested != "auto":
-        return requested
+        return check_device(requested)
     if torch.cuda.is_available():
         return "cuda"
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
@@ -67,6 +75,16 @@ def as_list(value):
     return [value]
 
 
+def as_arg(key, value):
+    """--key=value that config.parse_override reads back as `value` (a bare word stays a string)."""
+    if isinstance(value, str):
+        try:
+            ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return f"--{key}={value}"
+    return f"--{key}={value!r}"
+
+
 def typed(key, value, default, raw=None, what="--"):
     """`value` (parsed; `raw`: its text on the command line) as the type of `default`."""
     want = type(default)
@@ -90,9 +108,10 @@ def parse(argv, options, other=None, positionals=False, doc=None):
     options: {key: default}, typed as above. A key not in options goes to other(key, value)
     -> value (which raises ConfigError for a key it does not know), or is refused with the
     closest option suggested. Arguments without `--` are collected in words when
-    positionals is true (folders, config files), refused otherwise. -h/--help prints doc."""
+    positionals is true (folders, config files), refused otherwise. -h/--help prints doc
+    (a string, or a function returning one) and exits 0."""
     if doc and {"-h", "--help"} & set(argv):
-        print(doc)
+        print(doc() if callable(doc) else doc)
         sys.exit(0)
     opts, others, words = dict(options), {}, []
     for arg in argv:
@@ -111,3 +130,55 @@ def parse(argv, options, other=None, positionals=False, doc=None):
             hint = f"did you mean --{close[0]}?" if close else f"valid: {', '.join('--' + k for k in options)}"
             raise ConfigError(f"unknown option --{key}; {hint}")
     return opts, others, words
+
+
+# ---- --help: every key with its default and the comment beside it in the source ----------
+def key_comments(obj):
+    """{key: the comment that ends its line} in the source of obj (a class, a module or a
+    function): dataclass fields (`name: type = value  # meaning`) and dict entries
+    (`"name": value,  # meaning`). The first line that names a key wins."""
+    try:
+        source = inspect.getsource(obj)
+    except (OSError, TypeError):
+        return {}
+    lines, out = source.splitlines(), {}
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return {}
+    for tok in tokens:
+        if tok.type == tokenize.COMMENT:
+            line = lines[tok.start[0] - 1]
+            m = re.match(r'\s*"?(\w+)"?\s*[:=]', line)
+            if m and line[:tok.start[1]].strip():
+                out.setdefault(m.group(1), tok.string.lstrip("# ").strip())
+    return out
+
+
+def help_lines(keys, sources):
+    """'  --key=default  meaning' for each {key: default}, the meaning read from sources' comments."""
+    said = {}
+    for obj in sources:
+        for k, v in key_comments(obj).items():
+            said.setdefault(k, v)
+    width = min(36, max((len(f"--{k}={d!r}") for k, d in keys.items()), default=0) + 2)
+    return [f"  {f'--{k}={d!r}':<{width}} {said.get(k, '')}".rstrip() for k, d in keys.items()]
+
+
+def help_text(doc, usage, options, sources, training=False, eval_keys=False):
+    """A CLI's --help: its docstring, usage, its options with defaults and meanings, and the
+    training keys (training=True) or the evaluation-time model keys (eval_keys=True), all
+    generated from the config's fields and the settings classes."""
+    from training import config
+    out = [doc.strip(), "", f"usage: {usage}"] + (["", "options:", *help_lines(options, sources)] if options else [])
+    if training or eval_keys:
+        fields, settings = config.key_defaults()
+        pick = (lambda k: k not in options) if training else (lambda k: k in config.EVAL_KEYS)
+        out += ["", "training keys (training/config.py, model.py's GPTConfig):" if training else
+                "evaluation-time model keys (anything else would change the trained model, and is refused):"]
+        out += help_lines({k: v for k, v in fields.items() if pick(k)}, config.key_sources())
+        out += ["", "encoding settings (positional/; each taken by the encodings or methods in brackets):"]
+        chosen = {k: v for k, v in settings.items() if pick(k)}
+        out += [f"{line} [{', '.join(owners)}]" for (_, owners), line in zip(
+            chosen.values(), help_lines({k: d for k, (d, _) in chosen.items()}, config.key_sources()))]
+    return "\n".join(out)

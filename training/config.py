@@ -16,6 +16,7 @@ import dataclasses
 import difflib
 import importlib.util
 import inspect
+import math
 import os
 import typing
 from dataclasses import dataclass
@@ -33,46 +34,46 @@ class ConfigError(ValueError):
 @dataclass
 class Config(GPTConfig):
     # I/O
-    out_dir: str = "out"
-    eval_interval: int = 250
-    log_interval: int = 10
-    eval_iters: int = 50
-    eval_only: bool = False
+    out_dir: str = "out"                   # the run's folder: ckpt.pt, log.jsonl
+    eval_interval: int = 250               # evaluate (and save) every this many iterations
+    log_interval: int = 10                 # print the training loss every this many iterations
+    eval_iters: int = 50                   # batches per split in each evaluation
+    eval_only: bool = False                # evaluate once and stop
     init_from: str = "scratch"             # 'scratch' or 'resume'
     overwrite: bool = False                # allow a scratch run to replace an existing out_dir/ckpt.pt
     on_nonfinite: str = "stop"             # a nan/inf loss: 'stop' (keep the last good checkpoint) or 'skip' the step
     # wandb
-    wandb_log: bool = False
-    wandb_project: str = "posgpt"
+    wandb_log: bool = False                # log to Weights & Biases (offline without an account)
+    wandb_project: str = "posgpt"          # wandb project
     wandb_run_name: str = ""               # default: the encoding's name
     wandb_group: str = ""                  # runs of one comparison share a group
     # data
-    dataset: str = "shakespeare_char"
+    dataset: str = "shakespeare_char"      # a folder of data/ with prepare.py
     data_dir: str = "data"                 # datasets live in data_dir/dataset/{train,val}.bin
     task: str = ""                         # a synthetic task of tasks/ instead of the dataset (e.g. copy)
-    gradient_accumulation_steps: int = 1
-    batch_size: int = 64
+    gradient_accumulation_steps: int = 1   # micro-batches per optimizer step
+    batch_size: int = 64                   # sequences per micro-batch
     # optimiser: AdamW, warmup then cosine decay
-    learning_rate: float = 1e-3
-    max_iters: int = 2000
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.99
+    learning_rate: float = 1e-3            # peak learning rate, after warmup
+    max_iters: int = 2000                  # optimizer steps; the schedule follows it unless set (see train.py)
+    weight_decay: float = 0.1              # AdamW weight decay (2-d weights only)
+    beta1: float = 0.9                     # AdamW beta1
+    beta2: float = 0.99                    # AdamW beta2
     grad_clip: float = 1.0                 # 0 disables clipping
-    decay_lr: bool = True
-    warmup_iters: int = 100
-    lr_decay_iters: int = 0                # 0: max_iters
-    min_lr: float = 1e-4
+    decay_lr: bool = True                  # False: a constant learning_rate
+    warmup_iters: int = 100                # linear warmup steps
+    lr_decay_iters: int = 0                # cosine decay to min_lr ends here; 0: max_iters
+    min_lr: float = 1e-4                   # learning rate at the end of the decay
     # system
     device: str = "auto"                   # auto: cuda, then mps, then cpu
     dtype: str = "auto"                    # auto: bfloat16 where supported on cuda, else float32
-    compile: bool = False
+    compile: bool = False                  # torch.compile the model
     backend: str = "auto"                  # DDP backend; auto: nccl on cuda, gloo on cpu
-    seed: int = 1337
+    seed: int = 1337                       # model initialisation and batches
     # positions sampled in training (position_sampling.py): "" contiguous, "randomized" (Ruoss et al.
     # 2023, an ordered subset of [0, max_position)), "pose" (Zhu et al. 2024, chunks with skips below max_position)
-    position_sampling: str = ""
-    pose_chunks: int = 2
+    position_sampling: str = ""            # "", "randomized" or "pose"
+    pose_chunks: int = 2                   # pose: chunks per sequence
 
     def validate(self):
         checks = [
@@ -95,6 +96,7 @@ class Config(GPTConfig):
         for ok, msg in checks:
             if not ok:
                 raise ConfigError(msg)
+        check_device(self.device)
         problem = position_sampling.check(self.position_sampling, self.block_size,
                                           self.max_position or self.block_size, self.pose_chunks)
         if problem:
@@ -110,6 +112,67 @@ FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 MODEL_FIELDS = {f.name for f in dataclasses.fields(GPTConfig)}
 SETTINGS = positional.setting_keys()        # flat setting key -> (type, encodings/methods that own it)
 _TYPES = typing.get_type_hints(Config)
+# Keys sample.py and evaluate.py accept on a checkpoint: they change how the trained model is
+# run, not the model (every other model key, e.g. pos_encoding or n_layer, is refused there):
+# RoPE extension methods and their settings, windows and sinks, log-n scaling.
+EVAL_KEYS = {"rope_scaling", "window", "sinks", "logn_scaling", "layer_windows"} | {
+    k for k, (_, owners) in SETTINGS.items() if all(o.startswith("rope_scaling=") for o in owners)}
+SCHEDULE = ("lr_decay_iters", "warmup_iters")   # move with max_iters unless set with or after it
+
+
+def check_device(device):
+    """device, if this machine has it; else a one-line ConfigError naming the fix."""
+    import torch
+    if device == "auto":
+        return device
+    try:
+        kind = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ConfigError(f"unknown device {device!r}; use auto, cpu, cuda, cuda:N or mps") from None
+    mps = getattr(torch.backends, "mps", None)
+    have = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": mps is not None and mps.is_available()}
+    if not have.get(kind.type, True):
+        raise ConfigError(f"--device={device}: this machine has no {kind.type.upper()} device that torch can use; "
+                          f"use --device=cpu (or --device=auto: the best one here)")
+    if kind.type == "cuda" and kind.index is not None and kind.index >= torch.cuda.device_count():
+        raise ConfigError(f"--device={device}: this machine has {torch.cuda.device_count()} CUDA device(s); "
+                          f"use cuda:0..cuda:{torch.cuda.device_count() - 1}")
+    return device
+
+
+def eval_key(key, value, options=()):
+    """A model key given to sample.py or evaluate.py on a checkpoint: only an evaluation-time
+    key (EVAL_KEYS), typed; a key that would change the trained model is refused in one line."""
+    close = difflib.get_close_matches(key, options, n=1, cutoff=0.8)
+    if not is_key(key) and close:
+        raise ConfigError(f"unknown option --{key}; did you mean --{close[0]}?")
+    if is_key(key) and key not in EVAL_KEYS:
+        raise ConfigError(f"--{key} would change the trained model (the checkpoint's is used as trained); only "
+                          f"evaluation-time keys apply here: rope_scaling and its settings, window, sinks, "
+                          f"logn_scaling, layer_windows (--help lists them)")
+    return coerce(key, value)
+
+
+def _settings_classes():
+    """Every settings class of every (encoding, rope_scaling) choice."""
+    out = []
+    for enc in positional.REGISTRY:
+        for method in ("", *positional.SCALINGS):
+            if positional.scaling_problem(enc, method) is None:
+                out += [c for c in positional.settings_classes(enc, method)[1] if c not in out]
+    return out
+
+
+def key_defaults():
+    """({Config field: default}, {encoding setting: (default, [owners])}), for --help."""
+    fields = {f.name: f.default for f in dataclasses.fields(Config) if f.default is not dataclasses.MISSING}
+    defaults = {f.name: f.default for c in _settings_classes() for f in dataclasses.fields(c)}
+    return fields, {k: (defaults.get(k), owners) for k, (_, owners) in SETTINGS.items()}
+
+
+def key_sources():
+    """The classes whose source comments say what each key means (cli.help_text), subclasses first."""
+    return list(dict.fromkeys(k for c in [Config, *_settings_classes()] for k in c.__mro__ if k is not object))
 
 
 def is_key(key):
@@ -184,15 +247,53 @@ def parse_override(arg):
     return key, value
 
 
-def load_config(argv, cls=Config) -> Config:
-    """argv: [config_file.py] [--key=value ...], in any order (files first apply first)."""
-    values = {}
-    for arg in argv:
+def gather(argv, own=()):
+    """argv: config files and --key=value, in any order (files and overrides apply in order)
+    -> ({key: (value, raw)}, note). raw: the override's text (None from a file). Keys in `own`
+    (a CLI's own keys) are kept as given; every other key is checked (config.coerce).
+    A max_iters set later than the schedule keys moves them (follow_schedule); note says so."""
+    values, where, before = {}, {}, {}
+    for i, arg in enumerate(argv):
         is_override = arg.startswith("--") or ("=" in arg and not arg.endswith(".py"))
         items = [parse_override(arg)] if is_override else load_file(arg).items()
         for key, value in items:
-            values[key] = coerce(key, value)
-    fields, settings = split_settings(values)
+            source = math.inf if is_override else i      # the command line is one source, the last
+            if key in values and where[key] != source:
+                before[key] = values[key][0]
+            values[key] = (value if key in own else coerce(key, value), arg.split("=", 1)[1] if is_override else None)
+            where[key] = source
+    return values, follow_schedule(values, where, before)
+
+
+def follow_schedule(values, where, before):
+    """A shortened (or lengthened) run keeps the shape of its learning-rate schedule: when
+    max_iters is set by a later source than lr_decay_iters / warmup_iters (the command line
+    after a config file, a later file, or over the defaults), each is scaled by new / old
+    max_iters (lr_decay_iters = max_iters stays = max_iters). Set with max_iters or after it,
+    a key is kept. Returns the line that says what moved, or None."""
+    if "max_iters" not in values:
+        return None
+    new, old = values["max_iters"][0], before.get("max_iters", FIELDS["max_iters"].default)
+    moved = []
+    for key in SCHEDULE:
+        if where.get(key, -1) >= where["max_iters"] or not old or new == old:
+            continue
+        have = values[key][0] if key in values else FIELDS[key].default
+        want = round(have * new / old)
+        if want != have:
+            values[key] = (want, None)
+            moved.append(f"{key} {have} -> {want}")
+    return (f"schedule: max_iters {old} -> {new}, so {', '.join(moved)} (the same shape; set them on the command "
+            f"line to keep others)") if moved else None
+
+
+def load_config(argv, cls=Config, say=None) -> Config:
+    """argv: [config_file.py] [--key=value ...], in any order (files first apply first).
+    say(line) is told when the schedule follows max_iters (gather)."""
+    values, note = gather(argv)
+    if note and say:
+        say(note)
+    fields, settings = split_settings({k: v for k, (v, _) in values.items()})
     cfg = cls(**fields)
     cfg.pos_settings = resolve_settings(cfg.pos_encoding, cfg.rope_scaling, settings, layer_encodings=cfg.layer_encodings)
     return cfg.validate()

@@ -1,7 +1,7 @@
 # The shared recipe of configs/tasks/<task>.py: a small GPT trained on one synthetic task
 # (tasks/) at lengths up to block_size, then scored from 1x to 16x that length:
 #   python train.py configs/tasks/copy.py --pos_encoding=alibi --out_dir=out-task-copy-alibi
-#   python score_task.py out-task-copy-alibi
+#   python evaluate.py out-task-copy-alibi
 # Loss and scores count the answer tokens only. The keys of config.py all apply.
 block_size = 32               # the training length L: sequences of MIN_LENGTH..L tokens, uniform
 batch_size = 32

@@ -1,7 +1,9 @@
 # The full task comparison: every task x 6 encodings x 3 seeds, scored from 1x to 16x the
 # training length with 200 samples per point (README: Tasks, for its measured time):
-#   python compare_tasks.py configs/tasks/compare.py
+#   python compare.py configs/tasks/compare.py
 from configs.tasks.base import *  # noqa: F401,F403
+
+suite = "tasks"               # compare.py's task suite: accuracy against length
 
 tasks = ["copy", "reverse", "duplicate", "parity", "addition", "passkey", "mqar"]
 encodings = ["none", "learned", "sinusoidal", "t5", "rope", "alibi"]

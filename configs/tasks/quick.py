@@ -1,7 +1,9 @@
 # The quick subset of the task comparison (README: Tasks), sized for a 2-core CPU:
-#   python compare_tasks.py configs/tasks/quick.py
+#   python compare.py configs/tasks/quick.py
 # 2 tasks x 4 encodings x 3 seeds = 24 runs of the base recipe (800 iterations), scored at 1-8x with 100 samples.
 from configs.tasks.base import *  # noqa: F401,F403
+
+suite = "tasks"               # compare.py's task suite: accuracy against length
 
 tasks = ["copy", "passkey"]
 encodings = ["none", "sinusoidal", "rope", "alibi"]
