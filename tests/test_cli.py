@@ -20,8 +20,9 @@ import decode
 import evaluate
 from measure import plots
 import sample
+from training import config
 from training.config import load_config
-from tests.conftest import ROOT, TINY_ARGS, tiny_gpt
+from tests.conftest import ROOT, TINY_ARGS, run_py, tiny_gpt
 from tests.inproc import copy_run, one_line_error, snapshot
 
 CLIS = ("train", "sample", "evaluate", "compare", "bench", "plots")
@@ -222,3 +223,76 @@ def test_positional_imports_nothing_of_the_application():
     ours = {os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(ROOT, "*.py"))} | {"data"}
     for path in glob.glob(os.path.join(ROOT, "positional", "**", "*.py"), recursive=True):
         assert not imports_of(path) & ours, path
+
+
+# ---- --help everywhere, generated from the source ----------------------------------------------
+@pytest.mark.parametrize("script, says", [
+    (["train.py"], ["--max_iters=2000", "optimizer steps", "--pos_encoding='rope'", "a key of positional.REGISTRY",
+                    "--rope_base=10000.0", "theta_j = base^(-2j/d) [rope"]),
+    (["sample.py"], ["--max_new_tokens=500", "tokens generated per sample", "--window=0", "--rope_factor=1.0"]),
+    (["evaluate.py"], ["--tokens_per_point=8192", "tokens scored per (checkpoint", "--samples=200", "--sinks=0"]),
+    (["compare.py"], ["--suite='lm'", "\"tasks\": accuracy on tasks/", "--finetune_iters=0", "--n_layer=6"]),
+    (["bench.py"], ["--rounds=7", "rounds alternating between encodings"]),
+    (["-m", "measure.plots"], ["--head_dim=128", "d of the untrained encodings"]),
+])
+def test_every_cli_prints_its_keys_with_defaults_and_meanings(script, says):
+    r = run_py(*script, "--help")
+    assert r.returncode == 0 and all(s in r.stdout for s in says), r.stdout[-3000:]
+
+
+def test_help_lists_only_evaluation_time_keys_where_the_model_is_the_checkpoints():
+    text = run_py("sample.py", "--help").stdout
+    keys = set(re.findall(r"^  --(\w+)=", text.split("evaluation-time model keys")[1], re.M))
+    assert keys == config.EVAL_KEYS and "pos_encoding" not in keys and "n_layer" not in keys
+
+
+def test_train_without_arguments_prints_the_usage_and_trains_nothing(tmp_path):
+    r = run_py("train.py", check=False)
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.startswith("usage: python train.py [CONFIG_FILE]")
+    configs = r.stderr.split("configs: ")[1].split()
+    assert "configs/rope.py" in configs and "configs/tasks/copy.py" in configs
+    assert "configs/compare.py" not in configs and "configs/tasks/quick.py" not in configs   # compare.py's
+
+
+# ---- a checkpoint's model is the checkpoint's -----------------------------------------------------
+@pytest.mark.parametrize("key", ["--pos_encoding=alibi", "--n_layer=2", "--rope_base=500.0", "--qk_norm=True"])
+def test_keys_that_change_the_trained_model_are_refused_on_a_checkpoint(key, tiny_run, capsys):
+    for main, argv in ((sample.main, [f"--out_dir={tiny_run}"]), (evaluate.main, [str(tiny_run)])):
+        err = one_line_error(main, [*argv, key], capsys)
+        assert f"{key.split('=')[0]} would change the trained model" in err
+
+
+def test_evaluation_time_keys_are_accepted(tiny_run, capsys):
+    out = generated(tiny_run, capsys, "--window=8", "--sinks=2", "--logn_scaling=True").out
+    assert out.startswith("All:")
+
+
+# ---- devices this machine does not have -------------------------------------------------------------
+@pytest.mark.parametrize("device, says", [("cuda", "this machine has no CUDA device"),
+                                          ("gpu", "unknown device 'gpu'; use auto, cpu, cuda, cuda:N or mps")])
+def test_a_missing_device_is_one_line_naming_the_fix(device, says, tiny_run, tiny_data, tmp_path, capsys,
+                                                     monkeypatch):
+    import train
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cases = [(train.main, [*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={tmp_path / 'new'}"]),
+             (sample.main, [f"--out_dir={tiny_run}"]), (evaluate.main, [str(tiny_run), f"--report_dir={tmp_path}"])]
+    for main, argv in cases:
+        err = one_line_error(main, [*argv, f"--device={device}"], capsys)
+        assert says in err and ("--device=cpu" in err if device == "cuda" else True), err
+    assert not os.path.exists(tmp_path / "new")
+
+
+def test_bench_variants_read_booleans_like_every_command_line(capsys):
+    assert bench.variant_configs("rope:qk_norm=true&window=4")["rope:qk_norm=true&window=4"] == \
+        ("rope", {"qk_norm": True, "window": 4})
+    assert bench.variant_configs("rope:layer_windows=32,0")["rope:layer_windows=32,0"][1] == {"layer_windows": "32,0"}
+    err = one_line_error(bench.main, ["--variants=rope:qk_norm=ture"], capsys)
+    assert "--variants entry 'rope:qk_norm=ture'" in err and "wants True or False" in err
+
+
+def test_a_missing_checkpoint_suggests_the_config_of_its_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    err = one_line_error(evaluate.main, ["out-alibi"], capsys)
+    assert "python train.py configs/alibi.py --out_dir=out-alibi" in err
+    err = one_line_error(sample.main, ["--out_dir=out-mine"], capsys)
+    assert "python train.py configs/<encoding>.py --out_dir=out-mine" in err

@@ -199,3 +199,35 @@ def test_variants_train_with_their_keys_and_share_the_out_root(tiny_data, tmp_pa
     assert labels == ["rope", "rope+yarn", "rope_qk", "alibi_w8"]   # yarn only where scaled_encodings says
     bad = run_py(*args(tiny_data, out, "--only=rope_qk"), env=env, check=False)
     assert bad.returncode == 2 and "unknown encoding 'rope_qk'" in bad.stderr and bad.stderr.count("\n") == 1
+
+
+def test_the_readmes_quick_comparison_runs(tiny_data, tmp_path):
+    """`python compare.py configs/compare.py --only=rope,alibi --seeds=1 --finetune_iters=0`, at tiny size:
+    the config's context labels of fine-tunes are left out (no fine-tuning), the others measured."""
+    tiny = ["--dataset=tiny", f"--data_dir={tiny_data}", "--n_layer=1", "--n_head=2", "--n_embd=16", "--block_size=16",
+            "--batch_size=2", "--max_iters=2", "--eval_interval=2", "--eval_iters=1", "--eval_lengths=[16,32]",
+            "--eval_tokens=32", "--context_tokens=32", "--context_sequences=1", "--plots=False", "--jobs=1",
+            f"--out_root={tmp_path}", "--device=cpu"]
+    r = run_py("compare.py", "configs/compare.py", "--only=rope,alibi", "--seeds=1", "--finetune_iters=0", *tiny,
+               env={"OMP_NUM_THREADS": "1"})
+    assert "compare: report in" in r.stdout
+    with open(tmp_path / "report" / "context_gain.csv") as f:
+        labels = list(dict.fromkeys(row["label"] for row in csv.DictReader(f)))
+    assert labels == ["rope", "rope+ntk", "rope+yarn", "rope+leaky_rerope", "alibi"]
+
+
+def test_context_labels_follow_what_the_call_makes():
+    base = ["configs/compare.py", "--only=rope,alibi"]
+    assert compare.parse([*base, "--context_use=False"])[0]["context_labels"] == []
+    assert compare.parse([*base, "--finetune_iters=0"])[0]["context_labels"] == ["rope+ntk", "rope+yarn",
+                                                                                 "rope+leaky_rerope"]
+    assert compare.parse([*base, "--only=alibi"])[0]["context_labels"] == []
+    with pytest.raises(ValueError, match=r"'rope\+yarm' is not a label of this comparison"):
+        compare.parse([*base, "--context_labels=['rope+yarm']"])
+
+
+def test_the_task_suite_is_chosen_by_the_config():
+    settings, _, cfg = compare.parse(["configs/tasks/quick.py"])
+    assert settings["suite"] == "tasks" and settings["out_root"] == "out-tasks-quick"
+    assert settings["lengths"] == [m * cfg.block_size for m in (1, 2, 4, 8)]
+    assert compare.parse(["configs/compare.py"])[0]["suite"] == "lm"

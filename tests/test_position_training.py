@@ -71,3 +71,12 @@ def test_pose_run_resumes_bitwise_and_records_the_sampling(tiny_data, tmp_path, 
     assert losses == straight                                                  # exact, step by step
     got = checkpoint.load(tmp_path / "b")
     assert all(torch.equal(got["model"][k], v) for k, v in want["model"].items())
+
+
+def test_a_task_trains_with_sampled_positions(tmp_path):
+    """Task batches hold block_size - 1 inputs: the sampled positions are drawn for what the batch holds."""
+    argv = ["configs/tasks/copy.py", "--block_size=12", "--n_layer=1", "--n_head=2", "--n_embd=16", "--batch_size=4",
+            "--max_iters=3", "--eval_interval=3", "--eval_iters=1", "--device=cpu", f"--out_dir={tmp_path}"]
+    for sampling in ("randomized", "pose"):
+        assert run_train([*argv, f"--position_sampling={sampling}", "--max_position=48", "--overwrite=True"]) == 0
+        assert checkpoint.load(tmp_path)["config"]["position_sampling"] == sampling

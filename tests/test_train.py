@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from tests.conftest import TINY_ARGS, run_py
+from tests.conftest import ROOT, TINY_ARGS, run_py
 from tests.wandb_reader import history
 
 
@@ -56,3 +56,32 @@ def test_sample_streams_past_block_size(tiny_data, tmp_path):
         assert len(samples) == 3 and all(s.strip().startswith("All:") for s in samples[:2])
         assert all(len(s.strip()) >= 60 for s in samples[:2])  # 16-token block, 64 tokens of text
         assert ("sliding" in r.stderr or "positions" in r.stderr) == (enc == "learned")
+
+
+def test_torchrun_into_an_existing_out_dir_is_one_line_from_rank_0(tiny_run, tiny_data, tmp_path):
+    """The refusal comes before the process group exists: rank 0 says it, every rank exits 2,
+    and no rank prints a traceback (the launcher's summary of the exit codes is its own)."""
+    import shutil
+    out = shutil.copytree(tiny_run, tmp_path / "run")
+    r = run_py("-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py", *TINY_ARGS,
+               f"--data_dir={tiny_data}", f"--out_dir={out}", env={"OMP_NUM_THREADS": "1"}, check=False)
+    assert r.returncode != 0 and r.stderr.count("error: ") == 1, r.stderr
+    assert "already exists and a scratch run would overwrite it" in r.stderr
+    assert 'File "' + os.path.join(ROOT, "train.py") not in r.stderr     # no rank's traceback
+
+
+def test_a_shortened_run_moves_its_schedule_and_says_so(tiny_data, tmp_path):
+    from training.config import load_config
+    said = []
+    cfg = load_config(["configs/rope.py", "--max_iters=300"], say=said.append)   # the file: 3000, 3000, 100
+    assert (cfg.lr_decay_iters, cfg.warmup_iters) == (300, 10)
+    assert said == ["schedule: max_iters 3000 -> 300, so lr_decay_iters 3000 -> 300, warmup_iters 100 -> 10 "
+                    "(the same shape; set them on the command line to keep others)"]
+    cfg = load_config(["configs/rope.py", "--max_iters=300", "--lr_decay_iters=3000"], say=said.append)
+    assert (cfg.lr_decay_iters, cfg.warmup_iters) == (3000, 10)          # set by the user: kept
+    cfg = load_config(["configs/rope.py"], say=said.append)
+    assert (cfg.lr_decay_iters, cfg.warmup_iters) == (3000, 100) and len(said) == 2
+    assert load_config(["--max_iters=400"]).warmup_iters == 20            # over the defaults (2000, 100)
+    r = run_py("train.py", "configs/rope.py", *TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}")
+    assert "schedule: max_iters 3000 -> 30, so lr_decay_iters 3000 -> 30" in r.stdout
+    assert torch.load(tmp_path / "ckpt.pt", weights_only=False)["config"]["lr_decay_iters"] == 30
