@@ -10,8 +10,7 @@ Sections (--sections=peak,train,gen,eval,decode; all but decode by default):
   peak   the machine's float32 matrix-multiply peak, measured here (and again every training
          round; the best is kept), so that MFU means something on a CPU too
   train  one training step (forward, backward, AdamW step) per encoding, all in this
-         process, alternating between encodings over --rounds rounds (and per --variants
-         entry: "rope:qk_norm=True;rope:layer_encodings=rope,none", model options on an encoding); the median, tokens/s,
+         process, alternating between encodings over --rounds rounds (and --variants); the median, tokens/s,
          the ratio to `none`, achieved FLOP/s and the fraction of the measured peak; also the
          best round, the least disturbed by other processes on a shared machine, and the
          median CPU time of this process per step (with --threads=1 it does not count the
@@ -25,9 +24,7 @@ Sections (--sections=peak,train,gen,eval,decode; all but decode by default):
          step (decode.py), compiled; nanoGPT's generate side by side when --nanogpt names a
          nanoGPT checkout (its model.py is imported from there, never copied here); in this
          process, for each --decode_threads thread count; and where a step's time goes
-         (bench_decode.py). --decode_window=W: every model attends to the last W tokens (a
-         ring cache), as sample.py does by default past the block (W = block_size) for the
-         encodings that do not extrapolate; nanoGPT's crop sees the same last block tokens
+         (bench_decode.py); with --decode_window every model attends to the last W tokens
 
 Memory on CPU is the growth of the process's peak resident set (VmHWM, reset through
 /proc/self/clear_refs) over the resident set just before the pass, after malloc_trim has

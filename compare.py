@@ -1,35 +1,27 @@
 """Train every positional encoding on the same recipe, measure each past its training length,
-and write one report folder. Two suites, chosen by the config's `suite` key:
+and write one report folder. The config's `suite` picks what is measured:
 
-    python compare.py configs/compare.py                          # language model: perplexity
+    python compare.py configs/compare.py                          # "lm": perplexity against length
     python compare.py configs/compare.py --only=rope,alibi --seeds=1 --finetune_iters=0
-    python compare.py configs/compare.py --max_iters=200 --out_root=out-quick   # any training key
-    python compare.py configs/tasks/quick.py                      # tasks (suite = "tasks"): accuracy
-    python compare.py configs/tasks/quick.py --tasks=copy --encodings=none,alibi --seeds=1 --jobs=1
+    python compare.py configs/tasks/quick.py                      # "tasks": accuracy against length
+    python compare.py configs/tasks/quick.py --tasks=copy --encodings=none,alibi --jobs=1
 
-Each run is `train.py` in a subprocess (this interpreter) with the shared training keys and
-its own --pos_encoding (and --task), --seed and --out_dir; `jobs` runs go side by side,
-each with `threads` threads. Restartable: a run whose checkpoint reached max_iters is not
-trained again (an earlier one resumes, --init_from=resume), a run trained on another recipe
-is refused before anything starts, and measurements are cached in the run's folder.
+Each run is train.py in a subprocess with the shared training keys (any key of train.py
+--help) and its own --pos_encoding (--task), --seed and --out_dir=<out_root>[/<task>]/<enc>-s<seed>;
+`jobs` runs side by side. Restartable: a finished run is not trained again, a shorter one
+resumes, one of another recipe is refused before anything starts, and measurements are
+cached in the run's folder (results.json, context.json, scores.json).
 
-suite "lm": evaluation.evaluate_checkpoint scores each run at every eval length (and, for
-the encodings that take them, with each RoPE extension method of rope_scalings), cached in
-<run>/results.json; compare_report.py writes report.md, runs.csv, eval.csv and PNGs.
-The papers' fine-tuning protocol (--finetune_iters=N, 0: off; --finetune_factor=s, 0: the
-rope_factor): each encoding that takes RoPE scaling is fine-tuned, from a copy of its
-checkpoint in <run>-ft-<method>, for N more iterations at length s L with each frequency
-method of rope_scalings (PI: Chen et al. 2023; YaRN: Peng et al. 2023) and, as PI's
-control, with none ("direct"), at a constant learning rate of min_lr and the same tokens
-per iteration (batch_size / s); reported as "<enc>+<method> ft". Context use
-(--context_use=True): context_use.measure for each run and each label of context_labels
-("rope+yarn", "rope+yarn ft"; a label of a run or fine-tune this call does not make is
-skipped), cached in <run>/context.json.
-
-suite "tasks": each (task, encoding, seed) in <out_root>/<task>/<encoding>-s<seed>, scored
-from 1x to 16x (multiples) its training length by tasks/score.py (as evaluate.py scores a
-task checkpoint), cached in <run>/task_scores.json; tasks/report.py writes the report
-(tables, plots, heatmap, MRR ranking, wall time).
+lm: evaluation.evaluate_checkpoint at every eval length, also with each RoPE extension
+method of rope_scalings; with --finetune_iters=N the papers' protocol (PI: Chen et al. 2023;
+YaRN: Peng et al. 2023): each encoding that takes scaling is fine-tuned from a copy of its
+checkpoint (<run>-ft-<method>) for N iterations at finetune_factor x L, with each frequency
+method and without ("direct", PI's control), at learning rate min_lr and the same tokens per
+iteration, reported as "<enc>+<method> ft"; --context_use=True adds context_use.measure of
+each run and of context_labels (a label of a run this call does not make is skipped).
+compare_report.py writes report.md, runs.csv, eval.csv and the PNGs.
+tasks: tasks/score.py (as evaluate.py scores a task checkpoint) at `multiples` x L; tasks/report.py
+writes the tables, plots, heatmap, MRR ranking and wall time.
 """
 import json
 import os
@@ -78,10 +70,11 @@ DEFAULTS = {   # compare.py's own keys; every other key is a training key (train
 }
 SUITES = {"lm": "out-compare", "tasks": "out-tasks"}
 PER_RUN = ("task", "pos_encoding", "seed", "out_dir", "init_from", "wandb_run_name")   # set for each run
-# training keys a finished run may differ in and still count (they do not change what is trained)
-NOT_COMPARED = {"max_iters", "lr_decay_iters", "eval_interval", "log_interval", "eval_iters", "device", "dtype",
-                "compile", "backend", "data_dir", "wandb_log", "wandb_project", "wandb_group", "eval_only",
-                "overwrite"}
+# training keys a finished run may differ in and still count (the schedule follows max_iters; the rest
+# does not change what is trained)
+NOT_COMPARED = {"max_iters", "lr_decay_iters", "warmup_iters", "eval_interval", "log_interval", "eval_iters",
+                "device", "dtype", "compile", "backend", "data_dir", "wandb_log", "wandb_project", "wandb_group",
+                "eval_only", "overwrite"}
 USAGE = "python compare.py CONFIG_FILE [--key=value ...]   (config files and keys apply in order)"
 
 

@@ -142,7 +142,9 @@ def test_sample_rebuilds_from_the_checkpoint_alone(tiny_run, capsys):
     out = capsys.readouterr().out
     assert out.startswith("All:") and len(out.split("---------------")[0]) >= 24
     err = sample_error([f"--out_dir={tiny_run}", "--n_layer=3"], capsys)
-    assert "the checkpoint's weights do not fit the model with {'n_layer': 3}" in err
+    assert "--n_layer would change the trained model" in err       # refused before any weight is read
+    with pytest.raises(ValueError, match=r"the checkpoint's weights do not fit the model with \{'n_layer': 3\}"):
+        checkpoint.build_model(checkpoint.load(tiny_run), {"n_layer": 3})   # the library's own check stays
 
 
 def test_a_full_disk_stops_the_run_and_keeps_the_last_checkpoint(tiny_data, tmp_path, monkeypatch, capsys):

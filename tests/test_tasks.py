@@ -169,7 +169,8 @@ def test_task_run_resumes_exactly_and_records_its_task(tmp_path):
     from training import checkpoint
     from tests.inproc import run_train
     args = ["configs/tasks/mqar.py", "--block_size=16", "--n_layer=1", "--n_head=2", "--n_embd=16", "--batch_size=4",
-            "--eval_interval=3", "--eval_iters=1", "--warmup_iters=1", "--device=cpu"]
+            "--eval_interval=3", "--eval_iters=1", "--warmup_iters=1", "--lr_decay_iters=6", "--device=cpu"]
+    # lr_decay_iters set: b's first 3 iterations are the start of a's 6, not a shortened run of their own
     assert run_train([*args, "--max_iters=6", f"--out_dir={tmp_path / 'a'}"]) == 0
     assert run_train([*args, "--max_iters=3", f"--out_dir={tmp_path / 'b'}"]) == 0
     assert run_train([*args, "--max_iters=6", f"--out_dir={tmp_path / 'b'}", "--init_from=resume"]) == 0

@@ -13,11 +13,9 @@
 import ast
 import difflib
 import inspect
-import io
 import os
 import re
 import sys
-import tokenize
 
 import torch
 
@@ -138,21 +136,11 @@ def key_comments(obj):
     function): dataclass fields (`name: type = value  # meaning`) and dict entries
     (`"name": value,  # meaning`). The first line that names a key wins."""
     try:
-        source = inspect.getsource(obj)
+        lines = inspect.getsource(obj).splitlines()
     except (OSError, TypeError):
         return {}
-    lines, out = source.splitlines(), {}
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
-    except (tokenize.TokenError, SyntaxError):
-        return {}
-    for tok in tokens:
-        if tok.type == tokenize.COMMENT:
-            line = lines[tok.start[0] - 1]
-            m = re.match(r'\s*"?(\w+)"?\s*[:=]', line)
-            if m and line[:tok.start[1]].strip():
-                out.setdefault(m.group(1), tok.string.lstrip("# ").strip())
-    return out
+    found = [re.match(r'\s*"?(\w+)"?\s*[:=][^#]*\s#\s*(.*)$', line) for line in lines]
+    return dict(reversed([m.groups() for m in found if m]))
 
 
 def help_lines(keys, sources):
