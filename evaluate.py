@@ -32,7 +32,7 @@ from training import checkpoint
 from training import cpu_threads
 import positional
 from training.cli import autocast, fail, help_text, parse, pick_device, pick_dtype
-from training.config import ConfigError, eval_key, model_config
+from training.config import ConfigError, coerce, eval_key, model_config
 from measure.evaluation import (MULTIPLES, TOKENS_PER_POINT, check_overrides, evaluate_checkpoint, fmt_num, log_wandb,
                                 method_label, report_paths, scored_note, table_lines, validation_tokens, write_report)
 from tasks import report as task_report, score as task_score

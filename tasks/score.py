@@ -64,7 +64,7 @@ def greedy(model, ids, mask):
 
 
 def fits(model, length):
-    limit = model.pe.max_positions
+    limit = model.max_positions   # the model's: the least of its encodings' (a per-layer schedule has several)
     return limit is None or length - 1 <= limit
 
 

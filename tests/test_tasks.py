@@ -8,7 +8,7 @@ from model import GPT, GPTConfig
 from tasks.common import PAD, QRY, SEP, SYM
 from tasks.data import TaskData
 from tasks.report import mrr
-from tasks.score import accuracy, effective_window, examples, greedy
+from tasks.score import accuracy, effective_window, examples, fits, greedy
 from tests.inproc import train_error
 
 NAMES = list(tasks.REGISTRY)
@@ -114,7 +114,7 @@ class Oracle(torch.nn.Module):
         super().__init__()
         self.task, self.w, self.wrong = task, torch.nn.Parameter(torch.zeros(1)), wrong
         self.answer_at = [i for i, m in enumerate(task.generate(0, length).mask) if m]
-        self.pe = type("PE", (), {"max_positions": None})()
+        self.max_positions = None                                     # no position limit, as GPT.max_positions
 
     def setup_cache(self, batch, max_len):
         self.fed = [[] for _ in range(batch)]
@@ -184,3 +184,13 @@ def test_position_table_past_its_end_is_not_scored():
                           pos_encoding="learned")).eval()
     assert accuracy(model, tasks.copy, 17, samples=2)[0] is not None   # reads 16 tokens: fits the table
     assert accuracy(model, tasks.copy, 18, samples=2) == (None, None)
+
+
+def test_the_position_limit_is_the_models_not_the_main_encodings():
+    """pos_encoding=rope with an xpos layer: the model's limit is xpos's, though rope (the main encoding) has none."""
+    model = GPT(GPTConfig(block_size=16, vocab_size=tasks.copy.VOCAB_SIZE, n_layer=2, n_head=2, n_embd=16,
+                          pos_encoding="rope", layer_encodings="rope,xpos")).eval()
+    limit = model.max_positions
+    assert model.pe.max_positions is None and limit is not None
+    assert not fits(model, limit + 2) and fits(model, limit + 1)      # reads length - 1 tokens
+    assert accuracy(model, tasks.copy, 17, samples=2)[0] is not None
