@@ -449,6 +449,10 @@ def main(argv):
     if {"-h", "--help"} & set(argv):
         print(help_text(__doc__, USAGE, DEFAULTS, [sys.modules[__name__]], training=True))
         return
+    if not argv:   # as train.py: the defaults alone are hours of training; name a config to mean it
+        print(f"usage: {USAGE}   (--help: every key)\nconfigs: configs/compare.py configs/tasks/quick.py "
+              f"configs/tasks/compare.py", file=sys.stderr)
+        sys.exit(2)
     try:
         settings, train_keys, cfg = parse(argv)
         runs = plan(settings, train_keys)
