@@ -176,8 +176,9 @@ def tiny_keys(argv, data_dir, tmp):
     script, rest = argv[0], argv[1:]
     if "--help" in rest:
         return []
-    if script == "train.py":
-        return train
+    if script == "train.py":   # the config's out_dir, unless the command names one, moves under tmp too
+        named = re.search(r'^out_dir = "(.+)"', read(rest[0]), re.M) if rest and rest[0].endswith(".py") else None
+        return train + ([f"--out_dir={tmp}/{named[1]}"] if named and not any("--out_dir=" in a for a in rest) else [])
     if script == "sample.py":
         return ["--max_new_tokens=8", "--device=cpu"]
     if script == "evaluate.py":
