@@ -161,6 +161,17 @@ def test_encodings_example_is_the_one_test_settings_trains():
     assert len(shown) == 1 and code_shape(shown[0]) == code_shape(README_EXAMPLE)
 
 
+def test_docs_python_snippets_without_a_file_name_run():
+    """The ```python blocks of docs/ that are not a file to write (no `# path.py` first line) run as shown."""
+    ran = 0
+    for page in PAGES:
+        for block in re.findall(r"```python\n(.*?)```", read(page), re.S):
+            if not re.match(r"# [\w/]+\.py\n", block) and "import *" not in block:
+                exec(compile(block, page, "exec"), {})
+                ran += 1
+    assert ran >= 1
+
+
 # ---------------------------------------------------------------- the commands
 
 # README lines starting with `python ` that this test does not run, and why
