@@ -84,6 +84,9 @@ def train_step_table(*bench_jsons):
     for enc in runs[0]["train"]:
         cells = [f"{r['train'][enc]['ms']:.1f} | {r['train'][enc]['ratio_to_none']:.2f}" for r in runs]
         lines.append(f"| {enc} | " + " | ".join(cells) + " |")
+    a, m = runs[0]["args"], runs[0]["machine"]
+    lines.append(f"\ntorch {m['torch']}, {m['cpus']} CPUs, {a['threads']} thread(s), {a['n_layer']} layers x "
+                 f"{a['n_head']} heads x {a['n_embd']}, median of {a['rounds']} rounds x {a['steps']} step(s).")
     return "\n".join(lines) + "\n"
 
 
