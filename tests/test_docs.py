@@ -177,7 +177,8 @@ def test_docs_python_snippets_without_a_file_name_run():
 
 # ---------------------------------------------------------------- the commands
 
-# README lines starting with `python ` that this test does not run, and why
+# README lines starting with `python ` that this test does not run, and why. (`torchrun ...` lines, in
+# docs/training.md only, are not `python ` lines: several processes; tests/test_resume.py runs a 2-process one.)
 SKIPPED = {"python -m pytest": "the test command itself (it would run this test again)",
            "python -m venv": "creates a virtual environment, not a project command"}
 
