@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from .base import PositionalEncoding, relative_positions
+from .base import PositionalEncoding, distance
 
 
 def _power_of_two_slopes(n: int):
@@ -33,7 +33,6 @@ def alibi_slopes(n_head: int) -> torch.Tensor:
 
 class ALiBi(PositionalEncoding):
     name = "alibi"
-    extrapolates = True        # measured flat to 16x (README, "Train short, test long")
 
     def __init__(self, n_head: int):
         super().__init__()
@@ -44,5 +43,5 @@ class ALiBi(PositionalEncoding):
         return cls(cfg.n_head)
 
     def score_bias(self, q_pos, k_pos):
-        rel = relative_positions(q_pos, k_pos).to(self.slopes.dtype)   # (Tq, Tk), j - i
-        return self.slopes[:, None, None] * rel                          # (H, Tq, Tk)
+        d = distance(q_pos, k_pos).to(self.slopes.dtype)               # (Tq, Tk), i - j
+        return -self.slopes[:, None, None] * d                           # (H, Tq, Tk)

@@ -80,10 +80,11 @@ class FIRE(PositionalEncoding):
         return self.L_multiplier * self.init_L
 
     def score_bias(self, q_pos, k_pos):
-        """(H, Tq, Tk); q_pos increasing (GPT.forward's positions are). One query (a decode
-        step) takes the per-pair path: nothing is read back to the host, so the step compiles whole."""
+        """(H, Tq, Tk). One query (a decode step), or positions that restart (documents), take
+        the per-pair path: nothing is read back to the host, so the step compiles whole."""
         L = self.L.abs()
-        m = int((q_pos.to(L.dtype) < L).sum()) if len(q_pos) > 1 else 0   # leading queries, normalised by psi(L)
+        rising = len(q_pos) > 1 and bool((q_pos[1:] > q_pos[:-1]).all())   # not so where documents restart
+        m = int((q_pos.to(L.dtype) < L).sum()) if rising else 0           # leading queries, normalised by psi(L)
         dist = (q_pos[:m, None] - k_pos[None, :]).clamp(min=0)           # (m, Tk)
         n = int(dist.max()) + 1 if m else 0
         parts = []

@@ -47,7 +47,6 @@ class KerpleSettings(Settings):
 
 class Kerple(PositionalEncoding):
     name = "kerple"
-    extrapolates = True        # measured flat to 16x (README, "Train short, test long")
     Settings = KerpleSettings
 
     def __init__(self, n_head: int, variant: str = "log"):

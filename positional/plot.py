@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from . import rope_scaling  # noqa: E402
-from .base import PositionalEncoding  # noqa: E402
+from .base import Ctx, PositionalEncoding  # noqa: E402
 from .rope import rope_inv_freq  # noqa: E402
 
 ROPE_METHODS = ("linear", "ntk", "yarn")  # extension methods drawn by draw_rope_angles
@@ -60,7 +60,7 @@ def expected_logits(pe, n_distances, head_dim):
 
     def f(q, k):                                                   # (B, H, 1, D), (B, H, n, D) -> (B, H', 1, n)
         q, k = pe.rotate(q, q_pos), pe.rotate(k, k_pos, is_key=True)
-        logits = pe.attention_logits(q, k, q_pos, k_pos, 0)
+        logits = pe.attention_logits(q, k, Ctx(q_pos, k_pos), 0)
         return logits if logits is not None else (q @ k.transpose(-1, -2)) / math.sqrt(head_dim)
 
     with torch.no_grad():

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .base import PositionalEncoding, Settings, relative_positions
+from .base import PositionalEncoding, Settings, distance
 
 
 def relative_position_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
@@ -65,6 +65,6 @@ class T5Bias(PositionalEncoding):
         return cls(cfg.n_head, s.t5_num_buckets, s.t5_max_distance)
 
     def score_bias(self, q_pos, k_pos):
-        rel = relative_positions(q_pos, k_pos)                              # (Tq, Tk)
+        rel = -distance(q_pos, k_pos)                                      # (Tq, Tk) j - i, the paper's sign
         buckets = relative_position_bucket(rel, False, self.num_buckets, self.max_distance)
         return self.table(buckets).permute(2, 0, 1)                         # (H, Tq, Tk)

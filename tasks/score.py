@@ -63,7 +63,7 @@ def greedy(model, ids, mask):
 
 
 def fits(model, length):
-    limit = model.pe.max_positions
+    limit = model.max_positions   # the model's: every layer's encoding (a schedule), not the main one alone
     return limit is None or length - 1 <= limit
 
 

@@ -11,6 +11,7 @@ import positional
 from training.config import ConfigError, load_config, model_config
 from positional.linear_attention import causal_linear_attention, feature_map
 from model import GPT, GPTConfig
+from positional.base import Ctx
 from positional.fire import fire_input
 from positional.kerple import kerple_bias
 from positional.sinusoidal import sinusoidal_table
@@ -22,7 +23,7 @@ NEW = ["shaw", "transformer_xl", "kerple", "fire"]
 def logits(pe, q, k, q_pos, k_pos, layer=0):
     """Pre-softmax logits (B, H, Tq, Tk) as the model forms them (before the mask)."""
     pe.set_length(int(max(q_pos.max(), k_pos.max())) + 1)
-    s = pe.attention_logits(q, k, q_pos, k_pos, layer)
+    s = pe.attention_logits(q, k, Ctx(q_pos, k_pos), layer)
     if s is None:
         s = pe.rotate(q, q_pos) @ pe.rotate(k, k_pos, is_key=True).transpose(-1, -2) / math.sqrt(q.shape[-1])
     b = pe.score_bias(q_pos, k_pos)
@@ -79,7 +80,7 @@ def test_shaw_matches_the_papers_formulas(max_distance):
         want_e, want_z = shaw_reference(q, k, v, pe.key_emb[layer], pe.value_emb[layer], q_pos, k_pos, max_distance)
         e = logits(pe, q, k, q_pos, k_pos, layer).masked_fill(~visible(q_pos, k_pos), float("-inf"))
         p = e.softmax(-1)
-        z = p @ v + pe.attention_values(p, q_pos, k_pos, layer)
+        z = p @ v + pe.attention_values(p, Ctx(q_pos, k_pos), layer)
         torch.testing.assert_close(e, want_e)
         torch.testing.assert_close(z, want_z, rtol=1e-5, atol=1e-5)
 
@@ -94,7 +95,7 @@ def test_shaw_full_range_gives_every_distance_its_own_vector():
 
 def test_shaw_without_values_and_its_size():
     model = tiny_gpt("shaw", shaw_values=False, shaw_max_distance=5)
-    assert model.pe.attention_values(torch.rand(1, 4, 2, 3), torch.arange(1, 3), torch.arange(3), 0) is None
+    assert model.pe.attention_values(torch.rand(1, 4, 2, 3), Ctx(torch.arange(1, 3), torch.arange(3)), 0) is None
     assert sum(p.numel() for p in model.pe.parameters()) == 2 * 6 * 8     # layers x (k+1) x head_dim
     assert sum(p.numel() for p in tiny_gpt("shaw", shaw_max_distance=5).pe.parameters()) == 2 * 2 * 6 * 8
 

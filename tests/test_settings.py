@@ -85,7 +85,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from positional.base import PositionalEncoding, Settings, relative_positions
+from positional.base import PositionalEncoding, Settings, distance
 
 
 @dataclass
@@ -109,7 +109,7 @@ class Capped(PositionalEncoding):
         return cls(cfg.n_head, s.cap_distance)
 
     def score_bias(self, q_pos, k_pos):
-        dist = (-relative_positions(q_pos, k_pos)).clamp(0, self.cap)
+        dist = distance(q_pos, k_pos).clamp(0, self.cap)
         return self.w[:, dist]
 '''
 
