@@ -9,9 +9,6 @@ The encoding (positional/, its interface in positional/base.py) is called uncond
 There is no encoding-specific code in this file. Positions are absolute and explicit: GPT.forward
 derives them once from the cache offset (or takes them: position_sampling, document restarts),
 so training, long evaluation and cached decoding share one code path.
-
-Sections: config, attention (the kernels and the plan that picks one), blocks, caches, the GPT,
-generation.
 """
 import dataclasses
 import functools
@@ -26,7 +23,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from positional.base import Ctx
-from positional.linear_attention import LinearSelfAttention
+from positional.linear_attention import LinearAttentionCache, LinearSelfAttention
 from positional.schedule import build_layers, pattern_label
 from positional.temperature import logn_factor, ssmax_factor, ssmax_init
 
@@ -66,16 +63,6 @@ class GPTConfig:
 # explicit path. FlexAttention has no backward on CPU and materialises the scores without compile.
 # Tensor contract: q (B, H, Tq, D), k and v (B, H, Tk, D) -> (B, H, Tq, D).
 
-def attention_mask(plan):
-    """What attention adds to its logits: None for 'plain causal' (SDPA's is_causal, only right when
-    the keys are the queries' own positions), else a bool (Tq, Tk) of the visible keys, or the bias
-    (H, Tq, Tk) with -inf where a key is hidden."""
-    if plan.causal and plan.bias is None and not plan.window and plan.doc is None:
-        return None
-    visible = plan.visible()
-    return visible if plan.bias is None else plan.bias.masked_fill(~visible, float("-inf"))
-
-
 @dataclass(eq=False)
 class AttentionPlan(Ctx):
     """How the layers of one forward (and one encoding and window) attend: the positions (Ctx) and the
@@ -84,13 +71,15 @@ class AttentionPlan(Ctx):
     dropout: float = 0.0                # attention dropout of this forward (0 when not training)
     flex: dict = None                   # the model's FlexAttention state {"error": ...}; None: never flex
     key_counts: torch.Tensor = None     # (Tq,) keys each query sees, for SSMax; None unless asked
-    mask: torch.Tensor = field(init=False)
+    mask: torch.Tensor = field(init=False)    # None: plain causal; (Tq, Tk) bool; the bias with -inf where hidden
     kernel: str = field(init=False)
     block_mask: object = field(init=False, default=None)       # FlexAttention's BlockMask
     sdpa_masks: dict = field(init=False, default_factory=dict)  # dtype -> the mask as SDPA takes it
 
-    def __post_init__(self):
-        self.mask = attention_mask(self)
+    def __post_init__(self):  # SDPA's is_causal is upper-left aligned: only right over the queries' own keys
+        plain = self.causal and self.bias is None and not self.window and self.doc is None
+        visible = None if plain else self.visible()
+        self.mask = visible if self.bias is None or plain else self.bias.masked_fill(~visible, float("-inf"))
         self.kernel = choose_kernel(self)
 
     def block(self, a, b):
@@ -215,9 +204,9 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.resid_dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, pe, plan, cache=None):
+    def forward(self, x, pe, plan):
         B, T, C = x.shape
-        pos = plan.q_pos
+        pos, cache = plan.q_pos, plan.cache
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
         if self.q_norm is not None:
@@ -279,8 +268,8 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.mlp = MLP(cfg)
 
-    def forward(self, x, pe, plan, cache):
-        x = x + self.attn(self.ln_1(x), pe, plan, cache)
+    def forward(self, x, pe, plan):
+        x = x + self.attn(self.ln_1(x), pe, plan)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -318,7 +307,7 @@ class KVCache(nn.Module):
                 self.register_buffer(f"{name}{i}", torch.zeros(batch, n_head, size, head_dim, dtype=dtype,
                                                                device=device), persistent=False)
         self.register_buffer("slot_pos", torch.full((size,), EMPTY, dtype=torch.long, device=device), persistent=False)
-        self.max_len = float("inf") if period else max_len
+        self.max_len, self.n_positions = float("inf") if period else max_len, max_len   # a ring: any position
         self.sinks, self.period, self.size, self.chunk = sinks, period, size, chunk
         self.slot, self.filled, self.order, self.length, self.states = None, size, None, 0, {}
         self.ordered = ordered and bool(period)
@@ -360,36 +349,6 @@ class KVCache(nn.Module):
     def reset(self):
         self.slot_pos.fill_(EMPTY)
         self.filled, self.length, self.states = self.size, 0, {}
-
-
-class LinearAttentionCache(nn.Module):
-    """Linear attention's running sums after the last token, S (L, B, H, D, D) and z (L, B, H, D):
-    constant memory whatever the length. key_positions(T) gives only the T new positions."""
-
-    def __init__(self, n_layer, batch, n_head, head_dim, dtype, device):
-        super().__init__()
-        D = head_dim
-        self.register_buffer("S", torch.zeros(n_layer, batch, n_head, D, D, dtype=dtype, device=device), persistent=False)
-        self.register_buffer("z", torch.zeros(n_layer, batch, n_head, D, dtype=dtype, device=device), persistent=False)
-        self.max_len, self.length, self.period = float("inf"), 0, 0
-
-    def begin(self, pos):
-        pass
-
-    def key_positions(self, T):
-        return torch.arange(self.length, self.length + T, device=self.S.device)
-
-    def read(self, layer):
-        return (self.S[layer], self.z[layer]) if self.length else None
-
-    def write(self, layer, S, z):
-        self.S[layer], self.z[layer] = S, z
-
-    def advance(self, T):
-        self.length += T
-
-    def reset(self):
-        self.length = 0
 
 
 # ---- the GPT --------------------------------------------------------------------------------
@@ -531,7 +490,7 @@ class GPT(nn.Module):
             x = x + e
         x = self.drop(x)
         for block, layer in zip(self.h, self.schedule):
-            x = block(x, encodings[layer.encoding], plans[layer], cache)
+            x = block(x, encodings[layer.encoding], plans[layer])
         return self.lm_head(self.ln_f(x))                                          # (B, T, vocab)
 
     def positions(self, T, cache, pos, doc, device):
@@ -539,6 +498,8 @@ class GPT(nn.Module):
         start = cache.length if cache is not None else 0
         if (pos is not None or doc is not None) and cache is not None:
             raise ValueError("explicit positions and documents are for training, without a KV cache: clear the cache")
+        if doc is not None and self.config.attention == "linear":
+            raise ValueError("document ids need softmax attention (linear attention sums every earlier key)")
         if doc is not None and (doc.shape != (T,) or doc.is_floating_point()):
             raise ValueError(f"document ids must be a (T,) = ({T},) integer tensor, got {tuple(doc.shape)}")
         if pos is None:
@@ -602,8 +563,8 @@ class GPT(nn.Module):
 
 
 # ---- generation -----------------------------------------------------------------------------
-# The static step (gpt-fast's design) removes the host work around a decode step: one StaticKVCache
-# for the generation, the step's position a (1,) device tensor advanced in place, the encodings'
+# The static step (gpt-fast's design) removes the host work around a decode step: one KVCache for
+# the generation, the step's position a (1,) device tensor advanced in place, the encodings'
 # tables and state set up once (GPT.start_decoding), the step GPT.run itself, compiled whole
 # (fullgraph) with compile=True: one graph for every step (symbolic in the attended slots when a slot
 # holds one position; all static under a ring). The reference path, GPT.forward with the growing
@@ -657,7 +618,7 @@ class Decoder:
             m.setup_cache(batch, n_positions)
             return
         c = self.cache
-        if c is not None and (c.max_len, c.slot_pos.device, c.k0.shape[0]) == (n_positions, device, batch):
+        if c is not None and (c.n_positions, c.slot_pos.device, c.k0.shape[0]) == (n_positions, device, batch):
             c.reset()  # the same shapes again: keep the buffers, and the graph compiled for them
         else:
             self.cache = m.new_cache(batch, n_positions)

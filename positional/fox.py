@@ -17,7 +17,8 @@ absolute positions: shifting every position changes nothing.
 Interface: the gates need the layer input, which the encoding sees through layer_input(x, ctx,
 layer) (base.py), handing c to attention_logits through the forward's ctx.scratch; the logits
 are formed in attention_logits (the explicit-softmax path: the decay is per batch row).
-With documents, c_i - c_j is only read for keys of the query's own document (the mask).
+With documents (ctx.doc), the sums start over at each document, so a document's logits do not
+depend, even by rounding, on the documents before it.
 
 Cached decoding: c_i - c_j needs c at every cached key. The generation's cache keeps c by
 position (cache.state: (B, H, n) per layer, n the positions in play, grown by doubling): a call
@@ -56,7 +57,12 @@ class FoX(PositionalEncoding):
     def layer_input(self, x, ctx, layer):
         with torch.autocast(x.device.type, enabled=False):  # gates and their sums in float32
             logit = F.linear(x.float(), self.weight[layer], self.bias[layer])          # (B, T, H)
-        c = F.logsigmoid(logit).transpose(1, 2).cumsum(-1)                            # (B, H, T)
+        log_f = F.logsigmoid(logit).transpose(1, 2)                                   # (B, H, T)
+        if ctx.doc is None:
+            c = log_f.cumsum(-1)
+        else:  # the sums start over at each document: its logits do not depend on the documents before it
+            counts = torch.unique_consecutive(ctx.doc, return_counts=True)[1].tolist()
+            c = torch.cat([part.cumsum(-1) for part in log_f.split(counts, -1)], -1)
         c_k, cache = c, ctx.cache
         if cache is not None:
             sums = self.sums(cache, layer, c)                                         # (B, H, n): c by position

@@ -150,3 +150,35 @@ def test_unknown_encoding_lists_valid_ones():
 def test_odd_rotary_dimension_is_refused():
     with pytest.raises(ValueError, match="rotary dimension must be even"):
         tiny_gpt("rope", n_embd=24, n_head=2, rotary_fraction=0.25)   # 12 * 0.25 = 3 channels
+
+
+DOCS = torch.tensor([0] * 7 + [1] * 9 + [2] * 8)                      # three documents in one row of 24
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("kw", [{}, dict(window=6, sinks=1, ssmax=True)], ids=["full", "window"])
+def test_documents_see_only_themselves(name, kw):
+    """With document ids, changing any token of an earlier document leaves the later documents'
+    logits unchanged (no cache), and a document at positions restarting from 0 gives the logits it
+    gives alone; in training too (the learned-bias and own-score paths, by query blocks)."""
+    model = tiny_gpt(name, block_size=160, **kw)
+    idx = torch.randint(0, 40, (2, 24))
+    changed = idx.clone()
+    changed[:, 3], changed[:, 12] = (idx[:, 3] + 1) % 40, (idx[:, 12] + 1) % 40       # in documents 0 and 1
+    restart = torch.cat([torch.arange(7), torch.arange(9), torch.arange(8)])
+    with torch.no_grad():
+        a, b = model(idx, doc=DOCS)[0], model(changed, doc=DOCS)[0]
+        own = model(idx, pos=restart, doc=DOCS)[0][:, 16:]
+        alone = model(idx[:, 16:])[0]
+    assert torch.equal(a[:, 16:], b[:, 16:]) and not torch.allclose(a[:, 7:16], b[:, 7:16])
+    torch.testing.assert_close(own, alone, rtol=1e-5, atol=1e-5)
+    model.train()
+    docs = torch.arange(140) // 50                                     # 3 query blocks, documents across them
+    x = torch.randint(0, 40, (1, 140))
+    y = x.clone()
+    y[:, 60] = (x[:, 60] + 1) % 40
+    with torch.no_grad():
+        first, second = model(x, doc=docs)[0], model(y, doc=docs)[0]
+    assert torch.equal(first[:, 100:], second[:, 100:]) and not torch.equal(first[:, 60:100], second[:, 60:100])
+    logits, loss = model(x, x, doc=docs)
+    loss.backward()

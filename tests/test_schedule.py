@@ -77,7 +77,7 @@ def test_layers_sharing_encoding_and_window_share_one_plan_and_bias(monkeypatch)
     monkeypatch.setattr(type(model.pe), "score_bias", lambda s, q, k: calls.append(len(k)) or real_bias(s, q, k))
     real_attn = CausalSelfAttention.forward
     monkeypatch.setattr(CausalSelfAttention, "forward",
-                        lambda s, x, pe, plan, cache=None: plans.append((id(pe), id(plan))) or real_attn(s, x, pe, plan, cache))
+                        lambda s, x, pe, plan: plans.append((id(pe), id(plan))) or real_attn(s, x, pe, plan))
     idx = torch.randint(0, 40, (1, 12))
     with torch.no_grad():
         model(idx)
