@@ -4,7 +4,7 @@ KV caches and generation beside it in the spirit of gpt-fast.
 The encoding (positional/, its interface in positional/base.py) is called unconditionally:
     pe.embed(pos)                   added to the token embeddings
     pe.rotate(x, pos, is_key)       applied to queries and keys
-    pe.score_bias(q_pos, k_pos)     added to the attention logits (once per forward, shared by layers)
+    pe.score_bias(h, q, k)          added to the attention logits (once per forward, shared by layers)
     pe.attention_logits(...)        the logits themselves, for the few encodings that form them
 There is no encoding-specific code in this file. Positions are absolute and explicit: GPT.forward
 derives them once from the cache offset (or takes them: position_sampling, document restarts),
@@ -531,7 +531,7 @@ class GPT(nn.Module):
             if layer in plans:
                 continue
             if layer.encoding not in biases:
-                biases[layer.encoding] = encodings[layer.encoding].score_bias(pos, k_pos)    # (H, Tq, Tk) or None
+                biases[layer.encoding] = encodings[layer.encoding].dense_bias(pos, k_pos)     # (H, Tq, Tk) or None
             plan = AttentionPlan(pos, k_pos, layer.window, cfg.sinks, causal=cache is None, doc=doc, cache=cache,
                                  bias=biases[layer.encoding], dropout=cfg.dropout if self.training else 0.0, flex=self.flex)
             plan.key_counts = plan.visible().sum(-1).float() if cfg.ssmax else None

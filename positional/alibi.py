@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from .base import PositionalEncoding, distance
+from .base import PositionalEncoding
 
 
 def _power_of_two_slopes(n: int):
@@ -36,12 +36,12 @@ class ALiBi(PositionalEncoding):
 
     def __init__(self, n_head: int):
         super().__init__()
+        self.n_head = n_head
         self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
 
     @classmethod
     def from_config(cls, cfg, s):
         return cls(cfg.n_head)
 
-    def score_bias(self, q_pos, k_pos):
-        d = distance(q_pos, k_pos).to(self.slopes.dtype)               # (Tq, Tk), i - j
-        return -self.slopes[:, None, None] * d                           # (H, Tq, Tk)
+    def score_bias(self, h, q, k):
+        return -self.slopes[h] * (q - k).to(self.slopes.dtype)          # -m_h (i - j)

@@ -4,7 +4,11 @@ An encoding can act in three places of a GPT, and each hook defaults to "do noth
 
   embed(pos)                 -> (T, C) added to the token embeddings, or None
   rotate(x, pos, is_key)     -> x transformed, for queries and keys: (B, H, T, D) -> (B, H, T, D)
-  score_bias(q_pos, k_pos)   -> (H, Tq, Tk) additive attention logits, or None
+  score_bias(h, q, k)        -> additive attention logits, or None: an elementwise formula over
+                             broadcastable integer tensors (head h, query position q, key position
+                             k), backed by small per-head / per-distance tables, so one formula
+                             serves a dense call (h (H,1,1), q (Tq,1), k (1,Tk): dense_bias(q_pos, k_pos)
+                             gives (H, Tq, Tk)), a query block, or a FlexAttention score_mod
 
 and one escape hatch, for encodings whose scores are not "q.k plus a fixed bias" (Shaw,
 Transformer-XL, ReRoPE, CoPE, FoX); it costs the fused SDPA kernel (an explicit softmax):
@@ -129,8 +133,15 @@ class PositionalEncoding(nn.Module):
     def rotate(self, x, pos, is_key=False):
         return x
 
-    def score_bias(self, q_pos, k_pos):
+    def score_bias(self, h, q, k):
         return None
+
+    def dense_bias(self, q_pos, k_pos):
+        """(H, Tq, Tk) score_bias at every head, query and key, or None (for a dense caller)."""
+        if type(self).score_bias is PositionalEncoding.score_bias:
+            return None
+        h = torch.arange(self.n_head, device=q_pos.device)[:, None, None]
+        return self.score_bias(h, q_pos[:, None], k_pos[None, :])
 
     def attention_logits(self, q, k, ctx, layer):
         return None

@@ -15,7 +15,7 @@ def logits_between(pe, q, k, q_pos, k_pos):
     """Attention logits (B, H, Tq, Tk) as the model forms them, before the causal mask."""
     pe.set_length(int(max(q_pos.max(), k_pos.max())) + 1)
     s = pe.rotate(q, q_pos) @ pe.rotate(k, k_pos, is_key=True).transpose(-1, -2)
-    b = pe.score_bias(q_pos, k_pos)
+    b = pe.dense_bias(q_pos, k_pos)
     return s if b is None else s + b
 
 
@@ -73,7 +73,7 @@ def test_partial_rotary_leaves_the_rest_untouched():
 def test_alibi_bias_is_minus_slope_times_distance():
     pe = tiny_gpt("alibi", n_head=6, n_embd=48).pe
     q_pos, k_pos = torch.arange(5, 8), torch.arange(0, 8)
-    bias = pe.score_bias(q_pos, k_pos)
+    bias = pe.dense_bias(q_pos, k_pos)
     slopes = alibi_slopes(6)
     for h in range(6):
         for a, i in enumerate(q_pos.tolist()):
@@ -84,7 +84,7 @@ def test_alibi_bias_is_minus_slope_times_distance():
 def test_t5_bias_is_shared_table_lookup():
     model = tiny_gpt("t5")
     pe = model.pe
-    bias = pe.score_bias(torch.arange(40, 42), torch.arange(0, 42))     # (H, 2, 42)
+    bias = pe.dense_bias(torch.arange(40, 42), torch.arange(0, 42))     # (H, 2, 42)
     assert bias.shape == (4, 2, 42)
     assert torch.equal(bias[:, 1, 41], pe.table.weight[0])              # distance 0 -> bucket 0
     assert torch.equal(bias[:, 1, 0], pe.table.weight[23])              # distance 41: 16 + floor(16 log(41/16) / log 8)

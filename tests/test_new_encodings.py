@@ -27,7 +27,7 @@ def scores(pe, q, k, q_pos, k_pos, layer=0):
     s = pe.attention_logits(q, k, Ctx(q_pos, k_pos), layer)
     if s is None:
         s = pe.rotate(q, q_pos) @ pe.rotate(k, k_pos, is_key=True).transpose(-1, -2) / math.sqrt(q.shape[-1])
-    b = pe.score_bias(q_pos, k_pos)
+    b = pe.dense_bias(q_pos, k_pos)
     return s if b is None else s + b
 
 

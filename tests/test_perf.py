@@ -110,8 +110,8 @@ def test_kernel_choice_follows_the_plan(monkeypatch):
 def test_bias_is_built_once_per_forward(name, monkeypatch):
     m = tiny_gpt(name, n_layer=3).train()
     calls = []
-    score_bias = m.pe.score_bias
-    monkeypatch.setattr(m.pe, "score_bias", lambda q, k: calls.append(1) or score_bias(q, k))
+    bias = m.pe.dense_bias
+    monkeypatch.setattr(m.pe, "dense_bias", lambda q, k: calls.append(1) or bias(q, k))
     x = torch.randint(40, (2, 16))
     m(x, x)[1].backward()
     assert len(calls) == 1
@@ -190,7 +190,7 @@ def test_flex_attention_score_mod_matches_reference(name):
     """The CUDA path's score_mod and block mask, run by FlexAttention's eager CPU version."""
     pe = tiny_gpt(name, n_head=2, n_embd=32).pe
     pos = torch.arange(40)
-    mask = mask_of(pe.score_bias(pos, pos), pos, window=9, sinks=2)   # (H, T, T)
+    mask = mask_of(pe.dense_bias(pos, pos), pos, window=9, sinks=2)   # (H, T, T)
     q, k, v = (torch.randn(1, 2, 40, 16) * 2 for _ in range(3))
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "flex_attention called without torch.compile()"
@@ -203,11 +203,11 @@ def test_explicit_attention_matches_reference_with_long_alibi_bias():
     pe = tiny_gpt("alibi", n_head=4).pe
     T = 1024
     pos = torch.arange(T)
-    mask = mask_of(pe.score_bias(pos, pos), pos)     # (H, T, T)
+    mask = mask_of(pe.dense_bias(pos, pos), pos)     # (H, T, T)
     q, k, v = (torch.randn(1, 4, T, 8) for _ in range(3))
     want = reference_attend(q, k, v, mask)
     torch.testing.assert_close(model_mod.explicit_attention(q, k, v, mask), want, rtol=1e-4, atol=1e-5)
-    p = model_mod.AttentionPlan(pos, pos, causal=True, bias=pe.score_bias(pos, pos))
+    p = model_mod.AttentionPlan(pos, pos, causal=True, bias=pe.dense_bias(pos, pos))
     assert p.kernel == "sdpa"
     torch.testing.assert_close(model_mod.attend(q, k, v, p), want, rtol=1e-4, atol=1e-5)
 
@@ -288,9 +288,9 @@ def test_kerple_and_fire_tables_match_the_bias_at_each_pair():
     for q_pos, k_pos in [(torch.arange(40), torch.arange(40)), (torch.arange(30, 33), torch.arange(33)),
                          (torch.tensor([39]), torch.arange(40)), (sparse, sparse)]:
         want = kerple_bias((q_pos[:, None] - k_pos[None, :]).abs(), *kerple.params(), kerple.variant)
-        torch.testing.assert_close(kerple.score_bias(q_pos, k_pos), want, rtol=0, atol=0)
+        torch.testing.assert_close(kerple.dense_bias(q_pos, k_pos), want, rtol=0, atol=0)
         want = fire.mlp(fire_input(q_pos, k_pos, fire.c, fire.L)[..., None]).permute(2, 0, 1)
-        torch.testing.assert_close(fire.score_bias(q_pos, k_pos), want, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(fire.dense_bias(q_pos, k_pos), want, rtol=1e-6, atol=1e-6)
 
 
 def test_bench_variants_add_training_rows(tmp_path):
@@ -317,7 +317,7 @@ def test_explicit_attention_in_causal_blocks_matches_the_full_square(T):
     q, k, v = (torch.randn(2, 2, T, 8, requires_grad=True) for _ in range(3))
     grads = []
     for causal in (True, False):
-        mask = mask_of(pe.score_bias(pos, pos), pos, window=T // 3, sinks=2)   # (H, T, T)
+        mask = mask_of(pe.dense_bias(pos, pos), pos, window=T // 3, sinks=2)   # (H, T, T)
         y = model_mod.explicit_attention(q, k, v, mask, causal=causal)
         y.backward(torch.ones_like(y))
         grads.append((y.detach(), *(t.grad.clone() for t in (q, k, v)), *(p.grad.clone() for p in pe.parameters())))

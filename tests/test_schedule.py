@@ -73,8 +73,8 @@ def test_layers_sharing_encoding_and_window_share_one_plan_and_bias(monkeypatch)
     once for both windows, with a cache too (one cache: every layer attends to the same slots)."""
     model = tiny_gpt("alibi", n_layer=8, layer_encodings="alibi,none", layer_windows="4,4,0,0")
     calls, plans = [], []
-    real_bias = type(model.pe).score_bias
-    monkeypatch.setattr(type(model.pe), "score_bias", lambda s, q, k: calls.append(len(k)) or real_bias(s, q, k))
+    real_bias = type(model.pe).dense_bias
+    monkeypatch.setattr(type(model.pe), "dense_bias", lambda s, q, k: calls.append(len(k)) or real_bias(s, q, k))
     real_attn = CausalSelfAttention.forward
     monkeypatch.setattr(CausalSelfAttention, "forward",
                         lambda s, x, pe, plan: plans.append((id(pe), id(plan))) or real_attn(s, x, pe, plan))
