@@ -40,7 +40,8 @@ called once per forward pass and shared by all layers; it spans the full key len
 
 Settings: each encoding declares a small typed dataclass of its knobs next to its class
 (`Settings`, a subclass of base.Settings; field names are the users' flat config keys), with
-a check(cfg) that refuses bad values in one line; positional.build() types and checks them.
+a check(cfg) that refuses bad values in one line: the one place a setting is validated
+(constructors trust their arguments); positional.build() types and checks them.
 
 Capabilities, read by model/train/sample code instead of encoding names:
   max_positions        None if any position works, else how many it can represent

@@ -63,9 +63,6 @@ class FIRE(PositionalEncoding):
 
     def __init__(self, n_head: int, width: int = 32, init_c: float = 0.1, init_L: float = 512.0):
         super().__init__()
-        if width < 1 or init_c <= 0 or init_L <= 0:
-            raise ValueError(f"FIRE needs fire_mlp_width >= 1, fire_init_c > 0 and fire_init_L > 0, "
-                             f"got {width}, {init_c}, {init_L}")
         self.n_head = n_head
         self.mlp = nn.Sequential(nn.Linear(1, width), nn.ReLU(), nn.Linear(width, n_head))
         self.c = nn.Parameter(torch.tensor(float(init_c)))

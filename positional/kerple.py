@@ -55,8 +55,6 @@ class Kerple(PositionalEncoding):
 
     def __init__(self, n_head: int, variant: str = "log"):
         super().__init__()
-        if variant not in VARIANTS:
-            raise ValueError(f"kerple_variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
         self.variant, self.n_head = variant, n_head
         self.r1 = nn.Parameter(torch.rand(n_head) * 2)   # (H,)
         self.r2 = nn.Parameter(torch.rand(n_head))       # (H,)

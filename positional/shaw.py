@@ -48,8 +48,6 @@ class Shaw(PositionalEncoding):
 
     def __init__(self, n_layer: int, head_dim: int, max_distance: int = 16, values: bool = True):
         super().__init__()
-        if max_distance < 1:
-            raise ValueError(f"shaw_max_distance must be >= 1, got {max_distance}")
         self.max_distance = max_distance
         self.key_emb = nn.Parameter(torch.randn(n_layer, max_distance + 1, head_dim) * 0.02)   # (L, k+1, D)
         self.value_emb = (nn.Parameter(torch.randn(n_layer, max_distance + 1, head_dim) * 0.02)
