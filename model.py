@@ -436,12 +436,11 @@ class GPT(nn.Module):
         """Whether the static step applies: softmax attention, encodings needing no host work per token."""
         return self.config.attention != "linear" and all(pe.static_decoding for pe in self.encodings.values())
 
-    def start_decoding(self, cache, n_positions):
-        """Before a static generation of positions 0 .. n_positions - 1: the encodings' tables and
-        whatever fixed-shape state their steps keep, in the cache (positional/base.py)."""
+    def start_decoding(self, n_positions):
+        """Before a static generation of positions 0 .. n_positions - 1: the encodings' tables, once (the
+        state their steps keep is made in the cache by the prompt's call)."""
         for pe in self.encodings.values():
             pe.set_length(n_positions)
-            pe.start_decoding(cache, n_positions, self.wte.weight.dtype)
 
     def reset_cache(self):
         if self.kv_cache is not None:
@@ -622,7 +621,7 @@ class Decoder:
             c.reset()  # the same shapes again: keep the buffers, and the graph compiled for them
         else:
             self.cache = m.new_cache(batch, n_positions)
-        m.start_decoding(self.cache, n_positions)                              # tables and state, once
+        m.start_decoding(n_positions)                                          # tables, once
         m.kv_cache = self.cache
         if self.compile:
             self.step = compiled_step(dynamic=not self.cache.period)

@@ -23,9 +23,9 @@ window and sinks, whether the keys are the queries' own positions (`causal`: no 
 document ids, the cache, and a scratch dict a layer's hooks share within that forward.
 Everything an encoding keeps across the calls of a generation (Transformer-XL's projected
 rows, FoX's running sums) lives in the cache, through ctx.cache.state(owner, name, make),
-and is gone with it. Two host-side hooks remain: set_length(n) (tables grown, once per
-forward), start_decoding(cache, n, dtype) (state of a static generation made once, in the
-cache), and prepare(pos) (RoPE gathers its rows once per forward at inference).
+and is gone with it. Two more hooks: set_length(n) (on the host, once per forward and once for
+a static generation: tables grown for n positions) and prepare(pos) (RoPE gathers its rows
+once per forward at inference).
 
 Notation (used in shape comments across the repo):
   B batch, T tokens in this call, H heads, D head dim, C model width,
@@ -120,9 +120,6 @@ class PositionalEncoding(nn.Module):
         (cache length + T). Strategies with cached tables grow them here."""
 
     def prepare(self, pos):
-        pass
-
-    def start_decoding(self, cache, n_positions, dtype):
         pass
 
     def embed(self, pos):

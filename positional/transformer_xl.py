@@ -22,7 +22,8 @@ cached keys. Where the keys are consecutive positions and the queries the last o
 backward scatter cost as much as the product itself on CPU). Either way one GEMM
 (baddbmm) forms (q + u).k and adds the position term.
 Decoding: the projected rows are kept in the generation's cache (cache.state, per layer; made
-for all n positions of a static generation at once, grown by doubling on the reference path),
+for all n positions in play at the first call, the prompt, so a static generation's steps only
+read them; grown by doubling where a reference generation goes past them),
 and a cached call reads (q + v) . r at its pairs' distances: the rows at the pairs when there
 are fewer pairs than rows (a window), else the product with every row, gathered. Memory:
 n x C floats per layer, half of what a KV cache of every position holds; gone with the cache.
@@ -65,11 +66,6 @@ class TransformerXL(PositionalEncoding):
             n = max(n_positions, 2 * len(self.table))
             self.table = sinusoidal_table(n, self.n_embd).to(self.table.device)
         self.n_positions = n_positions     # distances i - j never reach it
-
-    @torch.no_grad()
-    def start_decoding(self, cache, n_positions, dtype):
-        for layer in range(self.w_r.shape[0]):  # every row of the generation, once
-            cache.state(self, layer, lambda: self.table[:n_positions].to(dtype) @ self.w_r[layer].to(dtype))
 
     def rows(self, layer, dtype, ctx):
         """r_d = W_R R_d for d < n_positions, (n, C): projected once per forward and layer (ctx.scratch),
