@@ -496,7 +496,7 @@ class GPT(nn.Module):
         """(T,) positions of this call and the last one + 1, checked on the host."""
         start = cache.length if cache is not None else 0
         if (pos is not None or doc is not None) and cache is not None:
-            raise ValueError("explicit positions and documents are for training, without a KV cache: clear the cache")
+            raise ValueError("explicit positions are for training, without a KV cache (document ids too): clear the cache")
         if doc is not None and self.config.attention == "linear":
             raise ValueError("document ids need softmax attention (linear attention sums every earlier key)")
         if doc is not None and (doc.shape != (T,) or doc.is_floating_point()):
