@@ -21,7 +21,7 @@ Sections (--sections=peak,train,gen,eval,decode; all but decode by default):
   eval   time and peak memory of one no-grad forward pass at 1x, 4x and 16x block_size
   decode tokens/s generating --gen_tokens tokens from one token at each --decode_shapes shape
          (LxHxC:block; vocabulary --decode_vocab), per encoding: the reference step, the static
-         step (decode.py), compiled; nanoGPT's generate side by side when --nanogpt names a
+         step (model.py), compiled; nanoGPT's generate side by side when --nanogpt names a
          nanoGPT checkout (its model.py is imported from there, never copied here); in this
          process, for each --decode_threads thread count; and where a step's time goes
          (bench_decode.py); with --decode_window every model attends to the last W tokens

@@ -1,33 +1,31 @@
-"""A GPT in one file, in the spirit of nanoGPT, with a pluggable positional encoding.
+"""A GPT in one file, in the spirit of nanoGPT, with a pluggable positional encoding, and its
+KV caches and generation beside it in the spirit of gpt-fast.
 
-The encoding (positional/) acts through three hooks, called unconditionally here:
-    pe.embed(pos)               added to the token embeddings
-    pe.rotate(x, pos, is_key)   applied to queries and keys
-    pe.score_bias(q_pos, k_pos) added to the attention logits (once per forward, shared by layers)
-(plus, for encodings whose scores are not q.k + bias, pe.attention_logits and
-pe.attention_values on an explicit-softmax path; see positional/base.py).
-There is no encoding-specific code in this file. attention="linear" swaps in
-linear_attention.LinearSelfAttention, for encodings that never touch the score matrix.
-A per-layer schedule (schedule.py: layer_encodings, layer_windows) gives layers their own
-encoding and window; model.pe stays the main encoding, the others are in model.pe_layers.
-
-Positions are absolute and explicit: GPT.forward derives them once from the KV cache
-offset, so training, long evaluation and cached decoding share one code path.
+The encoding (positional/, its interface in positional/base.py) is called unconditionally:
+    pe.embed(pos)                   added to the token embeddings
+    pe.rotate(x, pos, is_key)       applied to queries and keys
+    pe.score_bias(h, q, k)          added to the attention logits (once per forward, shared by layers)
+    pe.attention_logits(...)        the logits themselves, for the few encodings that form them
+There is no encoding-specific code in this file. Positions are absolute and explicit: GPT.forward
+derives them once from the cache offset (or takes them: position_sampling, document restarts),
+so training, long evaluation and cached decoding share one code path.
 """
+import dataclasses
+import functools
 import inspect
 import math
+import time
+import warnings
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from attention import AttentionPlan, FlexState, attend, attend_scores, causal_blocks
-from cache import new_cache, static_cache
-from decode import Decoder
-from positional.linear_attention import LinearSelfAttention
+from positional.base import Ctx
+from positional.linear_attention import LinearAttentionCache, LinearSelfAttention
 from positional.schedule import build_layers, pattern_label
-from positional.temperature import key_counts, logn_factor, ssmax_factor, ssmax_init
+from positional.temperature import logn_factor, ssmax_factor, ssmax_init
 
 
 @dataclass
@@ -44,14 +42,153 @@ class GPTConfig:
     pos_settings: dict = field(default_factory=dict)   # the chosen encoding's and method's settings, by key
     window: int = 0                 # > 0: each query sees only the last `window` keys
     sinks: int = 0                  # with a window: the first `sinks` positions stay visible
-    attention: str = "softmax"      # "linear": elu+1 linear attention (linear_attention.py)
+    attention: str = "softmax"      # "linear": elu+1 linear attention (positional/linear_attention.py)
     max_position: int = 0           # positions seen in training with position_sampling (M or PoSE's target); 0: block_size
     qk_norm: bool = False           # RMS-normalise q and k per head (learned gain), before the positional transform
-    logn_scaling: bool = False      # queries scaled by max(1, log n / log L) at position n (n = pos + 1, L trained length)
-    ssmax: bool = False             # SSMax: logits scaled by s_h log(n), n the keys a query sees, s_h learned (temperature.py)
-    layer_encodings: str = ""       # per-layer encodings, a comma pattern over the layers ("rope,rope,rope,none"); schedule.py
+    logn_scaling: bool = False      # queries scaled by max(1, log n / log L) at position n (positional/temperature.py)
+    ssmax: bool = False             # SSMax: logits scaled by s_h log(n), n the keys a query sees, s_h learned
+    layer_encodings: str = ""       # per-layer encodings, a comma pattern ("rope,rope,rope,none"); positional/schedule.py
     layer_windows: str = ""         # per-layer windows, a comma pattern ("32,0"; 0 global); "" = `window` everywhere
 
+
+# ---- attention ------------------------------------------------------------------------------
+# Every layer calls attend(q, k, v, plan); the plan (one per forward and (encoding, window)) holds
+# everything the choice of kernel depends on, and choose_kernel reads it and nothing else:
+#   causal    keys are the queries' own positions, no bias, no window, no documents: SDPA is_causal
+#   sdpa      no bias (a mask), or a bias needing no gradient: SDPA with a 4-D (1, H, Tq, Tk) mask
+#   explicit  a bias needing a gradient (T5 training): q k^T, bias added in place, by causal query blocks
+#   flex      a bias on CUDA over the queries' own keys, no dropout: FlexAttention [unmeasured]
+# Measured on CPU (benchmarks/): a 3-D float mask sends SDPA to its unfused math kernel, the same mask
+# as 4-D takes the flash kernel; a mask needing a gradient always falls back to math, slower than the
+# explicit path. FlexAttention has no backward on CPU and materialises the scores without compile.
+# Tensor contract: q (B, H, Tq, D), k and v (B, H, Tk, D) -> (B, H, Tq, D).
+
+@dataclass(eq=False)
+class AttentionPlan(Ctx):
+    """How the layers of one forward (and one encoding and window) attend: the positions (Ctx) and the
+    kernel. Only `kernel` may change, to the fallback, if FlexAttention fails during the forward."""
+    bias: torch.Tensor = None           # (H, Tq, Tk) the encoding's score bias, or None
+    dropout: float = 0.0                # attention dropout of this forward (0 when not training)
+    flex: dict = None                   # the model's FlexAttention state {"error": ...}; None: never flex
+    key_counts: torch.Tensor = None     # (Tq,) keys each query sees, for SSMax; None unless asked
+    mask: torch.Tensor = field(init=False)    # None: plain causal; (Tq, Tk) bool; the bias with -inf where hidden
+    kernel: str = field(init=False)
+    block_mask: object = field(init=False, default=None)       # FlexAttention's BlockMask
+    sdpa_masks: dict = field(init=False, default_factory=dict)  # dtype -> the mask as SDPA takes it
+
+    def __post_init__(self):  # SDPA's is_causal is upper-left aligned: only right over the queries' own keys
+        plain = self.causal and self.bias is None and not self.window and self.doc is None
+        visible = None if plain else self.visible()
+        self.mask = visible if self.bias is None or plain else self.bias.masked_fill(~visible, float("-inf"))
+        self.kernel = choose_kernel(self)
+
+    def block(self, a, b):
+        """The plan of the queries a:b over the keys :b (causal plans only), sharing the scratch."""
+        return dataclasses.replace(self, q_pos=self.q_pos[a:b], k_pos=self.k_pos[:b], causal=False, rows=slice(a, b),
+                                   bias=None if self.bias is None else self.bias[..., a:b, :b], scratch=self.scratch,
+                                   key_counts=None if self.key_counts is None else self.key_counts[a:b])
+
+    def sdpa_mask(self, dtype):
+        """The mask as SDPA's attn_mask, (1, H or 1, Tq, Tk) additive, made once per forward for all layers."""
+        if dtype not in self.sdpa_masks:
+            m = self.mask
+            if m.dtype == torch.bool:
+                m = torch.zeros(m.shape, dtype=dtype, device=m.device).masked_fill(~m, float("-inf"))
+            self.sdpa_masks[dtype] = m.to(dtype).view((1,) * (4 - m.dim()) + tuple(m.shape))
+        return self.sdpa_masks[dtype]
+
+
+def choose_kernel(p: AttentionPlan) -> str:
+    """The one place a kernel is chosen, from the plan alone."""
+    if p.mask is None:
+        return "causal"
+    if p.bias is None:
+        return "sdpa"
+    if p.flex is not None and p.flex["error"] is None and p.q_pos.is_cuda and p.dropout == 0.0 and p.causal:
+        return "flex"
+    return "explicit" if p.bias.requires_grad and torch.is_grad_enabled() else "sdpa"
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_flex():
+    from torch.nn.attention.flex_attention import flex_attention
+    return torch.compile(flex_attention, dynamic=False)
+
+
+def flex_block_mask(mask):
+    """FlexAttention's BlockMask of the keys `mask` (H, Tq, Tk) leaves visible in any head."""
+    from torch.nn.attention.flex_attention import create_block_mask
+    visible = ~torch.isneginf(mask.detach()).all(0)                       # (Tq, Tk)
+    Tq, Tk = visible.shape
+    return create_block_mask(lambda b, h, qi, ki: visible[qi, ki], None, None, Tq, Tk, device=mask.device)
+
+
+def flex_attention(q, k, v, mask, block_mask=None, compiled=True):
+    """FlexAttention with the bias read by a score_mod (its gradient flows through it) and its -inf
+    blocks skipped. mask: (H, Tq, Tk) float32. Unmeasured: no GPU was available (benchmarks/)."""
+    from torch.nn.attention.flex_attention import flex_attention as flex
+    block_mask = flex_block_mask(mask) if block_mask is None else block_mask
+    return (compiled_flex() if compiled else flex)(q, k, v, score_mod=lambda s, b, h, qi, ki: s + mask[h, qi, ki],
+                                                   block_mask=block_mask)
+
+
+def causal_blocks(T):
+    """Query blocks when keys are the queries' own positions: block r needs only the keys up to its
+    last row, so 2 blocks compute 3/4 of the square's products, 4 blocks 5/8 (blocks >= 64 rows)."""
+    n = max(1, min(4, T // 64))
+    edges = [T * i // n for i in range(n + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def explicit_attention(q, k, v, mask, dropout=0.0, training=False, causal=False):
+    """softmax(q k^T / sqrt(D) + mask) v written out, the bias added in place and broadcast over the
+    batch (no (B, H, Tq, Tk) copy of it). causal: queries and keys at the same positions, so keys past a
+    query block's last row are left out (causal_blocks). mask: (H, Tq, Tk) float or (Tq, Tk) bool."""
+    D, Tk = q.shape[-1], k.shape[2]
+    if mask.dtype == torch.bool:
+        mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
+    ys = []
+    for a, b in causal_blocks(q.shape[2]) if causal else [(0, q.shape[2])]:
+        end = b if causal else Tk
+        scores = (q[:, :, a:b] * (1.0 / math.sqrt(D))) @ k[:, :, :end].transpose(-1, -2)   # (B, H, b - a, end)
+        scores += mask[..., a:b, :end].to(q.dtype)
+        p = F.dropout(torch.softmax(scores.float(), dim=-1).to(v.dtype), dropout, training)
+        ys.append(p @ v[:, :, :end])                                        # (B, H, b - a, D)
+    return torch.cat(ys, dim=2) if len(ys) > 1 else ys[0]
+
+
+def attend_scores(scores, v, plan):
+    """softmax(scores + mask) v for scores an encoding formed itself (1/sqrt(D) included; a new tensor,
+    masked in place: one (B, H, Tq, Tk) copy saved for backward). Returns y (B, H, Tq, D) and the probs."""
+    mask = plan.mask
+    if mask is None:
+        mask = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()
+    scores = scores.masked_fill_(~mask, float("-inf")) if mask.dtype == torch.bool else scores.add_(mask)
+    probs = F.dropout(torch.softmax(scores.float(), dim=-1).to(v.dtype), plan.dropout, plan.dropout > 0)
+    return probs @ v, probs
+
+
+def attend(q, k, v, plan):
+    """Attention of q over k, v with the kernel the plan chose."""
+    kernel, mask, dropout = plan.kernel, plan.mask, plan.dropout
+    if kernel == "causal":
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
+    if kernel == "flex":
+        try:
+            if plan.block_mask is None:  # once per forward, shared by the layers
+                plan.block_mask = flex_block_mask(mask)
+            return flex_attention(q, k, v, mask, plan.block_mask)
+        except Exception as e:  # the other kernels still work: fall back for this model, with one warning
+            plan.flex["error"] = e
+            warnings.warn(f"FlexAttention failed ({type(e).__name__}: {e}); using SDPA for this model")
+            plan.kernel = choose_kernel(plan)
+            return attend(q, k, v, plan)
+    if kernel == "explicit":
+        return explicit_attention(q, k, v, mask, dropout, dropout > 0, plan.causal)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=plan.sdpa_mask(q.dtype), dropout_p=dropout)
+
+
+# ---- blocks ---------------------------------------------------------------------------------
 
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: GPTConfig, layer: int):
@@ -67,9 +204,9 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.resid_dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, pe, plan, cache=None):
+    def forward(self, x, pe, plan):
         B, T, C = x.shape
-        pos, k_pos = plan.q_pos, plan.k_pos
+        pos, cache = plan.q_pos, plan.cache
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
         if self.q_norm is not None:
@@ -78,7 +215,7 @@ class CausalSelfAttention(nn.Module):
             q = q * logn_factor(pos, self.logn_length).to(q.dtype)[:, None]           # (T, 1) per query
         if self.ssmax is not None:
             q = q * ssmax_factor(self.ssmax, plan.key_counts).to(q.dtype)           # (H, T, 1) s_h log n
-        pe.layer_input(x, pos, self.layer)                                      # data-dependent encodings (FoX)
+        pe.layer_input(x, plan, self.layer)                                     # data-dependent encodings (FoX)
         q = pe.rotate(q, pos)
         if cache is None or pe.cache_rotated_keys:
             k = pe.rotate(k, pos, is_key=True)
@@ -86,28 +223,28 @@ class CausalSelfAttention(nn.Module):
                 k, v = cache.write(self.layer, k, v)                            # (B, H, Tk, D)
         else:  # keys cached raw: rotate all of them at their positions, every call
             k, v = cache.write(self.layer, k, v)
-            k = pe.rotate(k, k_pos, is_key=True)
+            k = pe.rotate(k, plan.k_pos, is_key=True)
         y = self.attend_own_scores(q, k, v, pe, plan)
-        if y is None:  # the kernel the plan chose: see attention.py
+        if y is None:
             y = attend(q, k, v, plan)
         y = y.transpose(1, 2).contiguous().view(B, T, C)                           # (B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
     def attend_own_scores(self, q, k, v, pe, plan):
-        """The explicit softmax over scores the encoding forms itself (attention_logits, plus its
-        attention_values), or None if it forms none. Where it allows (scores_by_query_block) and
-        keys are the queries' own positions, by query blocks over the keys up to each block's end."""
+        """The explicit softmax over the logits the encoding forms itself (attention_logits, plus its
+        attention_values), or None if it forms none. Over the queries' own keys, where the encoding
+        allows it (scores_by_query_block), by causal query blocks."""
         T = q.shape[2]
-        causal = pe.scores_by_query_block and plan.q_pos is plan.k_pos
-        blocks = causal_blocks(T) if causal else [(0, T)]
+        blocks = causal_blocks(T) if pe.scores_by_query_block and plan.causal else [(0, T)]
         ys = []
         for a, b in blocks:
-            p = plan if len(blocks) == 1 else plan.block(a, b, b)
-            logits = pe.attention_logits(q[:, :, a:b], k[:, :, :len(p.k_pos)], p.q_pos, p.k_pos, self.layer)
+            p = plan if len(blocks) == 1 else plan.block(a, b)
+            Tk = len(p.k_pos)
+            logits = pe.attention_logits(q[:, :, a:b], k[:, :, :Tk], p, self.layer)
             if logits is None:
                 return None
-            y, probs = attend_scores(logits, v[:, :, :len(p.k_pos)], p)               # (B, H, b - a, D)
-            extra = pe.attention_values(probs, p.q_pos, p.k_pos, self.layer)
+            y, probs = attend_scores(logits, v[:, :, :Tk], p)                           # (B, H, b - a, D)
+            extra = pe.attention_values(probs, p, self.layer)
             ys.append(y if extra is None else y + extra)
         return torch.cat(ys, dim=2) if len(ys) > 1 else ys[0]                         # (B, H, T, D)
 
@@ -131,10 +268,90 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.mlp = MLP(cfg)
 
-    def forward(self, x, pe, plan, cache):
-        x = x + self.attn(self.ln_1(x), pe, plan, cache)
+    def forward(self, x, pe, plan):
+        x = x + self.attn(self.ln_1(x), pe, plan)
         return x + self.mlp(self.ln_2(x))
 
+
+# ---- caches ---------------------------------------------------------------------------------
+
+EMPTY = 2 ** 30   # the position of a slot not yet written: after every query, so the causal mask hides it
+
+
+class KVCache(nn.Module):
+    """gpt-fast's cache, plus a ring for windows: keys and values in fixed slots addressed by a tensor of
+    positions, so a decode step has the same shapes at every token and can be compiled once. One cache
+    serves GPT.forward (a host counter, `length`) and the static step (Decoder: positions in a tensor).
+
+    Slot of position p: p itself (period 0), or under a ring (a window, StreamingLLM's sinks,
+    https://arxiv.org/abs/2309.17453) the sinks keep slots 0..sinks-1 and p >= sinks goes to
+    sinks + (p - sinks) % period: memory bounded however long the text. slot_pos (S,) holds each slot's
+    position (EMPTY for none yet), so the mask, the window and the biases come from true positions and
+    cached decoding equals the windowed forward exactly (keys are not re-numbered, unlike StreamingLLM).
+    A call may bring up to `chunk` tokens to a ring without overwriting a key its queries see (longer
+    calls are split). Keys are attended in slot order, unless `ordered` (CoPE counts keys in order): a
+    ring's slots are then handed over rotated into position order. `filled`: the leading slots a call
+    attends to (a host int; a compiled step takes it as a symbolic size). k{i}, v{i}: (B, H, S, D), one
+    buffer per layer (a compiled step writing into a view of one (L, ...) buffer copied it whole).
+    What the encodings keep for a generation (Transformer-XL's rows, FoX's sums) is in `states`, made by
+    state(owner, name, make) and dropped by reset()."""
+
+    def __init__(self, n_layer, batch, n_head, head_dim, max_len, sinks, period, dtype, device, ordered=False,
+                 chunk=16):
+        super().__init__()
+        # one slot more than positions, never written: the attended count never equals the buffers' size
+        # (a compiled step would otherwise recompile at the last step of a full cache)
+        size = sinks + period if period else max_len + 1
+        for i in range(n_layer):
+            for name in "kv":
+                self.register_buffer(f"{name}{i}", torch.zeros(batch, n_head, size, head_dim, dtype=dtype,
+                                                               device=device), persistent=False)
+        self.register_buffer("slot_pos", torch.full((size,), EMPTY, dtype=torch.long, device=device), persistent=False)
+        self.max_len, self.n_positions = float("inf") if period else max_len, max_len   # a ring: any position
+        self.sinks, self.period, self.size, self.chunk = sinks, period, size, chunk
+        self.slot, self.filled, self.order, self.length, self.states = None, size, None, 0, {}
+        self.ordered = ordered and bool(period)
+        if self.ordered:
+            self.register_buffer("sink_slots", torch.arange(sinks, device=device), persistent=False)
+            self.register_buffer("ring", torch.arange(period, device=device), persistent=False)
+
+    def state(self, owner, name, make):
+        """What an encoding keeps for this generation, made by make() on first use."""
+        key = (id(owner), name)
+        if key not in self.states:
+            self.states[key] = make()
+        return self.states[key]
+
+    def begin(self, pos):
+        """Place this call's positions pos (T,) in their slots."""
+        self.slot = pos if not self.period else torch.where(pos < self.sinks, pos,
+                                                            self.sinks + (pos - self.sinks) % self.period)
+        self.slot_pos.index_copy_(0, self.slot, pos)
+        if self.ordered:  # the oldest ring slot is the one the next position will take
+            oldest = (pos[-1:] + 1 - self.sinks) % self.period
+            self.order = torch.cat([self.sink_slots, self.sinks + (oldest + self.ring) % self.period])
+
+    def key_positions(self, T):
+        return self.slot_pos.index_select(0, self.order) if self.ordered else self.slot_pos[:self.filled]
+
+    def write(self, layer, k, v):
+        """k, v (B, H, T, D) into this call's slots; returns the attended slots (B, H, S, D)."""
+        ks, vs = getattr(self, f"k{layer}"), getattr(self, f"v{layer}")
+        ks.index_copy_(2, self.slot, k.to(ks.dtype))
+        vs.index_copy_(2, self.slot, v.to(vs.dtype))
+        if self.ordered:
+            return ks.index_select(2, self.order), vs.index_select(2, self.order)
+        return ks[:, :, :self.filled], vs[:, :, :self.filled]
+
+    def advance(self, T):
+        self.length += T
+
+    def reset(self):
+        self.slot_pos.fill_(EMPTY)
+        self.filled, self.length, self.states = self.size, 0, {}
+
+
+# ---- the GPT --------------------------------------------------------------------------------
 
 class GPT(nn.Module):
     def __init__(self, cfg: GPTConfig):
@@ -150,7 +367,7 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # weight tying
         self.kv_cache = None
-        self.flex = FlexState()  # FlexAttention (CUDA) is given up for this model after a failure
+        self.flex = {"error": None}  # FlexAttention (CUDA) is given up for this model after a failure
         own = {m for pe in self.encodings.values() for m in pe.modules()}  # encodings initialise their own parameters
         for m in self.modules():
             if m not in own:
@@ -159,7 +376,6 @@ class GPT(nn.Module):
             if name.endswith("c_proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
 
-    # ---- what the layers' encodings can do, together --------------------------------
     @property
     def encodings(self):
         """{name: encoding} of the layers, the main one (self.pe) first."""
@@ -177,60 +393,54 @@ class GPT(nn.Module):
         return min(limits) if limits else None
 
     @property
-    def extrapolates(self):
-        return all(pe.extrapolates for pe in self.encodings.values())
-
-    @property
     def excluded_param_names(self):
         """Parameter names left out of the model size (GPT-2's wpe), as named in this model."""
         return [n if name == self.config.pos_encoding else n.replace("pe.", f"pe_layers.{name}.", 1)
                 for name, pe in self.encodings.items() for n in pe.excluded_param_names]
 
     def _init_weights(self, module):
-        if isinstance(module, nn.Linear):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
+            if getattr(module, "bias", None) is not None:
                 nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
     def get_num_params(self):
         """Parameters, without the ones the encoding excludes (GPT-2's position table)."""
         skip = set(self.excluded_param_names)
         return sum(p.numel() for n, p in self.named_parameters() if n not in skip)
 
-    # ---- KV cache ------------------------------------------------------------------
+    # ---- caches -------------------------------------------------------------------------------
+    def new_cache(self, batch, max_len, dtype=None, ring=None):
+        """A KVCache for positions 0 .. max_len - 1 (linear attention: its running sums). ring: whether a
+        window (the same in every layer) makes it a ring of sinks + window - 1 + chunk slots (then any
+        number of positions fit); None: where that is smaller. Layers with different windows: one slot
+        per position, the windows acting through the mask."""
+        cfg, p = self.config, self.wte.weight
+        dtype, H, D = dtype or p.dtype, cfg.n_head, cfg.n_embd // cfg.n_head
+        if cfg.attention == "linear":
+            return LinearAttentionCache(cfg.n_layer, batch, H, D, dtype, p.device)
+        windows = {layer.window for layer in self.schedule}
+        window, chunk = windows.pop() if len(windows) == 1 else 0, 16
+        ring = bool(window) and (cfg.sinks + window - 1 + chunk < max_len if ring is None else ring)
+        ordered = any(pe.ordered_keys for pe in self.encodings.values())
+        return KVCache(cfg.n_layer, batch, H, D, max_len, cfg.sinks, window - 1 + chunk if ring else 0, dtype,
+                       p.device, ordered, chunk)
+
     def setup_cache(self, batch, max_len, dtype=None):
-        """A cache for max_len positions (cache.py); with a window or linear attention a
-        bounded one, whose size does not depend on max_len."""
-        p = self.wte.weight
-        windows = [layer.window for layer in self.schedule]
-        self.kv_cache = new_cache(self.config, batch, max_len, dtype or p.dtype, p.device, windows)
+        """The cache GPT.forward continues a sequence with (a window: a ring, whatever max_len)."""
+        self.kv_cache = self.new_cache(batch, max_len, dtype, ring=True)
         return self.kv_cache
 
     @property
     def static_decoding(self):
-        """Whether decode.py's static step applies: softmax attention and encodings that need no host work per token."""
+        """Whether the static step applies: softmax attention, encodings needing no host work per token."""
         return self.config.attention != "linear" and all(pe.static_decoding for pe in self.encodings.values())
 
-    def static_cache(self, batch, max_len, dtype=None):
-        """A StaticKVCache (cache.py) for positions 0 .. max_len - 1, held by the caller (decode.Decoder)."""
-        p = self.wte.weight
-        ordered = any(pe.ordered_keys for pe in self.encodings.values())
-        return static_cache(self.config, batch, max_len, dtype or p.dtype, p.device,
-                            [layer.window for layer in self.schedule], ordered)
-
-    def start_decoding(self, batch, n_positions):
-        """Before a static generation of positions 0 .. n_positions - 1: the encodings' tables,
-        once, and whatever fixed-shape state their decode steps keep (positional/base.py)."""
-        p = self.wte.weight
+    def start_decoding(self, n_positions):
+        """Before a static generation of positions 0 .. n_positions - 1: the encodings' tables, once (the
+        state their steps keep is made in the cache by the prompt's call)."""
         for pe in self.encodings.values():
             pe.set_length(n_positions)
-            pe.start_decoding(batch, n_positions, p.device, p.dtype)
-
-    def end_decoding(self):
-        for pe in self.encodings.values():
-            pe.end_decoding()
 
     def reset_cache(self):
         if self.kv_cache is not None:
@@ -239,17 +449,24 @@ class GPT(nn.Module):
     def clear_cache(self):
         self.kv_cache = None
 
-    # ---- forward -------------------------------------------------------------------
-    def forward(self, idx, targets=None, pos=None):
-        """idx: (B, T) token ids -> logits (B, T, vocab), and the loss if targets are given.
-        With a cache set up, idx continues the cached sequence. pos: (T,) increasing training
-        positions (position_sampling.py), on the host; None: contiguous from the cache offset."""
+    # ---- forward ------------------------------------------------------------------------------
+    def forward(self, idx, targets=None, pos=None, doc=None):
+        """idx: (B, T) token ids -> logits (B, T, vocab), and the loss if targets are given. With a cache
+        set up, idx continues the cached sequence. pos: (T,) training positions (position_sampling),
+        increasing; None: contiguous from the cache offset. doc: (T,) document ids (no cache): keys of
+        another document are hidden, and pos may restart at each document (increasing within one)."""
         B, T = idx.shape
         cache = self.kv_cache
-        pos, end = self.positions(T, cache, pos, idx.device)                       # (T,), last + 1
+        if cache is not None and cache.period and T > cache.chunk:  # a ring takes at most `chunk` tokens a call
+            logits = torch.cat([self(idx[:, s:s + cache.chunk])[0] for s in range(0, T, cache.chunk)], 1)
+            return logits, None if targets is None else F.cross_entropy(logits.flatten(0, 1).float(), targets.view(-1),
+                                                                        ignore_index=-1)
+        pos, end = self.positions(T, cache, pos, doc, idx.device)                    # (T,), last + 1
         for pe in self.encodings.values():
             pe.set_length(end)
-        logits = self.run(idx, pos, cache)                                          # (B, T, vocab)
+        if cache is not None:
+            cache.filled = min(end, getattr(cache, "size", end))
+        logits = self.run(idx, pos, cache, None if doc is None else doc.to(idx.device))   # (B, T, vocab)
         if cache is not None:
             cache.advance(T)
         loss = None
@@ -257,38 +474,44 @@ class GPT(nn.Module):
             loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
         return logits, loss
 
-    def run(self, idx, pos, cache=None):
-        """The tensor work of a forward: idx (B, T) at positions pos (T,) -> logits (B, T, vocab).
-        No host-side check and no table growth (forward does those, once per call; a static
-        decode step, decode.py, does them once per generation), so it can be compiled whole."""
+    def run(self, idx, pos, cache=None, doc=None):
+        """The tensor work of a forward, idx (B, T) at positions pos (T,) -> logits (B, T, vocab): no host
+        check and no table growth (forward does those; a static decode step once per generation)."""
         encodings = self.encodings
         if cache is not None:
             cache.begin(pos)
         for pe in encodings.values():
             pe.prepare(pos)
-        plans = self.plans(pos, cache, encodings)
+        plans = self.plans(pos, cache, encodings, doc)
         x = self.wte(idx)                                                           # (B, T, C)
         e = self.pe.embed(pos)
         if e is not None:
             x = x + e
         x = self.drop(x)
         for block, layer in zip(self.h, self.schedule):
-            x = block(x, encodings[layer.encoding], plans[layer], cache)
+            x = block(x, encodings[layer.encoding], plans[layer])
         return self.lm_head(self.ln_f(x))                                          # (B, T, vocab)
 
-    def positions(self, T, cache, pos, device):
+    def positions(self, T, cache, pos, doc, device):
         """(T,) positions of this call and the last one + 1, checked on the host."""
         start = cache.length if cache is not None else 0
+        if (pos is not None or doc is not None) and cache is not None:
+            raise ValueError("explicit positions are for training, without a KV cache (document ids too): clear the cache")
+        if doc is not None and self.config.attention == "linear":
+            raise ValueError("document ids need softmax attention (linear attention sums every earlier key)")
+        if doc is not None and (doc.shape != (T,) or doc.is_floating_point()):
+            raise ValueError(f"document ids must be a (T,) = ({T},) integer tensor, got {tuple(doc.shape)}")
         if pos is None:
             end = start + T
         else:
-            if cache is not None:
-                raise ValueError("explicit positions are for training, without a KV cache: clear the cache")
             if pos.shape != (T,) or pos.is_floating_point():
                 raise ValueError(f"explicit positions must be a (T,) = ({T},) integer tensor, got {tuple(pos.shape)}")
-            if pos[0] < 0 or not bool((pos[1:] > pos[:-1]).all()):
-                raise ValueError("explicit positions must be >= 0 and increasing (position_sampling.py draws them so)")
-            end = int(pos[-1]) + 1
+            rising = pos[1:] > pos[:-1]
+            if doc is not None:  # a new document may start over
+                rising |= doc[1:] != doc[:-1]
+            if pos.min() < 0 or not bool(rising.all()):
+                raise ValueError("explicit positions must be >= 0 and increasing (within each document)")
+            end = int(pos.max()) + 1
         limit = self.max_positions
         if limit is not None and end > limit:
             raise ValueError(f"the {self.pos_name} encoding knows {limit} positions, got a sequence reaching "
@@ -298,44 +521,173 @@ class GPT(nn.Module):
                              f"call setup_cache with a larger max_len")
         return (torch.arange(start, end, device=device) if pos is None else pos.to(device)), end
 
-    def plans(self, pos, cache, encodings):
-        """{Layer: AttentionPlan}: layers sharing (encoding, window) share one plan, and one score bias;
-        without a cache every layer's keys are pos, so the windows of an encoding share its bias too."""
+    def plans(self, pos, cache, encodings, doc=None):
+        """{Layer: AttentionPlan}: layers sharing (encoding, window) share one plan; the layers of an
+        encoding share its score bias (every layer attends to the same key positions)."""
         cfg, plans, biases = self.config, {}, {}
-        for i, layer in enumerate(self.schedule):
+        k_pos = cache.key_positions(len(pos)) if cache is not None else pos                  # (Tk,)
+        for layer in self.schedule:
             if layer in plans:
                 continue
-            k_pos = cache.key_positions(len(pos), i) if cache is not None else pos       # (Tk,)
-            key = (layer.encoding, layer.window if cache is not None else 0)
-            if key not in biases:
-                biases[key] = encodings[layer.encoding].score_bias(pos, k_pos)            # (H, Tq, Tk) or None
-            counts = key_counts(pos, k_pos, layer.window, cfg.sinks) if cfg.ssmax else None
-            plans[layer] = AttentionPlan(pos, k_pos, biases[key], layer.window, cfg.sinks,
-                                         cfg.dropout if self.training else 0.0, self.flex, key_counts=counts)
+            if layer.encoding not in biases:
+                biases[layer.encoding] = encodings[layer.encoding].dense_bias(pos, k_pos)     # (H, Tq, Tk) or None
+            plan = AttentionPlan(pos, k_pos, layer.window, cfg.sinks, causal=cache is None, doc=doc, cache=cache,
+                                 bias=biases[layer.encoding], dropout=cfg.dropout if self.training else 0.0, flex=self.flex)
+            plan.key_counts = plan.visible().sum(-1).float() if cfg.ssmax else None
+            plans[layer] = plan
         return plans
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
-        """AdamW. Weight decay falls on the matrices of the transformer (dim >= 2: token embedding,
-        attention, MLP) and on nothing else: not on biases and norms (as in nanoGPT), and not on any
-        parameter of the positional encoding, whatever its shape (tables, slopes, small MLPs of
-        distances): decay would pull a bias table towards "no position" while leaving a vector of
-        slopes alone. Unlike nanoGPT, this spares `learned`'s position table too."""
+        """AdamW. Weight decay on the transformer's matrices (dim >= 2), not on biases and norms (as in
+        nanoGPT) and not on any parameter of the positional encoding (decay would pull a bias table
+        towards "no position" while leaving a vector of slopes alone; this spares `learned`'s table too)."""
         pe_params = {id(p) for pe in self.encodings.values() for p in pe.parameters()}
         params = [p for p in self.parameters() if p.requires_grad]
         decay = [p for p in params if p.dim() >= 2 and id(p) not in pe_params]
         decay_ids = {id(p) for p in decay}
         groups = [{"params": decay, "weight_decay": weight_decay},
                   {"params": [p for p in params if id(p) not in decay_ids], "weight_decay": 0.0}]
-        # The fused kernel (CUDA, and CPU since torch 2.4) updates every tensor in one pass: at nanoGPT's CPU
-        # shape its step takes 0.7 ms against 1.7 ms for the per-tensor loop, torch's default on CPU
-        # (benchmarks/cpu-2core-training-step.md). A resumed run keeps the implementation saved in its checkpoint.
+        # The fused kernel (CUDA, and CPU since torch 2.4) updates every tensor in one pass: 0.7 ms against
+        # 1.7 ms for the per-tensor loop at nanoGPT's CPU shape (benchmarks/cpu-2core-training-step.md).
         fused = device_type in ("cuda", "cpu") and "fused" in inspect.signature(torch.optim.AdamW).parameters
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **({"fused": True} if fused else {}))
 
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, on_token=None,
                  static=True, compile=False):
-        """Continue idx (B, T) by max_new_tokens with the KV cache (decode.py: the static step
-        where the encodings allow it, compiled with compile=True; static=False: the reference
-        step through forward). on_token(id) is called with each new token of the first
-        sequence, for streaming. The cache is cleared on the way out, an exception included."""
+        """Continue idx (B, T) by max_new_tokens with the KV cache (the static step where the encodings
+        allow it, compiled with compile=True; static=False: the reference step through forward).
+        on_token(id) is called with each new token of the first sequence. The cache is dropped on the
+        way out, an exception included."""
         return Decoder(self, static, compile).generate(idx, max_new_tokens, temperature, top_k, generator, on_token)
+
+
+# ---- generation -----------------------------------------------------------------------------
+# The static step (gpt-fast's design) removes the host work around a decode step: one KVCache for
+# the generation, the step's position a (1,) device tensor advanced in place, the encodings'
+# tables and state set up once (GPT.start_decoding), the step GPT.run itself, compiled whole
+# (fullgraph) with compile=True: one graph for every step (symbolic in the attended slots when a slot
+# holds one position; all static under a ring). The reference path, GPT.forward with the growing
+# cache, serves static=False and encodings that are not static_decoding (dynamic NTK). An encoding
+# with a position table (`learned`) re-encodes the last max_positions tokens once the text outgrows it.
+
+# Threads for a batch-1 decode step on CPU (sample.py's default). Measured (benchmarks/cpu-2core-quiet.md):
+# two threads gain the eager step nothing and the compiled one 30% when quiet, but stall many times
+# over with another process on a core (issue #14); one thread is the safe default.
+DECODE_THREADS = 1
+
+
+def sample_next(logits, temperature=1.0, top_k=None, generator=None):
+    """(B, vocab) logits -> (B, 1) sampled ids (nanoGPT's rule: temperature, top_k, softmax, multinomial)."""
+    logits = logits / max(temperature, 1e-8)
+    if top_k is not None and top_k < logits.size(-1):
+        v, _ = torch.topk(logits, top_k)
+        logits = logits.masked_fill(logits < v[:, [-1]], -float("inf"))
+    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
+
+
+def decode_step(model, idx, pos, cache, n_slots):
+    """Logits (B, vocab) of the last token of idx (B, T) at positions pos (T,), attending to the first
+    n_slots slots of a static cache (an argument: a compiled step takes it as a symbolic size)."""
+    cache.filled = n_slots
+    return model.run(idx, pos, cache)[:, -1]
+
+
+def compiled_step(dynamic):
+    """decode_step compiled whole; dynamo keeps the graphs on the function's code, so every generate
+    reuses those compiled for the same shapes."""
+    return torch.compile(decode_step, fullgraph=True, dynamic=dynamic)
+
+
+class Decoder:
+    """Generates from `model`: the static step where the model allows it (else the reference step),
+    compiled with compile=True. Its static cache is kept for the next generate of the same shapes."""
+
+    def __init__(self, model, static=True, compile=False):
+        self.model = model
+        self.static = static and model.static_decoding
+        self.compile = compile and self.static
+        self.step = decode_step
+        self.compiled_steps = 0      # decode steps that ran through the compiled graph
+        self.first_step_s = 0.0      # seconds of the first compiled step: the compilation, mostly
+        self.cache = None
+
+    def open(self, batch, n_positions, device):
+        m = self.model
+        if not self.static:
+            m.setup_cache(batch, n_positions)
+            return
+        c = self.cache
+        if c is not None and (c.n_positions, c.slot_pos.device, c.k0.shape[0]) == (n_positions, device, batch):
+            c.reset()  # the same shapes again: keep the buffers, and the graph compiled for them
+        else:
+            self.cache = m.new_cache(batch, n_positions)
+        m.start_decoding(n_positions)                                          # tables, once
+        m.kv_cache = self.cache
+        if self.compile:
+            self.step = compiled_step(dynamic=not self.cache.period)
+        self.pos = torch.zeros(1, dtype=torch.long, device=device)            # the next token's position
+        self.positions = torch.arange(n_positions, device=device)
+
+    @torch.no_grad()
+    def prefill(self, idx):
+        """Logits (B, vocab) after the prompt idx (B, T)."""
+        if not self.static:
+            return self.model(idx)[0][:, -1]
+        T = idx.shape[1]
+        chunk = self.cache.chunk if self.cache.period else T
+        for s in range(0, T, chunk):
+            e = min(s + chunk, T)
+            logits = decode_step(self.model, idx[:, s:e], self.positions[s:e], self.cache, min(e, self.cache.size))
+        self.pos.fill_(T)
+        return logits
+
+    @torch.no_grad()
+    def next(self, tok):
+        """Logits (B, vocab) after one more token tok (B, 1)."""
+        if not self.static:
+            return self.model(tok)[0][:, -1]
+        cache = self.cache
+        # the slots written so far; a compiled step under a ring: all of them, one shape
+        n = cache.size if self.compile and cache.period else min(cache.filled + 1, cache.size)
+        t = time.perf_counter()
+        logits = self.step(self.model, tok, self.pos, cache, n)
+        if self.compile and not self.compiled_steps:  # the first compiled step compiles: timed, once
+            self.first_step_s = time.perf_counter() - t
+        self.compiled_steps += self.compile
+        self.pos += 1
+        return logits
+
+    def close(self):
+        """The model's cache and what the encodings kept in it for this generation are dropped."""
+        self.model.clear_cache()
+        if self.cache is not None:
+            self.cache.states = {}
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, on_token=None):
+        """Continue idx (B, T) by max_new_tokens -> (B, T + max_new_tokens)."""
+        m = self.model
+        B, T = idx.shape
+        limit, total = m.max_positions, T + max_new_tokens
+        fits = total if limit is None else min(total, limit)   # positions the cache can cover
+        out = torch.empty(B, total, dtype=idx.dtype, device=idx.device)
+        out[:, :T] = idx
+        self.open(B, fits, idx.device)
+        try:
+            cached = min(T, fits)
+            logits = self.prefill(idx[:, -fits:])
+            for t in range(T, total):
+                nxt = sample_next(logits, temperature, top_k, generator)     # (B, 1)
+                out[:, t:t + 1] = nxt
+                if on_token is not None:
+                    on_token(nxt[0, 0].item())
+                if t == total - 1:
+                    break
+                if cached < fits:
+                    logits, cached = self.next(nxt), cached + 1
+                else:  # the text outgrew the encoding's positions: re-encode the last `limit` tokens
+                    self.close()
+                    logits = m(out[:, t + 1 - limit:t + 1])[0][:, -1]
+        finally:
+            self.close()
+        return out

@@ -12,19 +12,19 @@ checkpoint's: only evaluation-time keys may be given (config.EVAL_KEYS: rope_sca
 settings, window, sinks, logn_scaling, layer_windows); a key that would change the trained
 model (pos_encoding, n_layer, ...) is refused in one line.
 
-Decoding runs decode.py's static step (fixed-shape KV cache, positions as a tensor);
+Decoding runs model.py's static step (fixed-shape KV cache, positions as a tensor);
 --compile=True compiles that step once (seconds of compilation, then about twice the
 tokens/s on a CPU with the default window; see README, Speed). On a CPU --threads=0 (the
-default) decodes on decode.DECODE_THREADS thread(s) (decode.py says why: the safe choice on a
+default) decodes on model.DECODE_THREADS thread(s) (model.py says why: the safe choice on a
 shared machine, measured); OMP_NUM_THREADS or --threads=N choose otherwise. The last line on
 stderr gives tokens/s, and with --compile=True how long the compilation took.
 
 Generation uses the KV cache and goes past the training block_size for every encoding.
-Past it, unless the encoding declares that it extrapolates or --window is given, each token
-attends to the last block_size tokens (window = block_size, said in one line), so every
-attention distance stays inside the trained range; --window=0 gives the raw behaviour.
+The rule past it, for every encoding: each token attends to the last block_size tokens
+(window = block_size, said in one line on stderr), so every attention distance stays inside
+the trained range, unless --window is given (--window=0: the raw model, no window).
 An encoding with a position table (`learned`) re-encodes a sliding window of its last
-block_size tokens instead. With a window the KV cache is bounded (a ring, cache.StaticKVCache).
+block_size tokens instead. With a window the KV cache is bounded (a ring, model.KVCache).
 The tokenizer comes from the checkpoint, so this works from any folder.
 """
 import sys
@@ -36,7 +36,7 @@ from training import checkpoint
 from training.cli import autocast, fail, help_text, parse, pick_device, pick_dtype
 from training.config import ConfigError, eval_key
 from training import cpu_threads
-from decode import DECODE_THREADS, Decoder
+from model import DECODE_THREADS, Decoder
 
 DEFAULTS = {
     "out_dir": "out",             # the checkpoint's folder (ckpt.pt)
@@ -68,18 +68,18 @@ def parse_args(argv):
 
 
 def fit_window(model, ckpt, overrides, total, device):
-    """(model, note): past the training length, a model whose encoding does not declare
-    `extrapolates` is rebuilt with window = the training block_size, unless the user chose a
-    window (--window=0: none). note: one line saying what happens past the length, or None."""
+    """(model, note): past the training length the model is rebuilt with window = the training
+    block_size, unless the user chose a window (--window=0: none), whatever its encoding.
+    note: one line saying what happens past the length, or None."""
     trained = ckpt["model_args"]["block_size"]
     limit = model.max_positions
     if limit is not None and total > limit:
         return model, (f"[{model.pos_name} knows only {limit} positions: past them, each token is predicted from "
                        f"the last {limit} tokens, re-encoded at positions 0..{limit - 1} (no KV cache)]")
-    if total <= trained or model.config.window or model.config.layer_windows or model.extrapolates:
+    if total <= trained or model.config.window or model.config.layer_windows:
         return model, None
-    raw = (f"[going past the training length ({trained} tokens): encodings that do not extrapolate degrade "
-           f"there (README: Length extrapolation); --window={trained} keeps every distance in the trained range]")
+    raw = (f"[going past the training length ({trained} tokens) without a window, as asked: distances past it "
+           f"were never trained (README: Length extrapolation); --window={trained} keeps them in range]")
     if "window" in overrides:  # --window=0: the raw model, as asked
         return model, raw
     try:

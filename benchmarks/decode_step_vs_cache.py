@@ -6,7 +6,7 @@
 
 The compiled step attends over the first n slots of the cache. Compiled with static shapes
 (--dynamic=False), each slot count is its own graph, compiled when first met; with
---dynamic=True (what decode.py does for a cache with one slot per position) one graph serves
+--dynamic=True (what model.py does for a cache with one slot per position) one graph serves
 every n. This prints, for the recipe shape (4x4x128, block 64, vocab 77, random init, one
 thread), the time of the first call at each slot count (a compilation, where there is one)
 and the median microseconds of the compiled step: what attending over the slots written so
@@ -22,7 +22,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import decode  # noqa: E402
+import model as decode  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 
 

@@ -5,7 +5,7 @@ For each shape, every model (random init, seed fixed) generates --gen_tokens tok
 token (temperature 0.8, top-k 200, as the issue's recipe), in rounds; within a round every
 encoding and mode runs once, in turn, so a disturbance hits them alike; the median is kept.
 Modes: `reference` (GPT.forward with the growing KVCache, the path before the static step),
-`static` (decode.py's static step, eager), `compiled` (the same step, torch.compile'd; its
+`static` (model.py's static step, eager), `compiled` (the same step, torch.compile'd; its
 compilation runs in a warm-up generation outside the timing), and `nanogpt`: nanoGPT's own
 GPT.generate (it re-runs the context cropped to block_size at every token), imported from
 the folder given by --nanogpt (a checkout; its code is never part of this repository). Its
@@ -26,8 +26,7 @@ import time
 import torch
 from torch.nn import functional as F
 
-from decode import Decoder, sample_next
-from model import GPT, GPTConfig
+from model import GPT, Decoder, GPTConfig, sample_next
 
 MODES = ("reference", "static", "compiled")
 TEMPERATURE, TOP_K = 0.8, 200

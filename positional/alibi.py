@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from .base import PositionalEncoding, relative_positions
+from .base import PositionalEncoding
 
 
 def _power_of_two_slopes(n: int):
@@ -33,16 +33,15 @@ def alibi_slopes(n_head: int) -> torch.Tensor:
 
 class ALiBi(PositionalEncoding):
     name = "alibi"
-    extrapolates = True        # measured flat to 16x (README, "Train short, test long")
 
     def __init__(self, n_head: int):
         super().__init__()
+        self.n_head = n_head
         self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
 
     @classmethod
     def from_config(cls, cfg, s):
         return cls(cfg.n_head)
 
-    def score_bias(self, q_pos, k_pos):
-        rel = relative_positions(q_pos, k_pos).to(self.slopes.dtype)   # (Tq, Tk), j - i
-        return self.slopes[:, None, None] * rel                          # (H, Tq, Tk)
+    def score_bias(self, h, q, k):
+        return -self.slopes[h] * (q - k).to(self.slopes.dtype)          # -m_h (i - j)

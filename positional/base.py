@@ -4,94 +4,58 @@ An encoding can act in three places of a GPT, and each hook defaults to "do noth
 
   embed(pos)                 -> (T, C) added to the token embeddings, or None
   rotate(x, pos, is_key)     -> x transformed, for queries and keys: (B, H, T, D) -> (B, H, T, D)
-  score_bias(q_pos, k_pos)   -> (H, Tq, Tk) additive attention logits, or None
+  score_bias(h, q, k)        -> additive attention logits, or None: an elementwise formula over
+                             broadcastable integer tensors (head h, query position q, key position
+                             k), backed by small per-head / per-distance tables, so one formula
+                             serves a dense call (h (H,1,1), q (Tq,1), k (1,Tk): dense_bias(q_pos, k_pos)
+                             gives (H, Tq, Tk)), a query block, or a FlexAttention score_mod
 
-and one escape hatch, for encodings whose scores are not "q.k plus a fixed bias":
+and one escape hatch, for encodings whose scores are not "q.k plus a fixed bias" (Shaw,
+Transformer-XL, ReRoPE, CoPE, FoX); it costs the fused SDPA kernel (an explicit softmax):
 
-  attention_logits(q, k, q_pos, k_pos, layer) -> (B, H, Tq, Tk) pre-softmax logits
-                             (1/sqrt(D) included, mask excluded), or None for q.k; a new
-                             tensor, which attention masks in place
+  attention_logits(q, k, ctx, layer) -> (B, H, Tq, Tk) logits (1/sqrt(D) included, mask
+                             excluded; a new tensor, masked in place), or None for q.k
+  attention_values(probs, ctx, layer) -> (B, H, Tq, D) added to probs @ v, or None (Shaw)
+  layer_input(x, ctx, layer) sees each attention layer's input x (B, T, C) first (FoX's gates)
 
-Returning logits costs the fused SDPA kernel (an explicit softmax is used), so only
-encodings that need it (ReRoPE, content-dependent relative terms) should. On that
-explicit-softmax path the encoding may also add to the attention output:
-
-  attention_values(probs, q_pos, k_pos, layer) -> (B, H, Tq, D) added to probs @ v, or None
-                             (probs: (B, H, Tq, Tk) after softmax; Shaw's value term)
-
-Before the layers of every forward, GPT.run tells each encoding the positions of the call,
-through one more no-op hook:
-
-  prepare(pos)               pos (T,): the query positions every layer of this forward will
-                             use; an encoding may gather here, once, what each layer would
-                             otherwise gather again (RoPE at inference: its rows at pos)
-
-Encodings whose position signal is computed from the content (FoX's forget gates) see
-each attention layer's input first, through one more no-op hook:
-
-  layer_input(x, pos, layer)  x: (B, T, C), the layer's normalised input; called by every
-                             softmax attention layer before attention_logits. Anything
-                             the encoding keeps across calls (FoX's running sums for
-                             cached decoding) it keys by absolute position, so it needs
-                             nothing from the KV cache.
-
-Static decoding (decode.py) brackets a whole generation with two more no-op hooks:
-
-  start_decoding(batch, n_positions, device, dtype)
-                             once, after set_length(n_positions), before the prompt: an encoding
-                             allocates here the fixed-shape tensors its decode step reads or
-                             writes in place (Transformer-XL's projected rows, FoX's running sums
-                             by position), so the step itself needs nothing from the host
-  end_decoding()             after the generation: back to the training/reference behaviour
+ctx (Ctx below) is the one per-forward object: the positions of the queries and keys, the
+window and sinks, whether the keys are the queries' own positions (`causal`: no cache), the
+document ids, the cache, and a scratch dict a layer's hooks share within that forward.
+Everything an encoding keeps across the calls of a generation (Transformer-XL's projected
+rows, FoX's running sums) lives in the cache, through ctx.cache.state(owner, name, make),
+and is gone with it. Two more hooks: set_length(n) (on the host, once per forward and once for
+a static generation: tables grown for n positions) and prepare(pos) (RoPE gathers its rows
+once per forward at inference).
 
 Notation (used in shape comments across the repo):
   B batch, T tokens in this call, H heads, D head dim, C model width,
   Tq = T query positions, Tk = cache length + T key positions.
+  Distance d = q_pos - k_pos (distance(q_pos, k_pos)): d >= 0 for past keys, d < 0 for future ones.
+  Visible keys (visible_keys, the one rule: mask, SSMax counts, CoPE, caches): 0 <= d, and with a
+  window d < window unless the key is a sink (k_pos < sinks), and with documents the same document.
 
-Positions are explicit LongTensors of *absolute* positions, computed once in
-GPT.forward from the KV-cache offset. Strategies never call arange themselves, so a
-KV cache that starts at any offset sees the right positions everywhere.
-
-score_bias is called once per forward pass and shared by all layers. It must span the
-full key length (Tk), never just the query length.
+Positions are explicit LongTensors of *absolute* positions (restarting at each document when
+documents are given), computed once in GPT.forward from the KV-cache offset. score_bias is
+called once per forward pass and shared by all layers; it spans the full key length (Tk).
 
 Settings: each encoding declares a small typed dataclass of its knobs next to its class
-(`Settings`, a subclass of base.Settings; field names are the users' flat config keys, e.g.
-t5_num_buckets), with a check(cfg) that refuses bad values in one line. GPTConfig keeps only
-the choice (pos_encoding, rope_scaling) and the chosen settings (pos_settings, by key);
-positional.build() makes the typed object and calls from_config(cfg, settings).
+(`Settings`, a subclass of base.Settings; field names are the users' flat config keys), with
+a check(cfg) that refuses bad values in one line: the one place a setting is validated
+(constructors trust their arguments); positional.build() types and checks them.
 
-Capabilities, read by model/train/sample code instead of encoding names (always asked of
-the built encoding; they are class attributes except where a setting decides them):
+Capabilities, read by model/train/sample code instead of encoding names:
   max_positions        None if any position works, else how many it can represent
-                       (the size of a table, or where its numbers stop being finite)
-  cache_rotated_keys   True: keys are cached after rotate(); False: cached raw and
-                       re-rotated every call (for rotations that depend on the length)
+  cache_rotated_keys   True: keys are cached after rotate(); False: cached raw and re-rotated
   excluded_param_names parameter names left out of the reported model size (GPT-2's wpe)
-  needs_score_matrix   True when the encoding acts on the (Tq, Tk) logits (score_bias or
-                       attention_logits). Linear attention never forms that matrix, so it
-                       refuses these encodings. Derived from which hooks a class overrides;
-                       a class may set it explicitly.
+  needs_score_matrix   derived: the class overrides score_bias, attention_logits or
+                       attention_values (linear attention refuses these encodings)
   supports_rope_scaling True if the frequency methods of rope_scaling/ apply (rotary encodings)
-  scores_by_query_block True when attention_logits and attention_values may be called on a
-                       block of the queries with the keys up to its last one (a call's blocks
-                       come in order, the last ending at its last query): in training the model
-                       then leaves out the keys hidden from a whole block
-                       (attention.causal_blocks), about 3/8 of the square at T = 256
-  reads_window         True when from_config reads cfg.window and cfg.sinks (CoPE counts only
-                       visible keys): in a per-layer schedule its layers must share one window
+  scores_by_query_block True when attention_logits may be called on a block of the queries with
+                       the keys up to its last one (ctx.rows says which rows of the forward)
   static_decoding      True when a decode step needs nothing from the host but the positions
-                       tensor: set_length(n) and start_decoding once for the whole generation
-                       are enough, and whatever the step keeps across calls lives in tensors
-                       of fixed shape written in place. decode.py then runs a static,
-                       compilable step; False: generation takes GPT.forward with a growing cache
-  ordered_keys         True when attention_logits needs the keys in position order (CoPE's
-                       counts): a static ring cache then hands them over rotated into order
-  extrapolates         True where perplexity was measured flat from 1x to 16x the training
-                       length (README, "Train short, test long"); sample.py then lets the text
-                       run past the training length without a window
+  ordered_keys         True when attention_logits needs the keys in position order (CoPE)
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -107,6 +71,26 @@ class Settings:
         """Raise ValueError with one actionable line if a value cannot work with cfg (GPTConfig)."""
 
 
+@dataclass(eq=False)
+class Ctx:
+    """One forward's positions and what its hooks share (model.AttentionPlan extends it)."""
+    q_pos: torch.Tensor                 # (Tq,) absolute positions of the queries
+    k_pos: torch.Tensor                 # (Tk,) of the keys (cached, then new)
+    window: int = 0                     # > 0: a query sees keys less than `window` behind it...
+    sinks: int = 0                      # ...and the first `sinks` positions
+    causal: bool = False                # the keys are the queries' own positions, in order (no cache)
+    doc: torch.Tensor = None            # (T,) document ids of the forward's tokens (no cache), or None
+    cache: object = None                # the generation's cache, or None
+    rows: slice = field(default_factory=lambda: slice(None))   # the forward's query rows this ctx covers (a query block: a:b)
+    scratch: dict = field(default_factory=dict)   # what one layer's hooks hand each other in this forward
+
+    def visible(self):
+        """(Tq, Tk) bool: the keys each query sees."""
+        doc = self.doc
+        q_doc, k_doc = (None, None) if doc is None else (doc[self.rows], doc[:len(self.k_pos)])
+        return visible_keys(self.q_pos, self.k_pos, self.window, self.sinks, q_doc, k_doc)
+
+
 class PositionalEncoding(nn.Module):
     name = "none"
     Settings = Settings
@@ -115,8 +99,6 @@ class PositionalEncoding(nn.Module):
     excluded_param_names = ()
     needs_score_matrix = False
     supports_rope_scaling = False
-    extrapolates = False
-    reads_window = False
     scores_by_query_block = False
     static_decoding = True
     ordered_keys = False
@@ -140,28 +122,29 @@ class PositionalEncoding(nn.Module):
     def prepare(self, pos):
         pass
 
-    def start_decoding(self, batch, n_positions, device, dtype):
-        pass
-
-    def end_decoding(self):
-        pass
-
     def embed(self, pos):
         return None
 
-    def layer_input(self, x, pos, layer):
+    def layer_input(self, x, ctx, layer):
         pass
 
     def rotate(self, x, pos, is_key=False):
         return x
 
-    def score_bias(self, q_pos, k_pos):
+    def score_bias(self, h, q, k):
         return None
 
-    def attention_logits(self, q, k, q_pos, k_pos, layer):
+    def dense_bias(self, q_pos, k_pos):
+        """(H, Tq, Tk) score_bias at every head, query and key, or None (for a dense caller)."""
+        if type(self).score_bias is PositionalEncoding.score_bias:
+            return None
+        h = torch.arange(self.n_head, device=q_pos.device)[:, None, None]
+        return self.score_bias(h, q_pos[:, None], k_pos[None, :])
+
+    def attention_logits(self, q, k, ctx, layer):
         return None
 
-    def attention_values(self, probs, q_pos, k_pos, layer):
+    def attention_values(self, probs, ctx, layer):
         return None
 
     def method_label(self):
@@ -172,6 +155,17 @@ class PositionalEncoding(nn.Module):
         return f"name={self.name!r}"
 
 
-def relative_positions(q_pos, k_pos):
-    """(Tq, Tk) matrix of key_position - query_position (<= 0 for visible keys)."""
-    return k_pos[None, :] - q_pos[:, None]
+def distance(q_pos, k_pos):
+    """(Tq, Tk) d = q_pos - k_pos: >= 0 for past keys (the repo's one convention)."""
+    return q_pos[:, None] - k_pos[None, :]
+
+
+def visible_keys(q_pos, k_pos, window=0, sinks=0, q_doc=None, k_doc=None):
+    """(Tq, Tk) bool: the keys each query sees (causal, window, sinks, documents), the one rule."""
+    d = distance(q_pos, k_pos)
+    seen = d >= 0
+    if window:
+        seen &= (d < window) | (k_pos[None, :] < sinks)
+    if q_doc is not None:
+        seen &= q_doc[:, None] == k_doc[None, :]
+    return seen

@@ -15,8 +15,8 @@ interpolated, never e[p] itself. e: (P + 1, D) per layer, shared by the heads, z
 the start (so CoPE starts as NoPE), as in the paper. The gates read the same scaled
 logits as the softmax. Absolute positions play no part: only which keys are visible, so
 shifting every position changes nothing, and the cached keys give the same counts as a
-full pass. A window hides keys from the count too (their gate is 0), which keeps the
-bounded window cache equal to a windowed recompute.
+full pass. A window or another document hides keys from the count too (their gate is 0),
+which keeps the ring cache equal to a windowed recompute.
 
 Cost: the logits are formed here (explicit softmax, no fused kernel), with a cumulative
 sum, two gathers and about five (B, H, Tq, Tk) tensors per layer.
@@ -41,15 +41,6 @@ class CoPESettings(Settings):
             raise ValueError(f"cope_max_position must be >= 0 (0: block_size), got {self.cope_max_position}")
 
 
-def visible_keys(q_pos, k_pos, window=0, sinks=0):
-    """(Tq, Tk) bool: the keys each query attends to (the rule of model.attention_mask)."""
-    dist = q_pos[:, None] - k_pos[None, :]
-    seen = dist >= 0
-    if window:
-        seen &= (dist < window) | (k_pos[None, :] < sinks)
-    return seen
-
-
 def cope_positions(gates, max_position):
     """p_ij = min(sum_{t >= j} g_it, P): gates (..., Tq, Tk), zero where hidden, keys in order."""
     return gates.flip(-1).cumsum(-1).flip(-1).clamp(max=max_position)
@@ -66,25 +57,23 @@ def interpolate(table, p):
 
 class CoPE(PositionalEncoding):
     name = "cope"
-    reads_window = True   # counts only the keys inside the window
     ordered_keys = True   # counts run over the keys in position order
     Settings = CoPESettings
     scores_by_query_block = True
 
-    def __init__(self, n_layer: int, head_dim: int, max_position: int, window: int = 0, sinks: int = 0):
+    def __init__(self, n_layer: int, head_dim: int, max_position: int):
         super().__init__()
-        self.max_position, self.window, self.sinks = max_position, window, sinks
+        self.max_position = max_position
         self.emb = nn.Parameter(torch.zeros(n_layer, max_position + 1, head_dim))   # e: (L, P + 1, D)
 
     @classmethod
     def from_config(cls, cfg, s):
-        return cls(cfg.n_layer, cfg.n_embd // cfg.n_head, s.cope_max_position or cfg.block_size,
-                   cfg.window, cfg.sinks)
+        return cls(cfg.n_layer, cfg.n_embd // cfg.n_head, s.cope_max_position or cfg.block_size)
 
-    def attention_logits(self, q, k, q_pos, k_pos, layer):
+    def attention_logits(self, q, k, ctx, layer):
         scale = 1.0 / math.sqrt(q.shape[-1])
         s = (q @ k.transpose(-1, -2)) * scale                                   # (B, H, Tq, Tk)
-        seen = visible_keys(q_pos, k_pos, self.window, self.sinks)              # (Tq, Tk)
+        seen = ctx.visible()                                                    # (Tq, Tk): window, documents
         gates = torch.sigmoid(s.float()).masked_fill(~seen, 0.0)
         p = cope_positions(gates, float(self.max_position))                     # (B, H, Tq, Tk)
         table = (q @ self.emb[layer].to(q.dtype).T).float()                     # (B, H, Tq, P + 1)

@@ -63,9 +63,7 @@ class FIRE(PositionalEncoding):
 
     def __init__(self, n_head: int, width: int = 32, init_c: float = 0.1, init_L: float = 512.0):
         super().__init__()
-        if width < 1 or init_c <= 0 or init_L <= 0:
-            raise ValueError(f"FIRE needs fire_mlp_width >= 1, fire_init_c > 0 and fire_init_L > 0, "
-                             f"got {width}, {init_c}, {init_L}")
+        self.n_head = n_head
         self.mlp = nn.Sequential(nn.Linear(1, width), nn.ReLU(), nn.Linear(width, n_head))
         self.c = nn.Parameter(torch.tensor(float(init_c)))
         self.L_multiplier = nn.Parameter(torch.tensor(1.0))
@@ -79,11 +77,16 @@ class FIRE(PositionalEncoding):
     def L(self):
         return self.L_multiplier * self.init_L
 
-    def score_bias(self, q_pos, k_pos):
-        """(H, Tq, Tk); q_pos increasing (GPT.forward's positions are). One query (a decode
-        step) takes the per-pair path: nothing is read back to the host, so the step compiles whole."""
+    def score_bias(self, h, q, k):
+        """The MLP gives every head at once, so the heads h are picked from its (H, Tq, Tk) output and q,
+        k come as (Tq, 1), (1, Tk) (a score_mod needs a per-distance table: issue #22). One query (a decode
+        step), or positions that restart (documents), take the per-pair path: no host read-back."""
+        return self.dense(q.view(-1), k.view(-1))[h.view(-1)]
+
+    def dense(self, q_pos, k_pos):
         L = self.L.abs()
-        m = int((q_pos.to(L.dtype) < L).sum()) if len(q_pos) > 1 else 0   # leading queries, normalised by psi(L)
+        rising = len(q_pos) > 1 and bool((q_pos[1:] > q_pos[:-1]).all())   # not so where documents restart
+        m = int((q_pos.to(L.dtype) < L).sum()) if rising else 0           # leading queries, normalised by psi(L)
         dist = (q_pos[:m, None] - k_pos[None, :]).clamp(min=0)           # (m, Tk)
         n = int(dist.max()) + 1 if m else 0
         parts = []

@@ -28,9 +28,13 @@ EPS = 1e-2   # smallest value a parameter is clamped to
 
 def kerple_bias(distance, r1, r2, variant="log"):
     """(H, ...) bias for a distance tensor (...,) >= 0 and per-head r1, r2 (H,)."""
-    d = distance.to(r1.dtype)[None]                                    # (1, ...)
     shape = (-1,) + (1,) * distance.dim()
-    r1, r2 = r1.view(shape), r2.view(shape)
+    return kernel(distance[None], r1.view(shape), r2.view(shape), variant)
+
+
+def kernel(d, r1, r2, variant):
+    """The bias at distances d >= 0 with parameters r1, r2, all broadcast together."""
+    d = d.to(r1.dtype)
     if variant == "log":
         return -r1 * torch.log1p(r2 * d)
     return -r1 * d.pow(r2)
@@ -47,14 +51,11 @@ class KerpleSettings(Settings):
 
 class Kerple(PositionalEncoding):
     name = "kerple"
-    extrapolates = True        # measured flat to 16x (README, "Train short, test long")
     Settings = KerpleSettings
 
     def __init__(self, n_head: int, variant: str = "log"):
         super().__init__()
-        if variant not in VARIANTS:
-            raise ValueError(f"kerple_variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
-        self.variant = variant
+        self.variant, self.n_head = variant, n_head
         self.r1 = nn.Parameter(torch.rand(n_head) * 2)   # (H,)
         self.r2 = nn.Parameter(torch.rand(n_head))       # (H,)
 
@@ -67,18 +68,18 @@ class Kerple(PositionalEncoding):
         r2_max = 2.0 if self.variant == "power" else None
         return self.r1.clamp(min=EPS), self.r2.clamp(min=EPS, max=r2_max)
 
-    def score_bias(self, q_pos, k_pos):
+    def score_bias(self, h, q, k):
         """With several queries (training, prefill) the kernel is evaluated once per distance
         0 .. max |i - j| and read at each (i, j): the same numbers as at each pair, for a
-        fraction of the work (and of the backward). With one query (a decode step) it is
-        evaluated at each pair: nothing is read back to the host, so the step compiles whole."""
-        dist = (q_pos[:, None] - k_pos[None, :]).abs()                  # (Tq, Tk)
-        if len(q_pos) > 1:
-            n = int(dist.max()) + 1
-            if dist.numel() > n:  # more pairs than distances
-                table = kerple_bias(torch.arange(n, device=dist.device), *self.params(), self.variant)   # (H, n)
-                return table.index_select(1, dist.view(-1)).view(-1, *dist.shape)               # (H, Tq, Tk)
-        return kerple_bias(dist, *self.params(), self.variant)          # (H, Tq, Tk)
+        fraction of the work (and of the backward). With one query (a decode step, a score_mod's
+        scalars) it is evaluated at each pair: nothing is read back to the host."""
+        d = (q - k).abs()
+        r1, r2 = self.params()
+        if q.numel() > 1:
+            n = int(d.max()) + 1
+            if d.numel() > n:  # more pairs than distances
+                return kerple_bias(torch.arange(n, device=d.device), r1, r2, self.variant)[h, d]   # table (H, n)
+        return kernel(d, r1[h], r2[h], self.variant)
 
     def extra_repr(self):
         return f"name={self.name!r}, variant={self.variant!r}"

@@ -16,7 +16,7 @@ so the numerator depends on m - n only: shifting all positions changes nothing.
 S and z are prefix sums over the sequence, taken chunk by chunk (inside a chunk of 64
 tokens, a masked (64, 64) product; across chunks, the running S and z): no (T, T)
 matrix, and time and memory linear in T. With a cache, the sums after the last token
-are all that is kept (cache.LinearAttentionCache), so decoding costs O(1) time and
+are all that is kept (LinearAttentionCache below), so decoding costs O(1) time and
 memory per token whatever the length.
 
 Encodings that act on the (Tq, Tk) score matrix (score_bias, attention_logits; their
@@ -67,8 +67,9 @@ class LinearSelfAttention(nn.Module):
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.resid_dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, pe, plan, cache=None):
+    def forward(self, x, pe, plan):
         B, T, C = x.shape
+        cache = plan.cache
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
         state = cache.read(self.layer) if cache is not None else None       # (S, z) or None
@@ -77,3 +78,33 @@ class LinearSelfAttention(nn.Module):
             cache.write(self.layer, S, z)
         y = y.transpose(1, 2).contiguous().view(B, T, C)                    # (B, T, C)
         return self.resid_dropout(self.c_proj(y))
+
+
+class LinearAttentionCache(nn.Module):
+    """Linear attention's running sums after the last token, S (L, B, H, D, D) and z (L, B, H, D):
+    constant memory whatever the length. key_positions(T) gives only the T new positions."""
+
+    def __init__(self, n_layer, batch, n_head, head_dim, dtype, device):
+        super().__init__()
+        D = head_dim
+        self.register_buffer("S", torch.zeros(n_layer, batch, n_head, D, D, dtype=dtype, device=device), persistent=False)
+        self.register_buffer("z", torch.zeros(n_layer, batch, n_head, D, dtype=dtype, device=device), persistent=False)
+        self.max_len, self.length, self.period = float("inf"), 0, 0
+
+    def begin(self, pos):
+        pass
+
+    def key_positions(self, T):
+        return torch.arange(self.length, self.length + T, device=self.S.device)
+
+    def read(self, layer):
+        return (self.S[layer], self.z[layer]) if self.length else None
+
+    def write(self, layer, S, z):
+        self.S[layer], self.z[layer] = S, z
+
+    def advance(self, T):
+        self.length += T
+
+    def reset(self):
+        self.length = 0

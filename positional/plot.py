@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from . import rope_scaling  # noqa: E402
-from .base import PositionalEncoding  # noqa: E402
+from .base import Ctx, PositionalEncoding  # noqa: E402
 from .rope import rope_inv_freq  # noqa: E402
 
 ROPE_METHODS = ("linear", "ntk", "yarn")  # extension methods drawn by draw_rope_angles
@@ -60,7 +60,7 @@ def expected_logits(pe, n_distances, head_dim):
 
     def f(q, k):                                                   # (B, H, 1, D), (B, H, n, D) -> (B, H', 1, n)
         q, k = pe.rotate(q, q_pos), pe.rotate(k, k_pos, is_key=True)
-        logits = pe.attention_logits(q, k, q_pos, k_pos, 0)
+        logits = pe.attention_logits(q, k, Ctx(q_pos, k_pos), 0)
         return logits if logits is not None else (q @ k.transpose(-1, -2)) / math.sqrt(head_dim)
 
     with torch.no_grad():
@@ -75,7 +75,7 @@ def expected_logits(pe, n_distances, head_dim):
             a = e_q.view(1, H, head_dim)[:, :, None, :]                        # (1, H, 1, D)
             b = e_k.view(n_distances, H, head_dim).transpose(0, 1)[None]       # (1, H, n, D)
             score = score + f(a, b)[0, :, 0].mean(0)
-        bias = pe.score_bias(q_pos, k_pos)                                     # (H, 1, n) or None
+        bias = pe.dense_bias(q_pos, k_pos)                                     # (H, 1, n) or None
         if bias is not None:
             score = score + bias[:, 0].mean(0)
     return score.flip(0).float()                                               # index = distance
@@ -85,7 +85,7 @@ def bias_by_distance(pe, n_distances):
     """(H, n_distances) score bias of each head for a key m = 0 .. n-1 positions back, or None."""
     pe.set_length(n_distances)
     with torch.no_grad():
-        bias = pe.score_bias(torch.tensor([n_distances - 1]), torch.arange(n_distances))  # (H, 1, n)
+        bias = pe.dense_bias(torch.tensor([n_distances - 1]), torch.arange(n_distances))  # (H, 1, n)
     return None if bias is None else bias[:, 0].flip(-1).float()
 
 

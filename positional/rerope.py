@@ -73,7 +73,6 @@ def rerope_logits(rope, q, k, q_pos, k_pos, window, leak=None):
 
 class ReRoPE(RoPE):
     name = "rerope"
-    extrapolates = True        # measured flat to 16x (README, "Train short, test long")
     Settings = ReRoPESettings
     supports_rope_scaling = False     # frequencies unchanged; it is itself the extension method
     cache_rotated_keys = False        # keys cached raw: attention_logits rotates them twice
@@ -94,8 +93,8 @@ class ReRoPE(RoPE):
     def rotate(self, x, pos, is_key=False):
         return x   # rotated inside attention_logits
 
-    def attention_logits(self, q, k, q_pos, k_pos, layer):
-        return rerope_logits(self, q, k, q_pos, k_pos, self.window, self.leak)
+    def attention_logits(self, q, k, ctx, layer):
+        return rerope_logits(self, q, k, ctx.q_pos, ctx.k_pos, self.window, self.leak)
 
 
 class LeakyReRoPE(ReRoPE):

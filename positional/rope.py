@@ -107,11 +107,7 @@ class RoPE(PositionalEncoding):
 
     def __init__(self, head_dim: int, rotary_fraction: float = 1.0, base: float = 10000.0, scaling=None):
         super().__init__()
-        self.rotary_dim = int(round(head_dim * rotary_fraction))
-        if not 0 < self.rotary_dim <= head_dim or self.rotary_dim % 2:
-            raise ValueError(f"rotary dimension must be even and in (0, head_dim={head_dim}], got "
-                             f"{self.rotary_dim} (= rotary_fraction {rotary_fraction} * head_dim); "
-                             f"change rotary_fraction or n_embd/n_head")
+        self.rotary_dim = int(round(head_dim * rotary_fraction))   # checked by RoPESettings.check
         self.base, self.head_dim = base, head_dim
         self.kind, self.scaling = scaling if scaling else (None, None)   # (method name, settings)
         self.length_dependent = bool(self.kind) and self.scaling.length_dependent

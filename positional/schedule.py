@@ -17,7 +17,6 @@ applies (rotary ones); layers sharing (encoding, window) share one score bias an
 plan per forward. An encoding that acts on the token embeddings (learned, sinusoidal) acts before
 any layer, so it cannot be given to some layers only.
 """
-import dataclasses
 from typing import NamedTuple
 
 import positional
@@ -98,13 +97,7 @@ def build_layers(cfg):
     check_shape(cfg, windows)
     encodings = {}
     for name in positional.encodings_in_play(cfg.pos_encoding, cfg.layer_encodings):
-        own = {layer.window for layer in schedule if layer.encoding == name}
-        # an encoding that reads the window (CoPE) is built with its layers' window
-        one = next(iter(own)) if len(own) == 1 else 0
-        encodings[name] = positional.build(dataclasses.replace(cfg, window=one), name)
-        if encodings[name].reads_window and len(own) > 1:
-            raise ValueError(f"the {name} encoding counts positions inside its window, so its layers must "
-                             f"share one window; layer_windows gives them several")
+        encodings[name] = positional.build(cfg, name)
         embeds = type(encodings[name]).embed is not PositionalEncoding.embed
         if embeds and any(layer.encoding != name for layer in schedule):
             raise ValueError(f"the {name} encoding acts on the token embeddings, before any layer, so it cannot "

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .base import PositionalEncoding, Settings
+from .base import PositionalEncoding, Settings, distance
 
 
 @dataclass
@@ -43,14 +43,11 @@ class ShawSettings(Settings):
 
 class Shaw(PositionalEncoding):
     name = "shaw"
-    extrapolates = True        # measured flat to 16x (README, "Train short, test long")
     Settings = ShawSettings
     scores_by_query_block = True
 
     def __init__(self, n_layer: int, head_dim: int, max_distance: int = 16, values: bool = True):
         super().__init__()
-        if max_distance < 1:
-            raise ValueError(f"shaw_max_distance must be >= 1, got {max_distance}")
         self.max_distance = max_distance
         self.key_emb = nn.Parameter(torch.randn(n_layer, max_distance + 1, head_dim) * 0.02)   # (L, k+1, D)
         self.value_emb = (nn.Parameter(torch.randn(n_layer, max_distance + 1, head_dim) * 0.02)
@@ -62,7 +59,7 @@ class Shaw(PositionalEncoding):
 
     def distances(self, q_pos, k_pos):
         """(Tq, Tk) clipped distance index min(i - j, k); future keys get 0 (masked anyway)."""
-        return (q_pos[:, None] - k_pos[None, :]).clamp(0, self.max_distance)
+        return distance(q_pos, k_pos).clamp(0, self.max_distance)
 
     def one_hot(self, q_pos, k_pos, batch_heads, dtype):
         """(Tq, Tk, k+1) indicator of d_ij, where it is no larger than a (B, H, Tq, Tk) tensor
@@ -73,7 +70,8 @@ class Shaw(PositionalEncoding):
             return None
         return F.one_hot(self.distances(q_pos, k_pos), self.max_distance + 1).to(dtype)
 
-    def attention_logits(self, q, k, q_pos, k_pos, layer):
+    def attention_logits(self, q, k, ctx, layer):
+        q_pos, k_pos = ctx.q_pos, ctx.k_pos
         B, H, Tq, D = q.shape
         Tk, scale = k.shape[2], 1.0 / math.sqrt(D)
         rel = q @ self.key_emb[layer].to(q.dtype).T                          # (B, H, Tq, k+1)
@@ -86,9 +84,10 @@ class Shaw(PositionalEncoding):
                                k.reshape(B * H, Tk, D).transpose(1, 2), beta=scale, alpha=scale)
         return scores.view(B, H, Tq, Tk)                                     # (q.k + q.w^K[d]) / sqrt(D)
 
-    def attention_values(self, probs, q_pos, k_pos, layer):
+    def attention_values(self, probs, ctx, layer):
         if self.value_emb is None:
             return None
+        q_pos, k_pos = ctx.q_pos, ctx.k_pos
         B, H = probs.shape[:2]
         e = self.one_hot(q_pos, k_pos, B * H, probs.dtype)
         if e is not None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .base import PositionalEncoding, Settings, relative_positions
+from .base import PositionalEncoding, Settings
 
 
 def relative_position_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
@@ -56,7 +56,7 @@ class T5Bias(PositionalEncoding):
 
     def __init__(self, n_head: int, num_buckets: int = 32, max_distance: int = 128):
         super().__init__()
-        self.num_buckets, self.max_distance = num_buckets, max_distance
+        self.n_head, self.num_buckets, self.max_distance = n_head, num_buckets, max_distance
         self.table = nn.Embedding(num_buckets, n_head)   # (buckets, H)
         nn.init.zeros_(self.table.weight)                # start as NoPE; training shapes it
 
@@ -64,7 +64,5 @@ class T5Bias(PositionalEncoding):
     def from_config(cls, cfg, s):
         return cls(cfg.n_head, s.t5_num_buckets, s.t5_max_distance)
 
-    def score_bias(self, q_pos, k_pos):
-        rel = relative_positions(q_pos, k_pos)                              # (Tq, Tk)
-        buckets = relative_position_bucket(rel, False, self.num_buckets, self.max_distance)
-        return self.table(buckets).permute(2, 0, 1)                         # (H, Tq, Tk)
+    def score_bias(self, h, q, k):  # the bucket function takes j - i, as in the paper and HF
+        return self.table.weight.T[h, relative_position_bucket(k - q, False, self.num_buckets, self.max_distance)]

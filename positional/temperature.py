@@ -18,6 +18,8 @@ import math
 
 import torch
 
+from .base import visible_keys
+
 
 def logn_factor(pos, length):
     """(T,) query scales max(1, log n / log L) at positions pos, n = pos + 1 tokens seen."""
@@ -27,11 +29,7 @@ def logn_factor(pos, length):
 
 def key_counts(q_pos, k_pos, window=0, sinks=0):
     """(Tq,) float: how many of the keys k_pos each query at q_pos sees (causal, window, sinks)."""
-    dist = q_pos[:, None] - k_pos[None, :]                                      # (Tq, Tk)
-    seen = dist >= 0
-    if window:
-        seen &= (dist < window) | (k_pos[None, :] < sinks)
-    return seen.sum(-1).to(torch.float32)
+    return visible_keys(q_pos, k_pos, window, sinks).sum(-1).to(torch.float32)
 
 
 def ssmax_init(n_head, length):

@@ -21,22 +21,19 @@ cached keys. Where the keys are consecutive positions and the queries the last o
 (training, a prefill, a query block) the shift is a strided view of the product instead (shifted(): no gather, whose
 backward scatter cost as much as the product itself on CPU). Either way one GEMM
 (baddbmm) forms (q + u).k and adds the position term.
-Decoding: without autograd the projected rows are kept per layer and only
-the new distances are projected at each step; a call with fewer (query, key) pairs than
-distances in play (a windowed decode step) projects only its pairs' rows, so its cost
-and memory follow the window, not the position.
-Static decoding (decode.py): start_decoding projects the rows of all n distances of the
-generation once per layer, into buffers; a step reads (q + v) @ r.T at the distances of its
-slots (a gather: the slots of a static cache need not be consecutive positions), with
-nothing checked or grown on the host. Memory: n x C floats per layer, half of what a KV cache
-of every position holds; under a window (a ring cache) these rows are what grows with n.
+Decoding: the projected rows are kept in the generation's cache (cache.state, per layer; made
+for all n positions in play at the first call, the prompt, so a static generation's steps only
+read them; grown by doubling where a reference generation goes past them),
+and a cached call reads (q + v) . r at its pairs' distances: the rows at the pairs when there
+are fewer pairs than rows (a window), else the product with every row, gathered. Memory:
+n x C floats per layer, half of what a KV cache of every position holds; gone with the cache.
 """
 import math
 
 import torch
 from torch import nn
 
-from .base import PositionalEncoding
+from .base import PositionalEncoding, distance
 from .sinusoidal import sinusoidal_table
 
 
@@ -49,7 +46,6 @@ def queries_at_the_end(q_pos, k_pos):
 
 class TransformerXL(PositionalEncoding):
     name = "transformer_xl"
-    extrapolates = True        # measured flat to 16x (README, "Train short, test long")
     scores_by_query_block = True
 
     def __init__(self, n_layer: int, n_head: int, n_embd: int):
@@ -60,8 +56,6 @@ class TransformerXL(PositionalEncoding):
         self.v = nn.Parameter(torch.randn(n_head, n_embd // n_head) * 0.02)   # (H, D) position bias
         self.register_buffer("table", sinusoidal_table(0, n_embd), persistent=False)   # (n, C) R_0 .. R_{n-1}
         self.n_positions = 0
-        self.rows = {}   # layer -> (key, r (cap, C) projected so far, how many rows are filled); no autograd
-        self.decoding = False   # static decoding: every distance's rows in the buffers r{layer}, (n, C)
 
     @classmethod
     def from_config(cls, cfg, s):
@@ -73,68 +67,30 @@ class TransformerXL(PositionalEncoding):
             self.table = sinusoidal_table(n, self.n_embd).to(self.table.device)
         self.n_positions = n_positions     # distances i - j never reach it
 
-    @torch.no_grad()
-    def start_decoding(self, batch, n_positions, device, dtype):
-        table = self.table[:n_positions].to(dtype)
-        for layer in range(self.w_r.shape[0]):  # buffers: a compiled step takes them as inputs
-            self.register_buffer(f"r{layer}", table @ self.w_r[layer].to(dtype), persistent=False)   # (n, C)
-        self.decoding = True
+    def rows(self, layer, dtype, ctx):
+        """r_d = W_R R_d for d < n_positions, (n, C): projected once per forward and layer (ctx.scratch),
+        or kept in the cache for a generation, where only new rows are projected."""
+        n, w, cache = self.n_positions, self.w_r[layer].to(dtype), ctx.cache
+        if cache is None:
+            key = (id(self), layer)
+            if key not in ctx.scratch:
+                ctx.scratch[key] = self.table[:n].to(dtype) @ w
+            return ctx.scratch[key]
+        r = cache.state(self, layer, lambda: self.table[:n].to(dtype) @ w)
+        if len(r) < n:  # a reference generation past its rows: grown by doubling
+            with torch.no_grad():
+                m = min(max(n, 2 * len(r)), len(self.table))
+                r = cache.states[(id(self), layer)] = torch.cat([r, self.table[len(r):m].to(dtype) @ w])
+        return r
 
-    def end_decoding(self):
-        self.decoding = False
-
-    def static_position(self, qv, q_pos, k_pos, layer):
-        """(B, H, Tq, Tk) position term of a decoding step, from the rows of start_decoding: the
-        rows at the pairs' distances when there are fewer pairs than rows (a ring under a window),
-        else the product with every row, gathered at the distances."""
-        B, H, Tq, D = qv.shape
-        r = self.projected(layer, qv.dtype)                                         # (n, C), start_decoding's
-        dist = (q_pos[:, None] - k_pos[None, :]).clamp(0, len(r) - 1)              # (Tq, Tk); hidden keys masked later
-        if dist.numel() < len(r):
-            rd = r.index_select(0, dist.view(-1)).view(*dist.shape, H, D)          # (Tq, Tk, H, D)
-            return torch.einsum("bhqd,qkhd->bhqk", qv, rd)
-        P = qv @ r.view(-1, H, D).permute(1, 2, 0)                                  # (B, H, Tq, n)
-        return P.gather(-1, dist.expand(B, H, -1, -1))
-
-    def train(self, mode=True):
-        """Switching modes drops the projected rows: an optimizer that updates W_R in place
-        without bumping its version counter (fused AdamW) would otherwise leave them stale."""
-        self.rows = {}
-        return super().train(mode)
-
-    def projected(self, layer, dtype):
-        """r_d = W_R R_d for d < n_positions, (n, C). With autograd, projected whole; without,
-        kept per layer, the new rows only projected, and rebuilt when W_R changes (its
-        in-place version counter: load_state_dict, an unfused optimizer step; fused AdamW does
-        not bump it, so train() and eval() drop the rows too) or moves."""
-        n, w = self.n_positions, self.w_r[layer]
-        if torch.is_grad_enabled() and self.w_r.requires_grad:
-            return self.table[:n].to(dtype) @ w.to(dtype)
-        if self.decoding:  # a prefill during static decoding: start_decoding's rows, not a second copy
-            return getattr(self, f"r{layer}")[:n].to(dtype)
-        key = (self.w_r._version, dtype, self.table.device, len(self.table))
-        old_key, r, filled = self.rows.get(layer, (None, None, 0))
-        if old_key != key:  # the table grew (geometrically): keep the rows already projected
-            fresh = torch.empty(len(self.table), self.n_embd, dtype=dtype, device=self.table.device)
-            if old_key is not None and old_key[:3] == key[:3]:
-                fresh[:filled] = r[:filled]
-            else:
-                filled = 0
-            r = fresh
-        if filled < n:
-            r[filled:n] = self.table[filled:n].to(dtype) @ w.to(dtype)              # (n - filled, C)
-            filled = n
-        self.rows[layer] = (key, r, filled)
-        return r[:n]
-
-    def shifted(self, qv, layer, Tk):
+    def shifted(self, qv, r, Tk):
         """(B, H, Tq, Tk) view whose [i, j] is qv_i . r_{a+i-j} for j <= a + i, for queries at the
         last Tq = Tk - a of Tk consecutive key positions (past the diagonal: other products,
         masked later). P = qv @ [r_{Tk-1}, ..., r_0, 0].T is (B, H, Tq, Tk + 1), P[i, m] =
         qv_i . r_{Tk-1-m}, so [i, j] is P's element (Tk - 1 - a) + i Tk + j: a view with row
         stride Tk, no copy, no gather (the paper's relative shift, done by the strides)."""
         B, H, Tq, D = qv.shape
-        r = self.projected(layer, qv.dtype)[:Tk].view(Tk, H, D).transpose(0, 1)    # (H, Tk, D): r_0 .. r_{Tk-1}
+        r = r[:Tk].view(Tk, H, D).transpose(0, 1)                                    # (H, Tk, D): r_0 .. r_{Tk-1}
         if Tq == 1:  # a decode step: [0, j] = qv . r_{Tk-1-j}, the product flipped (no copy of the rows)
             return (qv @ r.transpose(-1, -2)).flip(-1)                                # (B, H, 1, Tk)
         r = torch.cat([r.flip(1), r.new_zeros(H, 1, D)], dim=1)                    # (H, Tk + 1, D)
@@ -142,24 +98,22 @@ class TransformerXL(PositionalEncoding):
         return P.as_strided((B, H, Tq, Tk), (H * Tq * (Tk + 1), Tq * (Tk + 1), Tk, 1),
                             P.storage_offset() + Tk - 1 - (Tk - Tq))
 
-    def attention_logits(self, q, k, q_pos, k_pos, layer):
+    def attention_logits(self, q, k, ctx, layer):
         B, _, Tq, D = q.shape
         Tk = k.shape[2]
         qv = q + self.v[:, None].to(q.dtype)                                        # (B, H, Tq, D)
         H = qv.shape[1]       # the encoding's heads, also when q and k come with one head to broadcast
         k = k.expand(B, H, Tk, D)
-        dist = (q_pos[:, None] - k_pos[None, :]).clamp(min=0)                      # (Tq, Tk); future keys masked later
-        if self.decoding and Tq == 1:  # a static decode step (a prefill takes the branches below)
-            position = self.static_position(qv, q_pos, k_pos, layer)
-        elif Tq * Tk < self.n_positions:  # fewer pairs than distances (a windowed step): project the pairs' rows
-            R = self.table[dist.reshape(-1)].to(q.dtype)                            # (Tq*Tk, C)
-            rd = (R @ self.w_r[layer].to(q.dtype)).view(Tq, Tk, H, D)               # (Tq, Tk, H, D)
+        r = self.rows(layer, q.dtype, ctx)                                          # (n, C)
+        dist = distance(ctx.q_pos, ctx.k_pos).clamp(0, len(r) - 1)                 # (Tq, Tk); hidden keys masked later
+        if ctx.cache is None and queries_at_the_end(ctx.q_pos, ctx.k_pos):  # the shift as a strided view
+            position = self.shifted(qv, r, Tk)
+        elif dist.numel() < len(r):  # fewer pairs than rows (a window): the pairs' rows
+            rd = r.index_select(0, dist.view(-1)).view(Tq, Tk, H, D)                # (Tq, Tk, H, D)
             position = torch.einsum("bhqd,qkhd->bhqk", qv, rd)                      # (B, H, Tq, Tk)
-        elif queries_at_the_end(q_pos, k_pos):  # training, a prefill, a decode step: the shift as a strided view
-            position = self.shifted(qv, layer, Tk)
         else:
-            r = self.projected(layer, q.dtype).view(-1, H, D).transpose(0, 1)      # (H, n, D)
-            position = (qv @ r.transpose(-1, -2)).gather(-1, dist.expand(B, H, -1, -1))   # (B, H, Tq, n) -> (B, H, Tq, Tk)
+            P = qv @ r.view(-1, H, D).permute(1, 2, 0)                              # (B, H, Tq, n)
+            position = P.gather(-1, dist.expand(B, H, -1, -1))
         scale, qu = 1.0 / math.sqrt(D), q + self.u[:, None].to(q.dtype)           # (B, H, Tq, D)
         # one GEMM forms (q + u).k and adds the position term to it, both scaled: no separate sum
         scores = torch.baddbmm(position.reshape(B * H, Tq, Tk), qu.reshape(B * H, Tq, D),

@@ -1,4 +1,4 @@
-"""decode.py: the static decode step gives the reference path's logits (a full forward over the
+"""model.py's generation: the static decode step gives the reference path's logits (a full forward over the
 whole text, no cache) and the reference generation's tokens, for every encoding, with and
 without a window; the compiled step is what runs with compile=True and agrees too."""
 import json
@@ -6,9 +6,9 @@ import json
 import pytest
 import torch
 
-import decode
+import model as decode
 import positional
-from cache import StaticKVCache
+from model import KVCache
 from tests.conftest import tiny_gpt
 
 ALL = list(positional.REGISTRY)
@@ -36,8 +36,8 @@ def test_static_step_matches_full_forward(name, kw):
     assert model.kv_cache is None
     torch.testing.assert_close(got, full, rtol=1e-5, atol=1e-5)
     if model.static_decoding and kw:   # a ring smaller than the text (its slots reused), its keys in order where asked
-        cache = model.static_cache(2, 30)
-        assert isinstance(cache, StaticKVCache) and cache.size < 30 and cache.ordered == model.pe.ordered_keys
+        cache = model.new_cache(2, 30)
+        assert isinstance(cache, KVCache) and cache.size < 30 and cache.ordered == model.pe.ordered_keys
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -105,7 +105,7 @@ def test_one_compiled_graph_serves_every_step(name, kw, monkeypatch):
 
 def test_a_cache_filled_to_its_last_position_needs_no_second_graph(monkeypatch):
     """learned, its 16 positions outgrown: the last compiled step attends over all 16 (then the
-    text is re-encoded); that count is no special case for the graph (cache.py: one spare slot).
+    text is re-encoded); that count is no special case for the graph (KVCache: one spare slot).
     AOTAutograd's backend: it is where the case would be told apart (dynamo's alone does not)."""
     from torch._dynamo.utils import counters
     torch._dynamo.reset()

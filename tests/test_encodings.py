@@ -15,7 +15,7 @@ def logits_between(pe, q, k, q_pos, k_pos):
     """Attention logits (B, H, Tq, Tk) as the model forms them, before the causal mask."""
     pe.set_length(int(max(q_pos.max(), k_pos.max())) + 1)
     s = pe.rotate(q, q_pos) @ pe.rotate(k, k_pos, is_key=True).transpose(-1, -2)
-    b = pe.score_bias(q_pos, k_pos)
+    b = pe.dense_bias(q_pos, k_pos)
     return s if b is None else s + b
 
 
@@ -73,7 +73,7 @@ def test_partial_rotary_leaves_the_rest_untouched():
 def test_alibi_bias_is_minus_slope_times_distance():
     pe = tiny_gpt("alibi", n_head=6, n_embd=48).pe
     q_pos, k_pos = torch.arange(5, 8), torch.arange(0, 8)
-    bias = pe.score_bias(q_pos, k_pos)
+    bias = pe.dense_bias(q_pos, k_pos)
     slopes = alibi_slopes(6)
     for h in range(6):
         for a, i in enumerate(q_pos.tolist()):
@@ -84,7 +84,7 @@ def test_alibi_bias_is_minus_slope_times_distance():
 def test_t5_bias_is_shared_table_lookup():
     model = tiny_gpt("t5")
     pe = model.pe
-    bias = pe.score_bias(torch.arange(40, 42), torch.arange(0, 42))     # (H, 2, 42)
+    bias = pe.dense_bias(torch.arange(40, 42), torch.arange(0, 42))     # (H, 2, 42)
     assert bias.shape == (4, 2, 42)
     assert torch.equal(bias[:, 1, 41], pe.table.weight[0])              # distance 0 -> bucket 0
     assert torch.equal(bias[:, 1, 0], pe.table.weight[23])              # distance 41: 16 + floor(16 log(41/16) / log 8)
@@ -150,3 +150,35 @@ def test_unknown_encoding_lists_valid_ones():
 def test_odd_rotary_dimension_is_refused():
     with pytest.raises(ValueError, match="rotary dimension must be even"):
         tiny_gpt("rope", n_embd=24, n_head=2, rotary_fraction=0.25)   # 12 * 0.25 = 3 channels
+
+
+DOCS = torch.tensor([0] * 7 + [1] * 9 + [2] * 8)                      # three documents in one row of 24
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("kw", [{}, dict(window=6, sinks=1, ssmax=True)], ids=["full", "window"])
+def test_documents_see_only_themselves(name, kw):
+    """With document ids, changing any token of an earlier document leaves the later documents'
+    logits unchanged (no cache), and a document at positions restarting from 0 gives the logits it
+    gives alone; in training too (the learned-bias and own-score paths, by query blocks)."""
+    model = tiny_gpt(name, block_size=160, **kw)
+    idx = torch.randint(0, 40, (2, 24))
+    changed = idx.clone()
+    changed[:, 3], changed[:, 12] = (idx[:, 3] + 1) % 40, (idx[:, 12] + 1) % 40       # in documents 0 and 1
+    restart = torch.cat([torch.arange(7), torch.arange(9), torch.arange(8)])
+    with torch.no_grad():
+        a, b = model(idx, doc=DOCS)[0], model(changed, doc=DOCS)[0]
+        own = model(idx, pos=restart, doc=DOCS)[0][:, 16:]
+        alone = model(idx[:, 16:])[0]
+    assert torch.equal(a[:, 16:], b[:, 16:]) and not torch.allclose(a[:, 7:16], b[:, 7:16])
+    torch.testing.assert_close(own, alone, rtol=1e-5, atol=1e-5)
+    model.train()
+    docs = torch.arange(140) // 50                                     # 3 query blocks, documents across them
+    x = torch.randint(0, 40, (1, 140))
+    y = x.clone()
+    y[:, 60] = (x[:, 60] + 1) % 40
+    with torch.no_grad():
+        first, second = model(x, doc=docs)[0], model(y, doc=docs)[0]
+    assert torch.equal(first[:, 100:], second[:, 100:]) and not torch.equal(first[:, 60:100], second[:, 60:100])
+    logits, loss = model(x, x, doc=docs)
+    loss.backward()

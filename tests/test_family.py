@@ -11,6 +11,7 @@ import positional
 from training.config import ConfigError, load_config, model_config
 from positional.linear_attention import causal_linear_attention, feature_map
 from model import GPT, GPTConfig
+from positional.base import Ctx
 from positional.fire import fire_input
 from positional.kerple import kerple_bias
 from positional.sinusoidal import sinusoidal_table
@@ -22,10 +23,10 @@ NEW = ["shaw", "transformer_xl", "kerple", "fire"]
 def logits(pe, q, k, q_pos, k_pos, layer=0):
     """Pre-softmax logits (B, H, Tq, Tk) as the model forms them (before the mask)."""
     pe.set_length(int(max(q_pos.max(), k_pos.max())) + 1)
-    s = pe.attention_logits(q, k, q_pos, k_pos, layer)
+    s = pe.attention_logits(q, k, Ctx(q_pos, k_pos), layer)
     if s is None:
         s = pe.rotate(q, q_pos) @ pe.rotate(k, k_pos, is_key=True).transpose(-1, -2) / math.sqrt(q.shape[-1])
-    b = pe.score_bias(q_pos, k_pos)
+    b = pe.dense_bias(q_pos, k_pos)
     return s if b is None else s + b
 
 
@@ -54,7 +55,7 @@ def test_fire_is_not_shift_invariant_past_L():
     pe = tiny_gpt("fire", fire_init_L=4).pe
     pe.L_multiplier.data.fill_(1.0)
     q_pos, k_pos = torch.arange(10, 12), torch.arange(0, 12)
-    a, b = pe.score_bias(q_pos, k_pos), pe.score_bias(q_pos + 50, k_pos + 50)
+    a, b = pe.dense_bias(q_pos, k_pos), pe.dense_bias(q_pos + 50, k_pos + 50)
     assert not torch.allclose(a[:, :, 2:], b[:, :, 2:])
 
 
@@ -79,7 +80,7 @@ def test_shaw_matches_the_papers_formulas(max_distance):
         want_e, want_z = shaw_reference(q, k, v, pe.key_emb[layer], pe.value_emb[layer], q_pos, k_pos, max_distance)
         e = logits(pe, q, k, q_pos, k_pos, layer).masked_fill(~visible(q_pos, k_pos), float("-inf"))
         p = e.softmax(-1)
-        z = p @ v + pe.attention_values(p, q_pos, k_pos, layer)
+        z = p @ v + pe.attention_values(p, Ctx(q_pos, k_pos), layer)
         torch.testing.assert_close(e, want_e)
         torch.testing.assert_close(z, want_z, rtol=1e-5, atol=1e-5)
 
@@ -94,7 +95,7 @@ def test_shaw_full_range_gives_every_distance_its_own_vector():
 
 def test_shaw_without_values_and_its_size():
     model = tiny_gpt("shaw", shaw_values=False, shaw_max_distance=5)
-    assert model.pe.attention_values(torch.rand(1, 4, 2, 3), torch.arange(1, 3), torch.arange(3), 0) is None
+    assert model.pe.attention_values(torch.rand(1, 4, 2, 3), Ctx(torch.arange(1, 3), torch.arange(3)), 0) is None
     assert sum(p.numel() for p in model.pe.parameters()) == 2 * 6 * 8     # layers x (k+1) x head_dim
     assert sum(p.numel() for p in tiny_gpt("shaw", shaw_max_distance=5).pe.parameters()) == 2 * 2 * 6 * 8
 
@@ -138,7 +139,7 @@ def test_kerple_in_the_model_uses_clamped_per_head_parameters(variant):
     pe = tiny_gpt("kerple", kerple_variant=variant).pe
     pe.r1.data = torch.tensor([1.0, -3.0, 0.3, 2.0])     # a negative r1 is clamped to EPS
     pe.r2.data = torch.tensor([0.5, 1.0, 5.0, 0.1])      # power: r2 = 5 is clamped to 2
-    bias = pe.score_bias(torch.arange(6, 8), torch.arange(0, 8))          # (H, 2, 8)
+    bias = pe.dense_bias(torch.arange(6, 8), torch.arange(0, 8))          # (H, 2, 8)
     r1, r2 = [1.0, 1e-2, 0.3, 2.0], [0.5, 1.0, 5.0 if variant == "log" else 2.0, 0.1]
     for h in range(4):
         assert bias[h, 1, 7].item() == 0.0
@@ -167,7 +168,7 @@ def test_fire_bias_at_distance_zero_is_mlp_of_zero():
     w1, b1, w2, b2 = pe.mlp[0].weight, pe.mlp[0].bias, pe.mlp[2].weight, pe.mlp[2].bias
     f0 = w2 @ torch.relu(b1) + b2                                           # f(0) = W2 relu(W1 0 + b1) + b2, (H,)
     q_pos = torch.tensor([0, 5, 31, 500])                                   # below and far above L
-    bias = pe.score_bias(q_pos, torch.arange(501))                          # (H, 4, 501)
+    bias = pe.dense_bias(q_pos, torch.arange(501))                          # (H, 4, 501)
     for a, i in enumerate(q_pos.tolist()):
         torch.testing.assert_close(bias[:, a, i], f0)
     x = fire_input(q_pos, torch.arange(501), pe.c, pe.L)[2, 7]              # one more point, through the MLP by hand
@@ -177,9 +178,9 @@ def test_fire_bias_at_distance_zero_is_mlp_of_zero():
 def test_fire_bias_is_the_same_when_computed_in_row_blocks():
     pe = tiny_gpt("fire").pe
     q_pos, k_pos = torch.arange(100, 400), torch.arange(400)                # 300 query rows: two blocks of <= 256
-    bias = pe.score_bias(q_pos, k_pos)
+    bias = pe.dense_bias(q_pos, k_pos)
     for a in (0, 255, 256, 299):
-        torch.testing.assert_close(bias[:, a], pe.score_bias(q_pos[a:a + 1], k_pos)[:, 0])
+        torch.testing.assert_close(bias[:, a], pe.dense_bias(q_pos[a:a + 1], k_pos)[:, 0])
 
 
 # ---- capability --------------------------------------------------------------------------

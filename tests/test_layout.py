@@ -1,6 +1,7 @@
-"""The layout rules of the redesign (issue #10), checked on the source: no function outside
-tests over ~80 lines, no command-line script importing another, positional/ importing
-nothing from the application, and no encoding named outside positional/ and configs/."""
+"""The layout rules (issues #10, #21), checked on the source: only entry points at the root, no
+function outside tests over ~80 lines, no command-line script or package importing a CLI,
+positional/ importing nothing from the application, no encoding named outside positional/ and
+configs/, and the model (model.py and what it imports, positional/ aside) within its budget."""
 import ast
 import os
 import re
@@ -10,8 +11,10 @@ import pytest
 import positional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CLIS = {"train", "sample", "evaluate", "compare", "bench", "measure.plots"}   # the entry points, as modules
+CLIS = {"train", "sample", "evaluate", "compare", "bench", "export", "measure.plots"}   # the entry points, as modules
+ROOT_FILES = {"train", "sample", "evaluate", "compare", "bench", "export", "model"}
 MAX_LINES = 80
+MODEL_BUDGET = 700
 
 
 def sources(under=""):
@@ -40,6 +43,55 @@ def imported(path, full=False):
 
 def module_of(path):
     return os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+
+
+def imported_modules(path):
+    """Dotted names a file imports, each with its parents ("measure.plots" also gives "measure")."""
+    names = set()
+    for node in ast.walk(ast.parse(open(path).read())):
+        if isinstance(node, ast.Import):
+            found = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in found:
+            parts = name.split(".")
+            names.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return names
+
+
+def module_name(path):
+    return os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".").removesuffix(".__init__")
+
+
+def test_only_entry_points_at_the_root():
+    root = {os.path.basename(p)[:-3] for p in sources() if os.path.dirname(p) == ROOT}
+    assert root <= ROOT_FILES, sorted(root - ROOT_FILES)
+
+
+def test_no_package_imports_a_cli():
+    """A CLI: a root entry point, or a package module run with python -m (it has a __main__ block)."""
+    package_clis = {module_name(p) for p in sources() if os.path.dirname(p) != ROOT
+                    and '__name__ == "__main__"' in open(p).read()}
+    bad = {(module_name(p), m) for p in sources() if os.path.dirname(p) != ROOT
+           for m in imported_modules(p) & (CLIS | package_clis) - {module_name(p)}}
+    assert not bad, sorted(bad)
+
+
+def test_the_model_fits_its_line_budget():
+    """model.py plus every project module it imports, transitively, positional/ aside."""
+    project = {module_name(p): p for p in sources()}
+    todo, seen = ["model"], set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in project or name.split(".")[0] == "positional":
+            continue
+        seen.add(name)
+        todo += sorted(imported_modules(project[name]))
+    lines = {name: sum(1 for _ in open(project[name])) for name in sorted(seen)}
+    print(f"the model: {sum(lines.values())} lines ({lines})")
+    assert sum(lines.values()) <= MODEL_BUDGET, lines
 
 
 def test_no_function_longer_than_80_lines():

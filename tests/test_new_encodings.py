@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import positional
-from model import GPT
+from model import GPT, KVCache
+from positional.base import Ctx
 from training.config import model_config
 from positional.alibi import alibi_slopes
 from positional.cope import CoPE, cope_positions, interpolate
@@ -23,10 +24,10 @@ NEW = ["p_rope", "resonance_rope", "fox", "cope"]
 def scores(pe, q, k, q_pos, k_pos, layer=0):
     """Pre-softmax logits (B, H, Tq, Tk) as the model forms them (before the mask)."""
     pe.set_length(int(max(q_pos.max(), k_pos.max())) + 1)
-    s = pe.attention_logits(q, k, q_pos, k_pos, layer)
+    s = pe.attention_logits(q, k, Ctx(q_pos, k_pos), layer)
     if s is None:
         s = pe.rotate(q, q_pos) @ pe.rotate(k, k_pos, is_key=True).transpose(-1, -2) / math.sqrt(q.shape[-1])
-    b = pe.score_bias(q_pos, k_pos)
+    b = pe.dense_bias(q_pos, k_pos)
     return s if b is None else s + b
 
 
@@ -130,9 +131,10 @@ def test_resonance_rounds_after_the_scaling_method(scaling):
 
 
 # ---- FoX --------------------------------------------------------------------------------------
-def fox_logits(pe, x, q, k, q_pos, k_pos, layer=0):
-    pe.layer_input(x, q_pos, layer)
-    return pe.attention_logits(q, k, q_pos, k_pos, layer)
+def fox_logits(pe, x, q, k, q_pos, k_pos, layer=0, cache=None):
+    ctx = Ctx(q_pos, k_pos, cache=cache)
+    pe.layer_input(x, ctx, layer)
+    return pe.attention_logits(q, k, ctx, layer)
 
 
 def test_fox_bias_is_the_sum_of_log_gates_in_between():
@@ -167,15 +169,18 @@ def test_fox_starts_as_alibi_and_ignores_absolute_positions():
 
 
 def test_fox_decoding_continues_the_running_sum():
-    """Token by token, c_i - c_j equals the full pass's, also for keys written many calls ago."""
+    """Token by token, c_i - c_j equals the full pass's, also for keys written many calls ago: the
+    running sums live in the cache (and only there: without it nothing is kept)."""
     pe = FoX(n_layer=1, n_head=2, n_embd=4)
     pe.weight.data.normal_()
     x, q, k = torch.randn(1, 7, 4), torch.randn(1, 2, 7, 3), torch.randn(1, 2, 7, 3)
     pos = torch.arange(7)
+    pe.set_length(7)
     full = fox_logits(pe, x, q, k, pos, pos)
-    fox_logits(pe, x[:, :3], q[:, :, :3], k[:, :, :3], pos[:3], pos[:3])
+    cache = KVCache(1, 1, 2, 3, 7, 0, 0, torch.float32, "cpu")
+    fox_logits(pe, x[:, :3], q[:, :, :3], k[:, :, :3], pos[:3], pos[:3], cache=cache)
     for t in range(3, 7):
-        step = fox_logits(pe, x[:, t:t + 1], q[:, :, t:t + 1], k[:, :, :t + 1], pos[t:t + 1], pos[:t + 1])
+        step = fox_logits(pe, x[:, t:t + 1], q[:, :, t:t + 1], k[:, :, :t + 1], pos[t:t + 1], pos[:t + 1], cache=cache)
         torch.testing.assert_close(step[..., 0, :], full[..., t, :t + 1], rtol=1e-5, atol=1e-5)
 
 
@@ -204,7 +209,7 @@ def test_cope_logits_match_a_reference_loop():
     pe = CoPE(n_layer=1, head_dim=D, max_position=P)
     pe.emb.data.normal_()
     q, k = torch.randn(1, 1, T, D), torch.randn(1, 1, T, D)
-    got = pe.attention_logits(q, k, torch.arange(T), torch.arange(T), 0)[0, 0]
+    got = pe.attention_logits(q, k, Ctx(torch.arange(T), torch.arange(T)), 0)[0, 0]
     e = pe.emb[0].detach()
     for i in range(T):
         gates = [torch.sigmoid(q[0, 0, i] @ k[0, 0, t] / 2) for t in range(T)]
@@ -219,11 +224,9 @@ def test_cope_logits_match_a_reference_loop():
 def test_cope_window_hides_keys_from_the_count():
     """Window 3 with one sink: query 7 sees keys 0, 5, 6, 7. Keys 5-7 count as without a
     window; the sink counts only the visible keys: p_70 = g_70 + g_75 + g_76 + g_77."""
-    windowed = tiny_gpt("cope", window=3, sinks=1).pe
-    full = tiny_gpt("cope").pe
-    full.emb.data.copy_(windowed.emb.data)
+    windowed = tiny_gpt("cope", window=3, sinks=1).pe                            # the window comes with ctx
     q, k, pos = torch.randn(1, 4, 8, 8), torch.randn(1, 4, 8, 8), torch.arange(8)
-    a, b = windowed.attention_logits(q, k, pos, pos, 0), full.attention_logits(q, k, pos, pos, 0)
+    a, b = windowed.attention_logits(q, k, Ctx(pos, pos, 3, 1), 0), windowed.attention_logits(q, k, Ctx(pos, pos), 0)
     torch.testing.assert_close(a[..., 7, 5:], b[..., 7, 5:])
     qi, e = q[0, :, 7], windowed.emb[0].detach()                                  # (H, D), (P + 1, D)
     g = torch.sigmoid((k[0] @ qi[:, :, None])[..., 0] / math.sqrt(8))              # (H, T) gates of query 7

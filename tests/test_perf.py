@@ -8,7 +8,6 @@ import warnings
 import pytest
 import torch
 
-import attention
 import bench
 import model as model_mod
 import positional
@@ -21,13 +20,18 @@ def reference_attend(q, k, v, plan):
     """softmax(q k^T / sqrt(D) + mask) v, written out in float64: the plain path every
     kernel must match. plan: an AttentionPlan, or its mask: None (causal, Tq == Tk),
     bool (Tq, Tk) or float (H, Tq, Tk)."""
-    mask = plan.mask if isinstance(plan, attention.AttentionPlan) else plan
+    mask = plan.mask if isinstance(plan, model_mod.AttentionPlan) else plan
     Tq, Tk = q.shape[2], k.shape[2]
     s = (q.double() @ k.double().transpose(-1, -2)) / math.sqrt(q.shape[-1])   # (B, H, Tq, Tk)
     if mask is None:
         mask = torch.ones(Tq, Tk, dtype=torch.bool).tril()
     s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.double()
     return (torch.softmax(s, dim=-1) @ v.double()).to(q.dtype)
+
+
+def mask_of(bias, pos, window=0, sinks=0):
+    """The mask a plan over keys at the queries' own positions adds: bias (H, T, T) with -inf where hidden."""
+    return model_mod.AttentionPlan(pos, pos, window, sinks, causal=True, bias=bias).mask
 
 
 def sharp_gpt(name, **kw):
@@ -88,9 +92,9 @@ def test_kernel_choice_follows_the_plan(monkeypatch):
         calls.append(("sdpa", None if attn_mask is None else attn_mask.dim(), is_causal))
         return sdpa(q, k, v, attn_mask=attn_mask, is_causal=is_causal, **kw)
 
-    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", spy)
-    explicit = attention.explicit_attention
-    monkeypatch.setattr(attention, "explicit_attention", lambda *a: calls.append(("explicit",)) or explicit(*a))
+    monkeypatch.setattr(model_mod.F, "scaled_dot_product_attention", spy)
+    explicit = model_mod.explicit_attention
+    monkeypatch.setattr(model_mod, "explicit_attention", lambda *a: calls.append(("explicit",)) or explicit(*a))
     x = torch.randint(40, (2, 12))
     for name, want in [("rope", ("sdpa", None, True)), ("alibi", ("sdpa", 4, False)), ("t5", ("explicit",))]:
         calls.clear()
@@ -106,8 +110,8 @@ def test_kernel_choice_follows_the_plan(monkeypatch):
 def test_bias_is_built_once_per_forward(name, monkeypatch):
     m = tiny_gpt(name, n_layer=3).train()
     calls = []
-    score_bias = m.pe.score_bias
-    monkeypatch.setattr(m.pe, "score_bias", lambda q, k: calls.append(1) or score_bias(q, k))
+    bias = m.pe.dense_bias
+    monkeypatch.setattr(m.pe, "dense_bias", lambda q, k: calls.append(1) or bias(q, k))
     x = torch.randint(40, (2, 16))
     m(x, x)[1].backward()
     assert len(calls) == 1
@@ -124,7 +128,8 @@ def plan(T, Tk=None, bias=None, window=0, dropout=0.0, flex=True, device="cpu"):
     Tk = Tk or T
     on = torch.empty(0, device=device)
     q_pos, k_pos = torch.arange(Tk - T, Tk).to(on.device), torch.arange(Tk).to(on.device)
-    return attention.AttentionPlan(q_pos, k_pos, bias, window, 0, dropout, attention.FlexState() if flex else None)
+    return model_mod.AttentionPlan(q_pos, k_pos, window, causal=T == Tk, bias=bias, dropout=dropout,
+                                   flex={"error": None} if flex else None)
 
 
 def test_choose_kernel_reads_the_plan():
@@ -146,10 +151,10 @@ def test_flex_attention_is_chosen_for_biases_on_cuda_only():
     for kw, want in [({}, "flex"), ({"dropout": 0.1}, "sdpa"), ({"flex": False}, "sdpa"), ({"bias": None}, "causal")]:
         p = plan(4, **{"bias": b, **kw})
         p.q_pos = FakeCuda(p.q_pos)
-        assert attention.choose_kernel(p) == want, kw
+        assert model_mod.choose_kernel(p) == want, kw
     p = plan(1, 4, bias=torch.zeros(2, 1, 4))                        # a decode step: SDPA with the bias row
     p.q_pos = FakeCuda(p.q_pos)
-    assert attention.choose_kernel(p) == "sdpa"
+    assert model_mod.choose_kernel(p) == "sdpa"
 
 
 class FakeCuda:
@@ -169,15 +174,15 @@ def test_a_failing_flex_attention_falls_back_once_for_the_model(monkeypatch):
     def broken(*a, **kw):
         calls.append(1)
         raise RuntimeError("no kernel")
-    monkeypatch.setattr(attention, "flex_attention", broken)
+    monkeypatch.setattr(model_mod, "flex_attention", broken)
     q, k, v = (torch.randn(1, 2, 4, 8) for _ in range(3))
     p = plan(4, bias=torch.zeros(2, 4, 4))
     p.kernel = "flex"                                            # as chosen on CUDA
     with pytest.warns(UserWarning, match="FlexAttention failed"):
-        y = attention.attend(q, k, v, p)
+        y = model_mod.attend(q, k, v, p)
     torch.testing.assert_close(y, reference_attend(q, k, v, p), rtol=1e-5, atol=1e-5)
-    assert p.kernel == "sdpa" and isinstance(p.flex.error, RuntimeError) and calls == [1]
-    assert attention.choose_kernel(p) == "sdpa"                  # the model's later forwards skip it
+    assert p.kernel == "sdpa" and isinstance(p.flex["error"], RuntimeError) and calls == [1]
+    assert model_mod.choose_kernel(p) == "sdpa"                  # the model's later forwards skip it
 
 
 @pytest.mark.parametrize("name", ["alibi", "t5"])
@@ -185,11 +190,11 @@ def test_flex_attention_score_mod_matches_reference(name):
     """The CUDA path's score_mod and block mask, run by FlexAttention's eager CPU version."""
     pe = tiny_gpt(name, n_head=2, n_embd=32).pe
     pos = torch.arange(40)
-    mask = attention.attention_mask(pe.score_bias(pos, pos), pos, pos, window=9, sinks=2)   # (H, T, T)
+    mask = mask_of(pe.dense_bias(pos, pos), pos, window=9, sinks=2)   # (H, T, T)
     q, k, v = (torch.randn(1, 2, 40, 16) * 2 for _ in range(3))
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "flex_attention called without torch.compile()"
-        got = attention.flex_attention(q, k, v, mask, compiled=False)
+        got = model_mod.flex_attention(q, k, v, mask, compiled=False)
     torch.testing.assert_close(got, reference_attend(q, k, v, mask), rtol=1e-4, atol=1e-5)
 
 
@@ -198,13 +203,13 @@ def test_explicit_attention_matches_reference_with_long_alibi_bias():
     pe = tiny_gpt("alibi", n_head=4).pe
     T = 1024
     pos = torch.arange(T)
-    mask = attention.attention_mask(pe.score_bias(pos, pos), pos, pos)     # (H, T, T)
+    mask = mask_of(pe.dense_bias(pos, pos), pos)     # (H, T, T)
     q, k, v = (torch.randn(1, 4, T, 8) for _ in range(3))
     want = reference_attend(q, k, v, mask)
-    torch.testing.assert_close(attention.explicit_attention(q, k, v, mask), want, rtol=1e-4, atol=1e-5)
-    p = attention.AttentionPlan(pos, pos, pe.score_bias(pos, pos))
+    torch.testing.assert_close(model_mod.explicit_attention(q, k, v, mask), want, rtol=1e-4, atol=1e-5)
+    p = model_mod.AttentionPlan(pos, pos, causal=True, bias=pe.dense_bias(pos, pos))
     assert p.kernel == "sdpa"
-    torch.testing.assert_close(attention.attend(q, k, v, p), want, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(model_mod.attend(q, k, v, p), want, rtol=1e-4, atol=1e-5)
 
 
 def test_compiled_model_matches_eager():
@@ -283,9 +288,9 @@ def test_kerple_and_fire_tables_match_the_bias_at_each_pair():
     for q_pos, k_pos in [(torch.arange(40), torch.arange(40)), (torch.arange(30, 33), torch.arange(33)),
                          (torch.tensor([39]), torch.arange(40)), (sparse, sparse)]:
         want = kerple_bias((q_pos[:, None] - k_pos[None, :]).abs(), *kerple.params(), kerple.variant)
-        torch.testing.assert_close(kerple.score_bias(q_pos, k_pos), want, rtol=0, atol=0)
+        torch.testing.assert_close(kerple.dense_bias(q_pos, k_pos), want, rtol=0, atol=0)
         want = fire.mlp(fire_input(q_pos, k_pos, fire.c, fire.L)[..., None]).permute(2, 0, 1)
-        torch.testing.assert_close(fire.score_bias(q_pos, k_pos), want, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(fire.dense_bias(q_pos, k_pos), want, rtol=1e-6, atol=1e-6)
 
 
 def test_bench_variants_add_training_rows(tmp_path):
@@ -308,12 +313,12 @@ def test_explicit_attention_in_causal_blocks_matches_the_full_square(T):
     positions): the same output and gradients as the full (Tq, Tk) square."""
     pe = tiny_gpt("t5", n_head=2).pe
     pos = torch.arange(T)
-    assert len(attention.causal_blocks(T)) == min(4, T // 64)
+    assert len(model_mod.causal_blocks(T)) == min(4, T // 64)
     q, k, v = (torch.randn(2, 2, T, 8, requires_grad=True) for _ in range(3))
     grads = []
     for causal in (True, False):
-        mask = attention.attention_mask(pe.score_bias(pos, pos), pos, pos, window=T // 3, sinks=2)   # (H, T, T)
-        y = attention.explicit_attention(q, k, v, mask, causal=causal)
+        mask = mask_of(pe.dense_bias(pos, pos), pos, window=T // 3, sinks=2)   # (H, T, T)
+        y = model_mod.explicit_attention(q, k, v, mask, causal=causal)
         y.backward(torch.ones_like(y))
         grads.append((y.detach(), *(t.grad.clone() for t in (q, k, v)), *(p.grad.clone() for p in pe.parameters())))
         for t in (q, k, v, *pe.parameters()):
@@ -329,7 +334,7 @@ def test_scores_by_query_block_match_the_full_square(name, monkeypatch):
     gradients of one full square (the blocks leave out only keys hidden from them)."""
     m = sharp_gpt(name, block_size=200).train()
     x, y = torch.randint(40, (6, 200)), torch.randint(40, (6, 200))
-    assert len(attention.causal_blocks(200)) == 3
+    assert len(model_mod.causal_blocks(200)) == 3
     fast_loss, fast = loss_and_grads(m, x, y)
     monkeypatch.setattr(model_mod, "causal_blocks", lambda T: [(0, T)])
     ref_loss, ref = loss_and_grads(m, x, y)

@@ -8,6 +8,7 @@ import torch
 from measure import plots
 from positional import plot
 from positional.alibi import ALiBi, alibi_slopes
+from positional.base import Ctx
 from positional.nope import NoPE
 from positional.rope import RoPE
 from positional.sinusoidal import Sinusoidal, sinusoidal_table
@@ -63,8 +64,8 @@ def test_expected_logits_bias_and_embedding_by_hand():
 
 class AffineLogits(NoPE):
     """Logits q.k / sqrt(D) + <w, k> - c * distance: a linear term whose mean is 0."""
-    def attention_logits(self, q, k, q_pos, k_pos, layer):
-        dist = (q_pos[:, None] - k_pos[None, :]).float()                        # (Tq, Tk)
+    def attention_logits(self, q, k, ctx, layer):
+        dist = (ctx.q_pos[:, None] - ctx.k_pos[None, :]).float()                # (Tq, Tk)
         w = torch.arange(k.shape[-1], dtype=k.dtype)
         return q @ k.transpose(-1, -2) / math.sqrt(k.shape[-1]) + (k @ w)[..., None, :] - 0.5 * dist
 
@@ -142,7 +143,7 @@ def test_expected_logits_of_transformer_xl_with_several_heads():
     got = plot.expected_logits(pe, n, D)
     q = torch.randn(3, 1, 1, D)
     k = q.expand(-1, 1, n, D)
-    ref = pe.attention_logits(q.expand(-1, 4, -1, -1), k.expand(-1, 4, -1, -1), torch.tensor([n - 1]),
-                              torch.arange(n), 0)
+    ctx = Ctx(torch.tensor([n - 1]), torch.arange(n))
+    ref = pe.attention_logits(q.expand(-1, 4, -1, -1), k.expand(-1, 4, -1, -1), ctx, 0)
     assert got.shape == (n,) and torch.isfinite(got).all()
-    torch.testing.assert_close(pe.attention_logits(q, k, torch.tensor([n - 1]), torch.arange(n), 0), ref)
+    torch.testing.assert_close(pe.attention_logits(q, k, ctx, 0), ref)

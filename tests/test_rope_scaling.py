@@ -9,6 +9,7 @@ import torch
 import positional
 from training.config import ConfigError, load_config
 from model import GPTConfig
+from positional.base import Ctx
 from positional.rerope import ReRoPE
 from positional.rope import RoPE, rope_inv_freq
 from positional.rope_scaling import METHODS
@@ -112,7 +113,7 @@ def test_rerope_logits_use_capped_distances(leak):
     pe, plain = ReRoPE(D, base=16.0, window=w, leak=leak), RoPE(D, base=16.0)
     q, k = torch.randn(1, 2, 10, D, dtype=torch.float64), torch.randn(1, 2, 10, D, dtype=torch.float64)
     pos = torch.arange(10)
-    got = pe.attention_logits(pe.rotate(q, pos), pe.rotate(k, pos, is_key=True), pos, pos, layer=0)
+    got = pe.attention_logits(pe.rotate(q, pos), pe.rotate(k, pos, is_key=True), Ctx(pos, pos), layer=0)
     for i in range(10):
         for j in range(i + 1):
             rel = i - j if i - j < w else (w if leak is None else w + (i - j - w) / leak)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from training import checkpoint
-from cache import KVCache, LayerCaches, WindowKVCache
+from model import KVCache
 from training.config import ConfigError, model_config
 from model import GPT, CausalSelfAttention
 from tests.conftest import TINY_ARGS, run_py, tiny_gpt
@@ -31,7 +31,7 @@ def test_every_layer_the_same_window_is_bitwise_window():
     plain, sched = tiny_gpt("alibi", window=5, sinks=1), tiny_gpt("alibi", layer_windows="5", sinks=1)
     with torch.no_grad():
         assert torch.equal(plain(idx)[0], sched(idx)[0])
-        assert type(sched.setup_cache(2, 0)) is WindowKVCache
+        assert sched.setup_cache(2, 0).period == 5 - 1 + 16   # a ring
         steps = [sched(idx[:, :3])[0]] + [sched(idx[:, t:t + 1])[0] for t in range(3, 24)]
     assert torch.equal(torch.cat(steps, 1), torch.cat([plain.setup_cache(2, 0) and plain(idx[:, :3])[0]] +
                                                      [plain(idx[:, t:t + 1])[0] for t in range(3, 24)], 1))
@@ -45,6 +45,7 @@ MIXED = [  # (layer_encodings, layer_windows, extra keys)
     ("alibi,rope,t5,none", "5,0", {}),
     ("rope,fox", "0,4", {}),
     ("xpos,shaw,rope,cope", "3,0,3,0", {}),
+    ("cope,cope", "3,0", {"sinks": 1}),                     # CoPE counts inside each layer's own window
     ("rope,none", "", {"rope_scaling": "dynamic", "rope_factor": 2.0}),   # keys re-rotated in the rope layers
 ]
 
@@ -63,24 +64,20 @@ def test_mixed_schedule_decodes_like_a_recompute(pattern, windows, extra):
         cache = model.setup_cache(2, 32)
         steps = [model(idx[:, :5])[0]] + [model(idx[:, t:t + 1])[0] for t in range(5, 26)]
     torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-5, atol=1e-5)
-    if windows:   # windowed layers keep a bounded cache, global ones a full one
-        assert isinstance(cache, LayerCaches)
-        sizes = sorted(p.k.shape[3] for p in cache.parts)
-        bounded = [p for p in cache.parts if isinstance(p, WindowKVCache)]
-        assert any(isinstance(p, KVCache) for p in cache.parts) and sizes[-1] == 32
-        assert all(p.k.shape[3] == p.window + p.sinks - 1 for p in bounded)
+    if windows:   # different windows: one slot per position, the windows acting through the mask
+        assert isinstance(cache, KVCache) and cache.period == 0 and cache.size == 33
 
 
 def test_layers_sharing_encoding_and_window_share_one_plan_and_bias(monkeypatch):
-    """(alibi, 4) (none, 4) (alibi, 0) (none, 0): two plans per encoding; without a cache alibi's
-    bias is computed once for both windows, with a cache once per window (different keys)."""
+    """(alibi, 4) (none, 4) (alibi, 0) (none, 0): two plans per encoding; alibi's bias is computed
+    once for both windows, with a cache too (one cache: every layer attends to the same slots)."""
     model = tiny_gpt("alibi", n_layer=8, layer_encodings="alibi,none", layer_windows="4,4,0,0")
     calls, plans = [], []
-    real_bias = type(model.pe).score_bias
-    monkeypatch.setattr(type(model.pe), "score_bias", lambda s, q, k: calls.append(len(k)) or real_bias(s, q, k))
+    real_bias = type(model.pe).dense_bias
+    monkeypatch.setattr(type(model.pe), "dense_bias", lambda s, q, k: calls.append(len(k)) or real_bias(s, q, k))
     real_attn = CausalSelfAttention.forward
     monkeypatch.setattr(CausalSelfAttention, "forward",
-                        lambda s, x, pe, plan, cache=None: plans.append((id(pe), id(plan))) or real_attn(s, x, pe, plan, cache))
+                        lambda s, x, pe, plan: plans.append((id(pe), id(plan))) or real_attn(s, x, pe, plan))
     idx = torch.randint(0, 40, (1, 12))
     with torch.no_grad():
         model(idx)
@@ -90,7 +87,7 @@ def test_layers_sharing_encoding_and_window_share_one_plan_and_bias(monkeypatch)
         model(idx[:, :10])
         calls.clear()
         model(idx[:, 10:11])
-    assert sorted(calls) == [4, 11]                               # window cache: 3 kept + 1 new; full: 11
+    assert calls == [11]                                          # one slot per position: 10 cached + 1 new
 
 
 # ---- settings, capabilities, refusals -----------------------------------------------------------
@@ -111,8 +108,6 @@ def test_capabilities_combine_the_layers_encodings():
     xpos = tiny_gpt("xpos")
     mixed = tiny_gpt("alibi", n_layer=4, layer_encodings="alibi,xpos")
     assert mixed.pe.max_positions is None and mixed.max_positions == xpos.max_positions is not None
-    assert tiny_gpt("alibi", layer_encodings="alibi,kerple").extrapolates
-    assert not tiny_gpt("alibi", layer_encodings="alibi,none").extrapolates
     learned = tiny_gpt("learned", layer_encodings="learned")
     assert learned.max_positions == 32 and learned.excluded_param_names == ["pe.wpe.weight"]
     assert learned.get_num_params() == tiny_gpt("learned").get_num_params()
@@ -120,6 +115,15 @@ def test_capabilities_combine_the_layers_encodings():
     with pytest.raises(ValueError, match="the xpos/w8,alibi encoding knows 28231 positions"):
         tiny_gpt("alibi", layer_encodings="xpos,alibi", layer_windows="8,0", xpos_scale_base=512.0)(
             torch.zeros(1, 28232, dtype=torch.long))
+
+
+def test_task_scoring_asks_the_model_for_its_position_limit():
+    """tasks/score.py once asked the main encoding: rope,xpos claimed unlimited positions (rope's)."""
+    from tasks.score import fits
+    model = tiny_gpt("rope", layer_encodings="rope,xpos", xpos_scale_base=512.0)
+    limit = model.max_positions
+    assert model.pe.max_positions is None and limit is not None
+    assert fits(model, limit + 1) and not fits(model, limit + 2)
 
 
 @pytest.mark.parametrize("keys,message", [
@@ -132,7 +136,6 @@ def test_capabilities_combine_the_layers_encodings():
     (dict(layer_windows="8,-1"), "windows must be >= 0"),
     (dict(layer_windows="8,0", window=4), "window=4 and layer_windows='8,0' both set the windows"),
     (dict(layer_encodings="rope,learned"), "the learned encoding acts on the token embeddings"),
-    (dict(pos_encoding="cope", layer_windows="8,0"), "the cope encoding counts positions inside its window"),
     (dict(layer_windows="8,0", attention="linear"), "linear attention has no window"),
     (dict(layer_encodings="rope,alibi", attention="linear"), "the alibi encoding acts on the attention score matrix"),
 ])

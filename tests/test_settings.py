@@ -85,7 +85,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from positional.base import PositionalEncoding, Settings, relative_positions
+from positional.base import PositionalEncoding, Settings
 
 
 @dataclass
@@ -102,15 +102,14 @@ class Capped(PositionalEncoding):
 
     def __init__(self, n_head, cap):
         super().__init__()
-        self.cap, self.w = cap, nn.Parameter(torch.zeros(n_head, cap + 1))
+        self.n_head, self.cap, self.w = n_head, cap, nn.Parameter(torch.zeros(n_head, cap + 1))
 
     @classmethod
     def from_config(cls, cfg, s):
         return cls(cfg.n_head, s.cap_distance)
 
-    def score_bias(self, q_pos, k_pos):
-        dist = (-relative_positions(q_pos, k_pos)).clamp(0, self.cap)
-        return self.w[:, dist]
+    def score_bias(self, h, q, k):
+        return self.w[h, (q - k).clamp(0, self.cap)]
 '''
 
 

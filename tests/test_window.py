@@ -1,10 +1,8 @@
-"""Window attention with attention sinks, and the bounded KV cache that samples with it."""
+"""Window attention with attention sinks, and the bounded KV cache (a ring) that samples with it."""
 import pytest
 import torch
 
-import decode
-
-from cache import WindowKVCache
+from model import EMPTY, KVCache
 from measure.evaluation import check_overrides
 from training.config import ConfigError
 from tests.conftest import tiny_gpt
@@ -14,21 +12,22 @@ W, S = 6, 2
 
 @pytest.mark.parametrize("name", ["none", "sinusoidal", "t5", "alibi", "rope", "xpos"])
 def test_bounded_cache_decodes_4x_the_window_like_a_recompute(name):
-    """Cache size stays sinks + window - 1 while decoding 4x the window, and every step's
+    """Cache size stays sinks + window - 1 + chunk while decoding 4x the window, and every step's
     logits equal a recompute of the whole prefix with the same keys visible."""
     model = tiny_gpt(name, window=W, sinks=S)
     idx = torch.randint(0, 40, (2, 4 * W + 5))
     with torch.no_grad():
         cache = model.setup_cache(2, 0)
-        assert isinstance(cache, WindowKVCache) and cache.k.shape[3] == S + W - 1
+        size = S + W - 1 + cache.chunk
+        assert isinstance(cache, KVCache) and cache.k0.shape[2] == size
         steps, kept = [model(idx[:, :5])[0]], []
         for t in range(5, idx.shape[1]):
             steps.append(model(idx[:, t:t + 1])[0])
-            kept.append(cache.n_kept)
-            assert cache.k.shape[3] == S + W - 1
+            kept.append(int((cache.slot_pos != EMPTY).sum()))
+            assert all(b.shape[2] == size for n, b in cache.named_buffers() if n[0] in "kv")
         model.clear_cache()
         full = model(idx)[0]    # the same windowed visibility, recomputed over everything
-    assert set(kept[W:]) == {S + W - 1}
+    assert kept[-1] == size and sorted(cache.slot_pos[:S].tolist()) == list(range(S))   # the sinks stay
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)
 
 
@@ -41,7 +40,8 @@ def test_sinks_change_what_is_seen_and_stay_in_the_cache():
         model.setup_cache(1, 0)
         model(idx)
     assert torch.allclose(a[:, :W], b[:, :W]) and not torch.allclose(a[:, W + 2:], b[:, W + 2:])
-    assert model.kv_cache.pos[:model.kv_cache.n_kept].tolist() == [0, 1] + list(range(30 - W + 1, 30))
+    kept = set(model.kv_cache.slot_pos.tolist())
+    assert model.kv_cache.slot_pos[:S].tolist() == [0, 1] and set(range(30 - W + 1, 30)) <= kept
 
 
 @pytest.mark.parametrize("static", [False, True])
@@ -51,8 +51,8 @@ def test_generate_with_a_window_keeps_memory_constant(static):
     out = model.generate(torch.zeros(1, 3, dtype=torch.long), 80, top_k=5,
                          generator=torch.Generator().manual_seed(0), static=static,
                          on_token=lambda _: sizes.append({tuple(b.shape) for b in model.kv_cache.buffers()}))
-    # sinks + window - 1 keys; the static ring has room for a prefill chunk more
-    keys = 4 + 7 + (decode.PREFILL_CHUNK if static else 0)
+    # sinks + window - 1 keys, and room for a chunk of new tokens (16) more
+    keys = 4 + 7 + 16
     assert out.shape == (1, 83) and all(s == sizes[0] for s in sizes) and {s[-2] for s in sizes[0] if len(s) > 1} == {keys}
 
 
