@@ -5,13 +5,18 @@ method: Press et al. 2022, "Train Short, Test Long", https://arxiv.org/abs/2108.
     python evaluate.py out-rope out-alibi --lengths=64,256,1024 --mode=sliding --stride=32
     python evaluate.py out-rope --rope_scaling=base,linear,ntk,yarn --rope_factor=4
     python evaluate.py out-alibi --window=64 --sinks=4 --report_dir=reports
+    python evaluate.py out-code --documents=200                  # per document: the first L tokens of each
+    python evaluate.py out-code --data=my_src/ --documents=100   # your files, with the checkpoint's tokenizer
 
 Options (cli.py's convention): lengths, mode (nonoverlap or sliding), stride,
 tokens_per_point (8192), device and dtype (auto), data_dir, split (val), report_dir (the
 first out dir), overwrite, wandb_log, threads (on a CPU, 0, the default: one per core that
 other processes leave idle at the start; see cpu_threads.py). Every point scores the first
 tokens_per_point tokens of the split, the same at every length; training's val loss averages
-random batches, so the two differ a little.
+random batches, so the two differ a little. Every row gives bits per byte too. documents=N
+(0: off) scores per document instead (at most N documents, each row counts them); data=PATH
+scores files or folders (comma-separated, one document each, tokenized with the checkpoint's
+tokenizer) or a dataset folder prepared with that tokenizer, instead of the checkpoint's dataset.
 
 Model keys and encoding settings given on the command line (--rope_scaling, --rope_factor,
 --window, --sinks, ...) override the checkpoint's at evaluation time. --rope_scaling takes
@@ -34,12 +39,13 @@ from training import cpu_threads
 import positional
 from training.cli import autocast, fail, parse, pick_device, pick_dtype
 from training.config import ConfigError, coerce, is_key, model_config
-from measure.evaluation import (MULTIPLES, TOKENS_PER_POINT, check_overrides, evaluate_checkpoint, fmt_num, log_wandb,
-                        method_label, report_paths, scored_note, table_lines, validation_tokens, write_report)
+from measure.evaluation import (MULTIPLES, TOKENS_PER_POINT, check_overrides, documents_note, evaluate_checkpoint,
+                                fmt_num, log_wandb, method_label, report_paths, scored_note, table_lines,
+                                validation_tokens, write_report)
 
 OPTIONS = dict(lengths=[], mode="nonoverlap", stride=0, tokens_per_point=TOKENS_PER_POINT, device="auto",
                dtype="auto", data_dir="", split="val", report_dir="", overwrite=False, wandb_log=False,
-               context_gain=False, per_position=False, threads=0)
+               context_gain=False, per_position=False, threads=0, documents=0, data="")
 
 
 def model_key(key, value):
@@ -136,8 +142,8 @@ def main(argv):
             raise ConfigError(f"--threads must be >= 0 (0: one per core that other work leaves idle), "
                               f"got {opts['threads']}")
         threads = cpu_threads.choose(opts["threads"], device)
-        print(f"evaluating on {device} ({dtype}{'; ' + threads if threads else ''}): "
-              f"{scored_note(budget, opts['split'])}", flush=True)
+        note = documents_note(opts["documents"], opts["split"]) if opts["documents"] else scored_note(budget, opts["split"])
+        print(f"evaluating on {device} ({dtype}{'; ' + threads if threads else ''}): {note}", flush=True)
         rows = []
         for d in out_dirs:
             for overrides in methods:
@@ -147,10 +153,12 @@ def main(argv):
                           file=sys.stderr)
                     continue
                 new = evaluate_checkpoint(d, per_dir[d], opts["mode"], opts["stride"] or None, overrides, budget,
-                                          device, opts["data_dir"] or None, opts["split"], dtype, ckpt=ckpts[d])
+                                          device, opts["data_dir"] or None, opts["split"], dtype, ckpt=ckpts[d],
+                                          documents=opts["documents"], data_path=opts["data"])
                 for r in new:
-                    print(f"{d:>20} {r['encoding']:>10} {r['method']:>24} {r['length']:>6}: "
-                          f"loss {fmt_num(r['loss'])}, ppl {fmt_num(r['ppl'])}", flush=True)
+                    docs = f", {r['docs']} documents" if r["docs"] is not None else ""
+                    print(f"{d:>20} {r['encoding']:>10} {r['method']:>24} {r['length']:>6}: loss {fmt_num(r['loss'])}, "
+                          f"ppl {fmt_num(r['ppl'])}, bits/byte {fmt_num(r['bpb'])}{docs}", flush=True)
                 rows += new
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         fail(e)
@@ -158,7 +166,7 @@ def main(argv):
     paths = write_report(rows, report_dir, train_lens.pop() if len(train_lens) == 1 else None,
                          title=f"Perplexity against evaluation length ({opts['mode']})")
     print("\n" + "\n".join(table_lines(rows)))
-    print(f"\n({scored_note(budget, opts['split'])})\nwrote {paths['md']}, {paths['csv']}, {paths['png']}")
+    print(f"\n({note})\nwrote {paths['md']}, {paths['csv']}, {paths['png']}")
     if opts["wandb_log"]:
         log_wandb(rows, next(iter(ckpts.values()))["config"], report_dir, paths["png"])
     if opts["context_gain"] or opts["per_position"]:

@@ -37,7 +37,7 @@ def test_compare_trains_reports_skips_and_resumes(tiny_data, tmp_path):
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     assert f"`{head}" in report and "python compare.py configs/compare.py" in report
     table = [line for line in report.splitlines() if line.startswith("| ")]
-    assert table[0].startswith("| encoding | params | train loss | val loss | tok/s | wall | ppl@16 (train)")
+    assert table[0].startswith("| encoding | params | train loss | val loss | val bits/byte | tok/s | wall | ppl@16 (train)")
     rows = {line.split(" | ")[0][2:]: line for line in table[1:]}
     assert {"rope", "learned", "rope+linear", "rope+ntk", "rope+yarn"} <= set(rows)
     assert rows["learned"].rstrip(" |").endswith("— | —")  # a 16-position table cannot reach 32 or 64
@@ -49,6 +49,7 @@ def test_compare_trains_reports_skips_and_resumes(tiny_data, tmp_path):
         run = runs[label]
         ckpt = torch.load(out / f"{label}-s1337" / "ckpt.pt", weights_only=False)
         assert float(run["val_loss"]) == pytest.approx(ckpt["val_loss"])  # the log agrees with the checkpoint
+        assert float(run["val_bpb"]) == pytest.approx(ckpt["val_loss"] / math.log(2))  # ASCII characters: 1 byte each
         assert float(run["ppl@16"]) > 1 and float(run["tokens_per_sec"]) > 0 and float(run["wall_s"]) > 0
     assert float(runs["learned"]["params"]) > 0 and runs["learned"]["ppl@64"] in ("", "nan")
     with open(out / "report" / "eval.csv") as f:
