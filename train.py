@@ -119,14 +119,13 @@ def load_run(cfg):
 
 
 def check_documents(cfg, data):
-    """documents=aligned or masked needs the dataset's document boundaries (data/prepare.py) with
-    rows of block_size + 1 tokens from a document start, masked also a model that takes a document mask."""
+    """documents=aligned or masked needs the dataset's document boundaries (data/prepare.py), masked
+    also a model that takes a document mask."""
     if cfg.documents == "stream":
         return
     if cfg.documents == "masked" and "doc" not in inspect.signature(GPT.forward).parameters:
         raise ConfigError("documents=masked needs the model's document mask; use --documents=aligned until then")
-    for split in ("train", "val"):
-        data.document_starts(split, cfg.block_size)
+    data.document_starts("train", cfg.block_size)
 
 
 def main(argv):

@@ -141,15 +141,11 @@ class TokenData:
 
     def document_starts(self, split, block_size):
         """The offsets of the split's documents followed by at least block_size + 1 tokens, the
-        possible starts of an aligned row; ValueError where there are none."""
+        possible starts of an aligned row; ValueError where the dataset has no documents."""
         if self.docs is None:
             raise ValueError(f"{self.dir} has no document boundaries (its meta.pkl lacks 'docs'); "
                              f"prepare it with data/prepare.py, or use --documents=stream")
-        starts = self.docs[split][self.docs[split] + block_size < len(self.tokens(split))]
-        if not len(starts):
-            raise ValueError(f"no {split} document of {self.dir} starts {block_size + 1} tokens before the end; "
-                             f"use a smaller --block_size or --documents=stream")
-        return starts
+        return self.docs[split][self.docs[split] + block_size < len(self.tokens(split))]  # never empty after check()
 
     def get_batch(self, split, batch_size, block_size, generator, documents="stream"):
         """Random windows: x = tokens[i:i+T], y = tokens[i+1:i+1+T]. Returns int64 CPU tensors (B, T);
