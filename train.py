@@ -211,8 +211,7 @@ def train(argv, cfg, ckpt, data, model, stop):
         if at_eval and rt.master:
             losses = estimate_loss(eval_model, data, cfg, rt)
             st.best_val = min(st.best_val, losses["val"])
-            bpb = f", val bits/byte {losses['val_bpb']:.4f}" if losses.get("val_bpb") else ""
-            print(f"step {st.iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}{bpb}")
+            print(eval_line(st.iter_num, losses))
             log.eval(st.iter_num, st.iter_num * tokens_per_iter, losses, lr)
             if st.iter_num > it_start and not cfg.eval_only:
                 save(cfg, raw_model, optimizer, st, data, data_gen, losses["val"])
@@ -263,6 +262,11 @@ def restore(ckpt, optimizer, data_gen, cfg, rt):
         set_rng_state(ckpt["rng"], data_gen)
     return Progress(ckpt["iter_num"], ckpt.get("best_val_loss", math.inf), ckpt.get("nonfinite_skipped", 0),
                     last_saved=ckpt["iter_num"])
+
+
+def eval_line(it, losses):
+    bpb = f", val bits/byte {losses['val_bpb']:.4f}" if losses.get("val_bpb") else ""
+    return f"step {it}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}{bpb}"
 
 
 def done_note(st, cfg):
