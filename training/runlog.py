@@ -28,7 +28,7 @@ class RunLog:
                  **bpb)
         if self.run:
             self.run.log({"iter": iter_num, "train/loss": losses["train"], "val/loss": losses["val"], "lr": lr,
-                          "tokens": tokens}, step=iter_num)
+                          "tokens": tokens, **{"val/bits_per_byte": v for v in bpb.values()}}, step=iter_num)
 
     def train(self, iter_num, tokens, loss, lr, tokens_per_sec):
         self.row(event="train", iter=iter_num, tokens=tokens, loss=loss, lr=lr, tokens_per_sec=tokens_per_sec)
