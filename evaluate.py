@@ -7,10 +7,12 @@ method: Press et al. 2022, "Train Short, Test Long", https://arxiv.org/abs/2108.
     python evaluate.py out-alibi --window=64 --sinks=4 --report_dir=reports
     python evaluate.py out-task-copy --samples=100               # a task checkpoint: accuracy
     python evaluate.py out-task-passkey --depths=0,0.5,1         # passkey: also length x depth
+    python evaluate.py out-code --documents=200                  # per document: the first L tokens of each
+    python evaluate.py out-code --data=my_src/ --documents=100   # your files, with the checkpoint's tokenizer
 
 Options (cli.py's convention; --help lists them with their defaults). Every point scores
 the first tokens_per_point tokens of the split, the same at every length; training's val
-loss averages random batches, so the two differ a little.
+loss averages random batches, so the two differ a little. Every row gives bits per byte too.
 
 The model is the checkpoint's: only evaluation-time keys (config.EVAL_KEYS: --rope_scaling
 and its settings, --window, --sinks, --logn_scaling, --layer_windows) may be given, and
@@ -34,7 +36,8 @@ import positional
 from training.cli import autocast, fail, help_text, parse, pick_device, pick_dtype
 from training.config import ConfigError, coerce, eval_key, model_config
 from measure.evaluation import (MULTIPLES, TOKENS_PER_POINT, check_overrides, evaluate_checkpoint, fmt_num, log_wandb,
-                                method_label, report_paths, scored_note, table_lines, validation_tokens, write_report)
+                                method_label, report_paths, scored_note, documents_note, table_lines,
+                                validation_tokens, write_report)
 from tasks import report as task_report, score as task_score
 
 OPTIONS = {
@@ -54,6 +57,8 @@ OPTIONS = {
     "threads": 0,                     # CPU threads; 0: one per core that other work leaves idle
     "samples": task_score.SAMPLES,    # task checkpoints: examples scored per point
     "depths": list(task_score.DEPTHS),  # passkey checkpoints: where the key sits, 0 (start) to 1 (end)
+    "documents": 0,                   # score per document: the first L tokens of at most N documents; 0: off
+    "data": "",                       # files/folders to score instead (one document each, the checkpoint's tokenizer)
 }
 USAGE = "python evaluate.py OUT_DIR [OUT_DIR ...] [--key=value ...]"
 
@@ -167,8 +172,8 @@ def main(argv):
             raise ConfigError(f"--threads must be >= 0 (0: one per core that other work leaves idle), "
                               f"got {opts['threads']}")
         threads = cpu_threads.choose(opts["threads"], device)
-        print(f"evaluating on {device} ({dtype}{'; ' + threads if threads else ''}): "
-              f"{scored_note(budget, opts['split'])}", flush=True)
+        note = documents_note(opts["documents"], opts["split"]) if opts["documents"] else scored_note(budget, opts["split"])
+        print(f"evaluating on {device} ({dtype}{'; ' + threads if threads else ''}): {note}", flush=True)
         rows = []
         for d in out_dirs:
             for overrides in methods:
@@ -178,10 +183,12 @@ def main(argv):
                           file=sys.stderr)
                     continue
                 new = evaluate_checkpoint(d, per_dir[d], opts["mode"], opts["stride"] or None, overrides, budget,
-                                          device, opts["data_dir"] or None, opts["split"], dtype, ckpt=ckpts[d])
+                                          device, opts["data_dir"] or None, opts["split"], dtype, ckpt=ckpts[d],
+                                          documents=opts["documents"], data_path=opts["data"])
                 for r in new:
-                    print(f"{d:>20} {r['encoding']:>10} {r['method']:>24} {r['length']:>6}: "
-                          f"loss {fmt_num(r['loss'])}, ppl {fmt_num(r['ppl'])}", flush=True)
+                    docs = f", {r['docs']} documents" if r["docs"] is not None else ""
+                    print(f"{d:>20} {r['encoding']:>10} {r['method']:>24} {r['length']:>6}: loss {fmt_num(r['loss'])}, "
+                          f"ppl {fmt_num(r['ppl'])}, bits/byte {fmt_num(r['bpb'])}{docs}", flush=True)
                 rows += new
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         fail(e)
@@ -189,7 +196,7 @@ def main(argv):
     paths = write_report(rows, report_dir, train_lens.pop() if len(train_lens) == 1 else None,
                          title=f"Perplexity against evaluation length ({opts['mode']})")
     print("\n" + "\n".join(table_lines(rows)))
-    print(f"\n({scored_note(budget, opts['split'])})\nwrote {paths['md']}, {paths['csv']}, {paths['png']}")
+    print(f"\n({note})\nwrote {paths['md']}, {paths['csv']}, {paths['png']}")
     if opts["wandb_log"]:
         log_wandb(rows, next(iter(ckpts.values()))["config"], report_dir, paths["png"])
     if opts["context_gain"] or opts["per_position"]:

@@ -24,6 +24,7 @@ after saving the step it reached (resume with --init_from=resume). One process p
 out_dir (guard.py); ckpt.pt is replaced atomically (checkpoint.py).
 """
 import glob
+import inspect
 import math
 import os
 import shlex
@@ -42,7 +43,7 @@ import positional
 from training.cli import fail, fmt_time, help_text
 from training.config import ConfigError, describe, gather, load_config, upgrade_model_args
 from data.loader import TokenData, ensure_prepared
-from data.tokenizer import tokenizer_entry
+from data.tokenizer import bits_per_byte, tokenizer_entry
 from training.guard import OutDirLock, StopSignal
 from model import GPT, GPTConfig
 from training.runlog import RunLog
@@ -106,6 +107,7 @@ def load_run(cfg):
         ensure_prepared(cfg.data_dir, cfg.dataset)
         data = TokenData(os.path.join(cfg.data_dir, cfg.dataset))
     data.check(cfg.block_size)
+    check_documents(cfg, data)
     cfg.vocab_size = data.vocab_size or 50304  # nanoGPT's padded GPT-2 vocabulary when there is no meta.pkl
     if ckpt is not None and ckpt["model_args"]["vocab_size"] != cfg.vocab_size:
         raise ConfigError(f"checkpoint has vocab_size={ckpt['model_args']['vocab_size']}, dataset "
@@ -125,6 +127,15 @@ def load_run(cfg):
                           f"--init_from=resume, start over with --overwrite=True, or use another --out_dir")
     return ckpt, data, model
 
+
+def check_documents(cfg, data):
+    """documents=aligned or masked needs the dataset's document boundaries (data/prepare.py), masked
+    also a model that takes a document mask."""
+    if cfg.documents == "stream":
+        return
+    if cfg.documents == "masked" and "doc" not in inspect.signature(GPT.forward).parameters:
+        raise ConfigError("documents=masked needs the model's document mask; use --documents=aligned until then")
+    data.document_starts("train", cfg.block_size)
 
 
 USAGE = "python train.py [CONFIG_FILE] [--key=value ...]"
@@ -232,7 +243,7 @@ def train(argv, cfg, ckpt, data, model, stop):
         if at_eval and rt.master:
             losses = estimate_loss(eval_model, data, cfg, rt)
             st.best_val = min(st.best_val, losses["val"])
-            print(f"step {st.iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+            print(eval_line(st.iter_num, losses))
             log.eval(st.iter_num, st.iter_num * tokens_per_iter, losses, lr)
             if st.iter_num > it_start and not cfg.eval_only:
                 save(cfg, raw_model, optimizer, st, data, data_gen, losses["val"])
@@ -285,6 +296,11 @@ def restore(ckpt, optimizer, data_gen, cfg, rt):
                     last_saved=ckpt["iter_num"])
 
 
+def eval_line(it, losses):
+    bpb = f", val bits/byte {losses['val_bpb']:.4f}" if losses.get("val_bpb") else ""
+    return f"step {it}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}{bpb}"
+
+
 def done_note(st, cfg):
     return (f"best val loss {st.best_val:.4f}; checkpoint in {checkpoint.path_in(cfg.out_dir)}"
             + (f"; {st.skipped} step(s) skipped for a non-finite loss" if st.skipped else ""))
@@ -293,11 +309,21 @@ def done_note(st, cfg):
 # ---- the pieces of one iteration ------------------------------------------------------------
 
 def batch(data, split, gen, cfg, rt):
-    """A (B, T) batch of inputs and targets on the run's device."""
-    x, y = data.get_batch(split, cfg.batch_size, cfg.block_size, gen)
+    """A batch on the run's device: inputs and targets (B, T), and with documents=masked each
+    token's position in its document and its document's index in the row (B, T) (data/loader.py)."""
+    kw = {} if cfg.documents == "stream" else {"documents": cfg.documents}
+    tensors = data.get_batch(split, cfg.batch_size, cfg.block_size, gen, **kw)
     if rt.device_type == "cuda":
-        return x.pin_memory().to(rt.device, non_blocking=True), y.pin_memory().to(rt.device, non_blocking=True)
-    return x.to(rt.device), y.to(rt.device)
+        return tuple(t.pin_memory().to(rt.device, non_blocking=True) for t in tensors)
+    return tuple(t.to(rt.device) for t in tensors)
+
+
+def forward_loss(model, x, y, pos=None, rows=()):
+    """The batch's mean loss. With documents=masked, rows = (positions, document ids), (B, T) each:
+    one forward per row, its positions restarting at each document, attention kept inside each."""
+    if not rows:
+        return model(x, y, pos)[1]
+    return sum(model(x[i:i + 1], y[i:i + 1], pos=p, doc=d)[1] for i, (p, d) in enumerate(zip(*rows))) / len(x)
 
 
 def step(model, optimizer, data, data_gen, cfg, rt, stop):
@@ -309,12 +335,11 @@ def step(model, optimizer, data, data_gen, cfg, rt, stop):
     for micro in range(n):
         if rt.ddp:  # sync gradients on the last micro step only
             model.require_backward_grad_sync = micro == n - 1
-        x, y = batch(data, "train", data_gen, cfg, rt)
+        x, y, *rows = batch(data, "train", data_gen, cfg, rt)
         pos = position_sampling.sample(cfg.position_sampling, x.shape[1], cfg.max_position or cfg.block_size,
                                        cfg.pose_chunks, data_gen)   # (T,) on the host, or None: contiguous
         with rt.ctx:
-            _, loss = model(x, y, pos)
-            loss = loss / n
+            loss = forward_loss(model, x, y, pos, rows) / n
         rt.scaler.scale(loss).backward()
         loss_sum += loss.detach()
     # One host sync per step: a non-finite loss must be caught before it reaches the weights.
@@ -337,18 +362,20 @@ def step(model, optimizer, data, data_gen, cfg, rt, stop):
 
 @torch.no_grad()
 def estimate_loss(model, data, cfg, rt):
-    """Mean loss over eval_iters batches per split; the same batches at every evaluation."""
+    """Mean loss over eval_iters batches per split, the same batches at every evaluation; and the
+    val loss in bits per byte (val_bpb, None for a task or a tokenizer that cannot say)."""
     out = {}
     model.eval()
     for split in ("train", "val"):
         gen = torch.Generator().manual_seed(cfg.seed + 10_000)
         losses = torch.zeros(cfg.eval_iters)
         for k in range(cfg.eval_iters):
-            x, y = batch(data, split, gen, cfg, rt)
+            x, y, *rows = batch(data, split, gen, cfg, rt)
             with rt.ctx:
-                losses[k] = model(x, y)[1].item()
+                losses[k] = forward_loss(model, x, y, None, rows).item()
         out[split] = losses.mean().item()
     model.train()
+    out["val_bpb"] = bits_per_byte(out["val"], data.bytes_per_token("val") if isinstance(data, TokenData) else None)
     return out
 
 

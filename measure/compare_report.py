@@ -59,6 +59,7 @@ def read_log(run_dir):
     last = evals[max(evals)] if evals else {}
     speeds = sorted(speeds[1:] or speeds)  # the first interval includes warm-up
     return dict(params=params, train_loss=last.get("train_loss", math.nan), val_loss=last.get("val_loss", math.nan),
+                val_bpb=last.get("val_bpb", math.nan),
                 tokens_per_sec=speeds[len(speeds) // 2] if speeds else math.nan, wall_s=wall + seg_end, curve=curve)
 
 
@@ -271,7 +272,7 @@ def write_context(results, out, train_len):
 
 def results_table(labels, by_label, lengths, train_len):
     """Markdown: one row per label, training metrics and perplexity at each length."""
-    head = ["encoding", "params", "train loss", "val loss", "tok/s", "wall"] + [
+    head = ["encoding", "params", "train loss", "val loss", "val bits/byte", "tok/s", "wall"] + [
         f"ppl@{L}" + (" (train)" if L == train_len else "") for L in lengths]
     table = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label in labels:
@@ -279,9 +280,10 @@ def results_table(labels, by_label, lengths, train_len):
         ms = [s["metrics"] for s in seeds]
         train_cols = [f"{ms[0]['params'] / 1e6:.3f}M" if ms[0]["params"] else "—",
                       fmt([m["train_loss"] for m in ms], ".4f"), fmt([m["val_loss"] for m in ms], ".4f"),
+                      fmt([m["val_bpb"] for m in ms], ".4f"),
                       fmt([m["tokens_per_sec"] for m in ms], ",.0f"), fmt([m["wall_s"] for m in ms], ".0f") + " s"]
         if not seeds[0]["main"]:
-            train_cols = ["(same runs)", "", "", "", ""]
+            train_cols = ["(same runs)", "", "", "", "", ""]
         table.append("| " + " | ".join([label] + train_cols + [fmt([s["ppl"].get(L, math.nan) for s in seeds], ".2f")
                                                                 for L in lengths]) + " |")
     return table
@@ -297,12 +299,12 @@ def write(results, failed, settings, cfg, command):
     runs_csv = os.path.join(out, "runs.csv")
     with open(runs_csv, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["label", "encoding", "seed", "params", "train_loss", "val_loss", "tokens_per_sec", "wall_s"]
+        w.writerow(["label", "encoding", "seed", "params", "train_loss", "val_loss", "val_bpb", "tokens_per_sec", "wall_s"]
                    + [f"ppl@{L}" for L in lengths])
         for label in labels:
             for s in by_label[label]:
                 m = s["metrics"]
-                w.writerow([label, s["encoding"], s["seed"], m["params"], m["train_loss"], m["val_loss"],
+                w.writerow([label, s["encoding"], s["seed"], m["params"], m["train_loss"], m["val_loss"], m["val_bpb"],
                             m["tokens_per_sec"], m["wall_s"]] + [s["ppl"].get(L, "") for L in lengths])
     eval_csv = os.path.join(out, "eval.csv")
     with open(eval_csv, "w", newline="") as f:
@@ -334,7 +336,8 @@ def write(results, failed, settings, cfg, command):
           f"- evaluation: {settings['eval_mode']} windows, {settings['eval_tokens']:,} tokens per point, "
           f"split val; RoPE extension methods use factor {settings['rope_factor']:g}",
           "", "## Results", "",
-          "Loss is per token (nats). " + (f"Values are mean ± std over {n_seeds} seeds. " if n_seeds > 1 else "") +
+          "Loss is per token (nats); bits/byte is the val loss over the UTF-8 bytes of the text (comparable "
+          "across tokenizers). " + (f"Values are mean ± std over {n_seeds} seeds. " if n_seeds > 1 else "") +
           f"ppl@L is the perplexity of windows of L tokens; '—' means the run cannot be evaluated there "
           f"(e.g. a position table shorter than L). tok/s is the median training throughput.", "",
           *table, ""]

@@ -13,11 +13,19 @@ split, N = max(tokens_per_point, longest length), so numbers compare across leng
 runs, and a long length costs no more scored tokens than a short one. Training's val
 loss averages random batches instead, so the two differ a little. An encoding with a
 position table (`learned`) gets "n/a" rows past it.
+
+A third mode, per document (the YaRN authors' eval/perplexity.py; documents=N): at each length L,
+the first L targets of each document that holds at least L + 1 tokens (at most N of them),
+averaged over the documents; each row counts its documents. Every row also gives bits per byte,
+the loss over the UTF-8 bytes of the scored targets (data/tokenizer.py), so tokenizers compare.
+The text is the checkpoint's dataset split, or (data=PATH) a dataset folder prepared with the
+checkpoint's tokenizer, or files tokenized with it, one document each (data/prepare.py reads them).
 """
 import csv
 import math
 import os
 
+import numpy as np
 import torch
 from torch.nn import functional as F
 
@@ -25,11 +33,12 @@ from training import checkpoint
 from training.cli import autocast
 from training.config import ConfigError
 from data.loader import TokenData
+from data.tokenizer import bits_per_byte, describe_tokenizer, token_byte_lengths, tokenizer_entry
 
 MULTIPLES = (1, 2, 4, 8, 16)      # default lengths, in units of the training block_size
 TOKENS_PER_POINT = 8192           # scored tokens per (checkpoint, method, length)
 BATCH_TOKENS = 4096               # tokens per forward pass: bounds memory at long lengths
-COLUMNS = ("out_dir", "encoding", "method", "mode", "length", "tokens", "loss", "ppl")
+COLUMNS = ("out_dir", "encoding", "method", "mode", "length", "tokens", "loss", "ppl", "bpb", "docs")
 
 
 def spans(n, length, stride):
@@ -88,18 +97,58 @@ def validation_tokens(ckpt, data_dir, split):
     return data.splits[split], data
 
 
+def eval_text(ckpt, data_dir=None, split="val", path=""):
+    """(tokens, starts, byte_lengths, where): the token ids to score (np array), the offset of each
+    document's first token (None where unknown), the bytes of each id (None where unknown) and a
+    name for messages. From `path` when given (comma-separated files or folders, tokenized with
+    the checkpoint's tokenizer, or one dataset folder prepared with it), else the checkpoint's dataset."""
+    entry = ckpt.get("tokenizer")
+    if path and not os.path.isfile(os.path.join(path, f"{split}.bin")):
+        from data.prepare import encode_documents, find_files, read_documents
+        if entry is None:
+            raise ConfigError("this checkpoint carries no tokenizer, so --data cannot be tokenized; retrain it with "
+                              "the current train.py")
+        docs, _ = read_documents(find_files(path.split(",")), as_bytes=entry.get("tokenizer") == "byte")
+        ids = encode_documents(entry, docs)
+        starts = np.concatenate([[0], np.cumsum([len(a) for a in ids])[:-1]]).astype(np.int64)
+        return np.concatenate(ids), starts, token_byte_lengths(entry), f"--data {path}"
+    data = TokenData(path) if path else validation_tokens(ckpt, data_dir, split)[1]
+    if split not in data.splits:
+        raise ConfigError(f"unknown split {split!r}; use train or val")
+    if path and entry is not None and tokenizer_entry(data.meta) != entry:
+        raise ConfigError(f"{path} was prepared with another tokenizer ({describe_tokenizer(tokenizer_entry(data.meta))})"
+                          f" than the checkpoint's ({describe_tokenizer(entry)}); give --data the raw files to "
+                          f"tokenize them with the checkpoint's")
+    starts = data.docs[split] if data.docs is not None else None
+    return data.splits[split], starts, token_byte_lengths(entry or tokenizer_entry(data.meta)), f"{split}.bin in {data.dir}"
+
+
+def document_windows(tokens, starts, length, limit=0):
+    """(x, y, k): the first `length` tokens of each of the first `limit` documents (0: all) that
+    hold at least length + 1 tokens, back to back, and the targets after each (int64 tensors);
+    k documents. score(model, x, y, length, length) then scores each document's window alone."""
+    ends = np.append(starts[1:], len(tokens))
+    firsts = starts[ends - starts > length][:limit or None]
+    x = np.concatenate([tokens[s:s + length] for s in firsts] or [np.zeros(0)]).astype(np.int64)
+    y = np.concatenate([tokens[s + 1:s + 1 + length] for s in firsts] or [np.zeros(0)]).astype(np.int64)
+    return torch.from_numpy(x), torch.from_numpy(y), len(firsts)
+
+
 def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, overrides=None,
                         tokens_per_point=TOKENS_PER_POINT, device="cpu", data_dir=None, split="val",
-                        dtype="float32", ckpt=None):
-    """Rows (dicts with COLUMNS) of loss and perplexity for each evaluation length.
+                        dtype="float32", ckpt=None, documents=0, data_path=""):
+    """Rows (dicts with COLUMNS) of loss, perplexity and bits per byte for each evaluation length.
     lengths: default MULTIPLES x the checkpoint's block_size. overrides: model keys or
     encoding settings, e.g. {"rope_scaling": "yarn", "rope_factor": 4.0} or {"window": 64}.
     stride (sliding mode): default length // 2; must be in [1, length]. dtype: a name of
-    cli.DTYPES (autocast). ckpt: the checkpoint of out_dir when already loaded."""
+    cli.DTYPES (autocast). ckpt: the checkpoint of out_dir when already loaded. documents: N > 0
+    scores per document (at most N documents; mode is then "documents"). data_path: eval_text's path."""
     overrides = dict(overrides or {})
     check_overrides(overrides)
     if mode not in ("nonoverlap", "sliding"):
         raise ConfigError(f"unknown mode {mode!r}; use nonoverlap or sliding")
+    if documents < 0:
+        raise ConfigError(f"documents must be >= 0 (0: off; N: at most N documents per length), got {documents}")
     if tokens_per_point < 1:
         raise ConfigError(f"tokens_per_point must be >= 1, got {tokens_per_point}")
     ckpt = ckpt if ckpt is not None else checkpoint.load(out_dir)
@@ -108,29 +157,43 @@ def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, o
     lengths = sorted(set(lengths or [m * block for m in MULTIPLES]))
     if lengths[0] < 1:
         raise ConfigError(f"evaluation lengths must be >= 1, got {lengths[0]}")
-    tokens, data = validation_tokens(ckpt, data_dir, split)
-    available = len(tokens) - 1                         # targets that have an input before them
-    if lengths[-1] > available:
-        raise ConfigError(f"{split}.bin in {data.dir} has {len(tokens)} tokens; evaluation length {lengths[-1]} "
-                          f"needs at least {lengths[-1] + 1}: use shorter --lengths or more data")
-    n = min(max(tokens_per_point, lengths[-1]), available)
-    scored = torch.from_numpy(tokens[:n + 1].astype("int64"))   # only what is scored leaves the memmap
-    x, y = scored[:n], scored[1:]
-    base = dict(out_dir=out_dir, encoding=model.config.pos_encoding, method=method_label(model), mode=mode)
-    rows = []
+    tokens, starts, byte_lengths, where = eval_text(ckpt, data_dir, split, data_path)
+    if documents and starts is None:
+        raise ConfigError(f"{where} has no document boundaries; per-document evaluation needs data prepared by "
+                          f"data/prepare.py, or files given with --data")
+    x, y = stream_targets(tokens, lengths[-1], tokens_per_point, where) if not documents else (None, None)
+    base = dict(out_dir=out_dir, encoding=model.config.pos_encoding, method=method_label(model),
+                mode="documents" if documents else mode)
+    rows, nan = [], float("nan")
     for length in lengths:
-        s = length if mode == "nonoverlap" else (stride or max(1, length // 2))
+        s = length if mode == "nonoverlap" or documents else (stride or max(1, length // 2))
         if not 1 <= s <= length:
             raise ConfigError(f"--stride must be in [1, length]; got {s} for length {length}")
+        k = None
+        if documents:
+            x, y, k = document_windows(tokens, starts, length, documents)
         limit = model.max_positions
-        if limit is not None and length > limit:    # the table ends: report, do not fail the run
-            rows.append(dict(base, length=length, tokens=0, loss=float("nan"), ppl=float("nan")))
+        if (limit is not None and length > limit) or k == 0:  # the table ends, or no document is long enough
+            rows.append(dict(base, length=length, tokens=0, loss=nan, ppl=nan, bpb=nan, docs=k))
             continue
         with autocast(device, dtype):
             nll, count = score(model, x, y, length, s, device)
         loss = nll / count
-        rows.append(dict(base, length=length, tokens=count, loss=loss, ppl=math.exp(min(loss, 700))))
+        bpt = float(byte_lengths[y.numpy()].sum()) / count if byte_lengths is not None else None
+        rows.append(dict(base, length=length, tokens=count, loss=loss, ppl=math.exp(min(loss, 700)),
+                         bpb=bits_per_byte(loss, bpt) or nan, docs=k))
     return rows
+
+
+def stream_targets(tokens, longest, tokens_per_point, where):
+    """(x, y): the first N targets of the text and their inputs, N = max(tokens_per_point, longest)."""
+    available = len(tokens) - 1                         # targets that have an input before them
+    if longest > available:
+        raise ConfigError(f"{where} has {len(tokens)} tokens; evaluation length {longest} "
+                          f"needs at least {longest + 1}: use shorter --lengths or more data")
+    n = min(max(tokens_per_point, longest), available)
+    scored = torch.from_numpy(tokens[:n + 1].astype("int64"))   # only what is scored leaves the memmap
+    return scored[:n], scored[1:]
 
 
 # ---- reports -------------------------------------------------------------------------
@@ -146,13 +209,18 @@ def fmt_num(v):
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
 
 
-def table_lines(rows):
-    """A markdown table of perplexity: one line per (checkpoint, method, mode), one column per length."""
+def cell(row, key):
+    """A table cell: the value, and per document the count of documents in parentheses."""
+    return fmt_num(row.get(key)) + (f" ({row['docs']})" if row.get("docs") is not None else "")
+
+
+def table_lines(rows, key="ppl"):
+    """A markdown table of `key` (ppl or bpb): one line per (checkpoint, method, mode), one column per length."""
     lengths = sorted({r["length"] for r in rows})
     head = ["run", "encoding", "method", "mode"] + [str(n) for n in lengths]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (out_dir, enc, method, mode), by_len in _series(rows).items():
-        cells = [fmt_num(by_len[n]["ppl"]) if n in by_len else "" for n in lengths]
+        cells = [cell(by_len[n], key) if n in by_len else "" for n in lengths]
         lines.append("| " + " | ".join([os.path.basename(os.path.normpath(out_dir)), enc, method, mode] + cells) + " |")
     return lines
 
@@ -160,6 +228,11 @@ def table_lines(rows):
 def scored_note(n_tokens, split="val"):
     return (f"{split} perplexity of the first {n_tokens:,} {split} tokens, the same at every length (training's "
             f"val loss averages random batches, so it differs a little)")
+
+
+def documents_note(limit, split="val"):
+    return (f"per document: the first L tokens of each {split} document at least L + 1 tokens long"
+            f"{f' (at most {limit})' if limit else ''}, averaged over documents; (n) is the number of documents")
 
 
 def report_paths(report_dir):
@@ -175,12 +248,15 @@ def write_report(rows, report_dir, train_len=None, title="Perplexity against eva
         w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         w.writeheader()
         for r in rows:
-            w.writerow({**r, "loss": fmt_num(r["loss"]) if math.isnan(r["loss"]) else f"{r['loss']:.6f}",
-                        "ppl": fmt_num(r["ppl"]) if math.isnan(r["ppl"]) else f"{r['ppl']:.6f}"})
-    tokens = sorted({r["tokens"] for r in rows if r["tokens"]})
+            values = {k: r.get(k, math.nan) for k in ("loss", "ppl", "bpb")}
+            w.writerow({**r, **{k: fmt_num(v) if math.isnan(v) else f"{v:.6f}" for k, v in values.items()}})
+    tokens = sorted({r["tokens"] for r in rows if r["tokens"] and r.get("docs") is None})
     note = [scored_note(tokens[-1] if tokens else 0) + (f"; trained at length {train_len}." if train_len else ".")]
+    if any(r.get("docs") is not None for r in rows):
+        note.append(documents_note(0) + ".")
     with open(paths["md"], "w") as f:
-        f.write("\n".join([f"## {title}", "", *note, "", *table_lines(rows), ""]))
+        f.write("\n".join([f"## {title}", "", *note, "", *table_lines(rows), "", "### Bits per byte", "",
+                           *table_lines(rows, "bpb"), ""]))
     plot(rows, paths["png"], train_len, title)
     return paths
 

@@ -37,7 +37,7 @@ def test_compare_trains_reports_skips_and_resumes(tiny_data, tmp_path):
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     assert f"`{head}" in report and "python compare.py configs/compare.py" in report
     table = [line for line in report.splitlines() if line.startswith("| ")]
-    assert table[0].startswith("| encoding | params | train loss | val loss | tok/s | wall | ppl@16 (train)")
+    assert table[0].startswith("| encoding | params | train loss | val loss | val bits/byte | tok/s | wall | ppl@16 (train)")
     rows = {line.split(" | ")[0][2:]: line for line in table[1:]}
     assert {"rope", "learned", "rope+linear", "rope+ntk", "rope+yarn"} <= set(rows)
     assert rows["learned"].rstrip(" |").endswith("— | —")  # a 16-position table cannot reach 32 or 64
@@ -49,6 +49,7 @@ def test_compare_trains_reports_skips_and_resumes(tiny_data, tmp_path):
         run = runs[label]
         ckpt = torch.load(out / f"{label}-s1337" / "ckpt.pt", weights_only=False)
         assert float(run["val_loss"]) == pytest.approx(ckpt["val_loss"])  # the log agrees with the checkpoint
+        assert float(run["val_bpb"]) == pytest.approx(ckpt["val_loss"] / math.log(2))  # ASCII characters: 1 byte each
         assert float(run["ppl@16"]) > 1 and float(run["tokens_per_sec"]) > 0 and float(run["wall_s"]) > 0
     assert float(runs["learned"]["params"]) > 0 and runs["learned"]["ppl@64"] in ("", "nan")
     with open(out / "report" / "eval.csv") as f:
@@ -163,7 +164,7 @@ def test_report_of_several_seeds(tmp_path):
         run_dir.mkdir()
         rows = [dict(event="start", iter=0, params=1000, elapsed=0.0),
                 dict(event="train", iter=5, tokens=80, tokens_per_sec=100.0, elapsed=1.0),
-                dict(event="eval", iter=10, tokens=160, train_loss=val - 0.1, val_loss=val, elapsed=2.0)]
+                dict(event="eval", iter=10, tokens=160, train_loss=val - 0.1, val_loss=val, val_bpb=val / 2, elapsed=2.0)]
         (run_dir / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         evals = [dict(label="rope", length=16, ppl=ppl), dict(label="rope", length=32, ppl=2 * ppl),
                  dict(label="rope+yarn", length=16, ppl=ppl + 1), dict(label="rope+yarn", length=32, ppl=ppl + 2)]
@@ -173,8 +174,9 @@ def test_report_of_several_seeds(tmp_path):
     cfg = SimpleNamespace(block_size=16, dataset="tiny", n_layer=1, n_head=2, n_embd=32, max_iters=10, batch_size=1)
     paths = compare_report.write(results, [("alibi", 1, "train.py exited 1")], settings, cfg, "python compare.py")
     md = open(paths["md"]).read()
-    assert "| rope | 0.001M | 2.4000 ± 0.7071 | 2.5000 ± 0.7071 | 100 ± 0 | 2 ± 0 s | 12.00 ± 2.83 | 24.00 ± 5.66 |" in md
-    assert "| rope+yarn | (same runs) |  |  |  |  | 13.00 ± 2.83 | 14.00 ± 2.83 |" in md
+    assert ("| rope | 0.001M | 2.4000 ± 0.7071 | 2.5000 ± 0.7071 | 1.2500 ± 0.3536 | 100 ± 0 | 2 ± 0 s | 12.00 ± 2.83 "
+            "| 24.00 ± 5.66 |") in md
+    assert "| rope+yarn | (same runs) |  |  |  |  |  | 13.00 ± 2.83 | 14.00 ± 2.83 |" in md
     assert "mean ± std over 2 seeds" in md and "- alibi seed 1: train.py exited 1" in md
     with open(paths["runs_csv"]) as f:
         assert [(r["label"], r["seed"]) for r in csv.DictReader(f)] == [("rope", "1"), ("rope", "2"),

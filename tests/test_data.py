@@ -132,7 +132,7 @@ def test_out_of_range_ids(tmp_path):
 
 def test_ensure_prepared(tmp_path):
     with pytest.raises(FileNotFoundError, match="dataset 'nope' is not prepared: .*train.bin not found; "
-                                                "known datasets: shakespeare, shakespeare_char"):
+                                                "known datasets: python_code, shakespeare, shakespeare_char"):
         ensure_prepared(tmp_path, "nope")
     write_bins(tmp_path / "nope", [1, 2], [3, 4])
     ensure_prepared(tmp_path, "nope")  # already there: returns without running anything

@@ -21,6 +21,7 @@ import os
 import typing
 from dataclasses import dataclass
 
+from data.loader import DOCUMENTS
 from positional import sampling as position_sampling
 import positional
 from model import GPTConfig
@@ -51,6 +52,8 @@ class Config(GPTConfig):
     dataset: str = "shakespeare_char"      # a folder of data/ with prepare.py
     data_dir: str = "data"                 # datasets live in data_dir/dataset/{train,val}.bin
     task: str = ""                         # a synthetic task of tasks/ instead of the dataset (e.g. copy)
+    documents: str = "stream"              # rows: 'stream' (any offset), 'aligned' (at document starts) or
+                                           # 'masked' (aligned, positions restart and attention stays in each document)
     gradient_accumulation_steps: int = 1   # micro-batches per optimizer step
     batch_size: int = 64                   # sequences per micro-batch
     # optimiser: AdamW, warmup then cosine decay
@@ -97,6 +100,9 @@ class Config(GPTConfig):
             if not ok:
                 raise ConfigError(msg)
         check_device(self.device)
+        problem = documents_problem(self)
+        if problem:
+            raise ConfigError(problem)
         problem = position_sampling.check(self.position_sampling, self.block_size,
                                           self.max_position or self.block_size, self.pose_chunks)
         if problem:
@@ -106,6 +112,17 @@ class Config(GPTConfig):
 
     def model_args(self) -> dict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(GPTConfig)}
+
+
+def documents_problem(cfg):
+    """A sentence if the documents key cannot hold with the rest of the config, else None."""
+    if cfg.documents not in DOCUMENTS:
+        return f"documents must be one of {', '.join(DOCUMENTS)}, got {cfg.documents!r}"
+    if cfg.documents != "stream" and cfg.task:
+        return f"documents={cfg.documents} needs a prepared dataset; a task's rows have no documents"
+    if cfg.documents == "masked" and cfg.position_sampling:
+        return "documents=masked sets the positions itself (they restart at each document); drop position_sampling"
+    return None
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Config)}

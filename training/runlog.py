@@ -23,10 +23,12 @@ class RunLog:
             self.file.flush()
 
     def eval(self, iter_num, tokens, losses, lr):
-        self.row(event="eval", iter=iter_num, tokens=tokens, train_loss=losses["train"], val_loss=losses["val"], lr=lr)
+        bpb = {"val_bpb": losses["val_bpb"]} if losses.get("val_bpb") else {}
+        self.row(event="eval", iter=iter_num, tokens=tokens, train_loss=losses["train"], val_loss=losses["val"], lr=lr,
+                 **bpb)
         if self.run:
             self.run.log({"iter": iter_num, "train/loss": losses["train"], "val/loss": losses["val"], "lr": lr,
-                          "tokens": tokens}, step=iter_num)
+                          "tokens": tokens, **{"val/bits_per_byte": v for v in bpb.values()}}, step=iter_num)
 
     def train(self, iter_num, tokens, loss, lr, tokens_per_sec):
         self.row(event="train", iter=iter_num, tokens=tokens, loss=loss, lr=lr, tokens_per_sec=tokens_per_sec)
