@@ -66,14 +66,20 @@ def seed_all(seed):
 
 
 def rng_state(data_gen):
-    """Every random state a run draws from, for an exact resume."""
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
-            "data": data_gen.get_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+    """Every random state a run draws from, for an exact resume; plain tensors, tuples and
+    numbers only (numpy's key array as a tensor), so that weights_only loading reads it."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    return {"torch": torch.get_rng_state(), "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), pos,
+                                                      has_gauss, gauss),
+            "python": random.getstate(), "data": data_gen.get_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
 
 
 def set_rng_state(state, data_gen):
+    """Restore rng_state's states (also an older checkpoint's, with numpy's keys as an ndarray)."""
+    kind, keys, *rest = state["numpy"]
     torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
+    np.random.set_state((kind, np.asarray(keys, dtype=np.int64).astype(np.uint32), *rest))
     random.setstate(state["python"])
     data_gen.set_state(state["data"])
     if state.get("cuda") and torch.cuda.is_available():
