@@ -38,7 +38,7 @@ from data.tokenizer import tokenizer_entry
 from training.guard import OutDirLock, StopSignal
 from model import GPT, GPTConfig
 from training.runlog import RunLog
-from training.runtime import rng_state, seed_all, set_rng_state, start_runtime, stop_runtime
+from training.runtime import rank_rng_states, restore_rng, seed_all, start_runtime, stop_runtime
 from tasks import TaskData
 
 # model keys a resumed run must keep (an encoding's settings are compared when its weights do not fit)
@@ -197,13 +197,15 @@ def train(argv, cfg, ckpt, data, model, stop):
         if at_eval and st.iter_num > it_start and not finite(raw_model):
             code = stop_nonfinite("the weights are not finite", st.iter_num, st, rt)
             break
+        saving = at_eval and st.iter_num > it_start and not cfg.eval_only
+        rngs = rank_rng_states(data_gen, rt) if saving else None   # every rank's, gathered on rank 0
         if at_eval and rt.master:
             losses = estimate_loss(eval_model, data, cfg, rt)
             st.best_val = min(st.best_val, losses["val"])
             print(f"step {st.iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
             log.eval(st.iter_num, st.iter_num * tokens_per_iter, losses, lr)
-            if st.iter_num > it_start and not cfg.eval_only:
-                save(cfg, raw_model, optimizer, st, data, data_gen, losses["val"])
+            if saving:
+                save(cfg, raw_model, optimizer, st, data, rngs, losses["val"])
         if st.iter_num >= cfg.max_iters or cfg.eval_only:
             break
 
@@ -228,10 +230,12 @@ def train(argv, cfg, ckpt, data, model, stop):
         if signum and st.iter_num < cfg.max_iters:  # SIGINT/SIGTERM: save this step, for an exact resume
             # (in the last step, the run simply finishes: its final evaluation and save come next)
             code = 128 + signum  # the shell's convention: 130 SIGINT, 143 SIGTERM
-            if not finite(raw_model):
+            ok = finite(raw_model)  # the same on every rank
+            rngs = rank_rng_states(data_gen, rt) if ok else None   # a collective: every rank's, on rank 0
+            if not ok:
                 code = stop_nonfinite("the weights are not finite", st.iter_num, st, rt)
             elif rt.master:
-                save(cfg, raw_model, optimizer, st, data, data_gen, None)
+                save(cfg, raw_model, optimizer, st, data, rngs, None)
                 print(f"stopped by {signal.Signals(signum).name} at iter {st.iter_num}: saved "
                       f"{checkpoint.path_in(cfg.out_dir)}; resume with:\n  {resume_hint(argv)}", flush=True)
             break
@@ -247,8 +251,8 @@ def train(argv, cfg, ckpt, data, model, stop):
 def restore(ckpt, optimizer, data_gen, cfg, rt):
     """Load the optimizer and, for an exact resume, the random states; return where the run stands."""
     optimizer.load_state_dict(ckpt["optimizer"])
-    if ckpt.get("rng") and ckpt["config"].get("seed") == cfg.seed and rt.world == 1:
-        set_rng_state(ckpt["rng"], data_gen)
+    if ckpt.get("rng") and ckpt["config"].get("seed") == cfg.seed:
+        restore_rng(ckpt["rng"], data_gen, rt)
     return Progress(ckpt["iter_num"], ckpt.get("best_val_loss", math.inf), ckpt.get("nonfinite_skipped", 0),
                     last_saved=ckpt["iter_num"])
 
@@ -326,11 +330,12 @@ def finite(model):
     return all(torch.isfinite(p).all() for p in model.parameters())
 
 
-def save(cfg, model, optimizer, st, data, data_gen, val_loss):
-    """Checkpoint the state at the top of iteration st.iter_num (atomically: checkpoint.py)."""
+def save(cfg, model, optimizer, st, data, rngs, val_loss):
+    """Checkpoint the state at the top of iteration st.iter_num (atomically: checkpoint.py);
+    rngs: every rank's random states (runtime.rank_rng_states)."""
     checkpoint.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                      "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": st.iter_num,
-                     "best_val_loss": st.best_val, "val_loss": val_loss, "rng": rng_state(data_gen),
+                     "best_val_loss": st.best_val, "val_loss": val_loss, "rng": rngs,
                      "nonfinite_skipped": st.skipped, "tokenizer": tokenizer_entry(data.meta)},
                     checkpoint.path_in(cfg.out_dir))
     st.last_saved = st.iter_num

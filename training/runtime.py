@@ -84,3 +84,26 @@ def set_rng_state(state, data_gen):
     data_gen.set_state(state["data"])
     if state.get("cuda") and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def rank_rng_states(data_gen, rt):
+    """Every rank's rng_state, gathered on rank 0: a list by rank there, None on the other ranks.
+    A collective under DDP: every rank calls it, at the same step."""
+    state = rng_state(data_gen)
+    if not rt.ddp:
+        return [state]
+    states = [None] * rt.world if rt.master else None
+    dist.gather_object(state, states, dst=0)
+    return states
+
+
+def restore_rng(saved, data_gen, rt):
+    """Restore this rank's states from a checkpoint's rank_rng_states (one dict in checkpoints
+    written before DDP runs kept every rank's). Returns False, restoring nothing, when the
+    checkpoint was written by another number of processes: then the batches differ from an
+    uninterrupted run's."""
+    states = [saved] if isinstance(saved, dict) else saved
+    if len(states) != rt.world:
+        return False
+    set_rng_state(states[rt.rank], data_gen)
+    return True
