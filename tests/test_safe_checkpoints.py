@@ -28,7 +28,7 @@ class Payload:
 def test_a_trained_checkpoint_is_plain_data(tiny_run):
     ckpt = torch.load(checkpoint.path_in(tiny_run), weights_only=True)   # torch's own safe loader
     assert ckpt["iter_num"] == 10 and ckpt["config"]["n_embd"] == 32 and "stoi" in ckpt["tokenizer"]
-    assert isinstance(ckpt["rng"]["numpy"][1], torch.Tensor) and ckpt["optimizer"]["state"]
+    assert isinstance(ckpt["rng"][0]["numpy"][1], torch.Tensor) and ckpt["optimizer"]["state"]
 
 
 def test_rng_states_round_trip_exactly():
