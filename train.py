@@ -53,6 +53,7 @@ class Progress:
     best_val: float = math.inf
     skipped: int = 0                # steps skipped for a non-finite loss (--on_nonfinite=skip)
     last_saved: int | None = None   # the iteration of the last checkpoint this run wrote or resumed from
+    wandb_id: str | None = None     # the wandb run's id: a resume continues that run
 
 
 
@@ -184,7 +185,8 @@ def train(argv, cfg, ckpt, data, model, stop):
     eval_model = model  # evaluation runs on rank 0 alone, outside DDP
     if rt.ddp:  # the encodings' buffers are tables computed from the config: nothing to broadcast
         model = DDP(model, device_ids=[rt.local_rank] if rt.device_type == "cuda" else None, broadcast_buffers=False)
-    log = RunLog(cfg, rt.master)
+    log = RunLog(cfg, rt.master, st.wandb_id)
+    st.wandb_id = log.wandb_id
 
     # ---- the loop ------------------------------------------------------------------------
     it_start, t_last, code = st.iter_num, time.time(), 0
@@ -254,7 +256,7 @@ def restore(ckpt, optimizer, data_gen, cfg, rt):
     if ckpt.get("rng") and ckpt["config"].get("seed") == cfg.seed:
         restore_rng(ckpt["rng"], data_gen, rt)
     return Progress(ckpt["iter_num"], ckpt.get("best_val_loss", math.inf), ckpt.get("nonfinite_skipped", 0),
-                    last_saved=ckpt["iter_num"])
+                    last_saved=ckpt["iter_num"], wandb_id=ckpt.get("wandb_id"))
 
 
 def done_note(st, cfg):
@@ -336,7 +338,8 @@ def save(cfg, model, optimizer, st, data, rngs, val_loss):
     checkpoint.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                      "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": st.iter_num,
                      "best_val_loss": st.best_val, "val_loss": val_loss, "rng": rngs,
-                     "nonfinite_skipped": st.skipped, "tokenizer": tokenizer_entry(data.meta)},
+                     "nonfinite_skipped": st.skipped, "tokenizer": tokenizer_entry(data.meta),
+                     "wandb_id": st.wandb_id},
                     checkpoint.path_in(cfg.out_dir))
     st.last_saved = st.iter_num
 

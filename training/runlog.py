@@ -1,6 +1,7 @@
 """What a training run records besides its checkpoint: out_dir/log.jsonl (one JSON object a
-line; compare.py reads it) and, with --wandb_log=True, a wandb run. Rank 0 alone writes:
-on the other ranks a RunLog records nothing."""
+line; compare.py reads it) and, with --wandb_log=True, a wandb run, whose id the checkpoint
+keeps so that a resume continues it. Rank 0 alone writes: on the other ranks a RunLog
+records nothing."""
 import json
 import os
 import time
@@ -9,8 +10,9 @@ from training.wandb_util import start_wandb
 
 
 class RunLog:
-    def __init__(self, cfg, master):
-        self.run = start_wandb(cfg) if cfg.wandb_log and master else None
+    def __init__(self, cfg, master, wandb_id=None):
+        self.run = start_wandb(cfg, run_id=wandb_id) if cfg.wandb_log and master else None
+        self.wandb_id = self.run.id if self.run else wandb_id   # a resumed run's id, to save again
         append = cfg.init_from == "resume" or cfg.eval_only  # a resumed run continues its log
         path = os.path.join(cfg.out_dir, "log.jsonl")
         self.file = open(path, "a" if append else "w") if master else None
