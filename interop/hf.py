@@ -1,0 +1,250 @@
+"""posgpt <-> Hugging Face transformers folders (config.json + model.safetensors), by hand:
+no transformers needed to convert, only to run the result.
+
+    learned -> GPT2LMHeadModel     exact GELU ("gelu"), LayerNorm eps 1e-5, tied embeddings
+    rope    -> GPTNeoXForCausalLM  use_parallel_residual=False, rotary_pct = rotary_fraction,
+                                   the rope_scaling method as transformers' rope_type
+
+posgpt's block is GPT-2's (pre-LayerNorm, attention then MLP, 4C GELU MLP, tied embeddings),
+so only the names and layouts differ: GPT-2's Conv1D stores weights transposed (in, out);
+GPT-NeoX's query_key_value interleaves q, k, v per head ((H, 3, D) rows where posgpt has
+(3, H, D)); bias=False is written as zero biases and read back as bias=False when every bias
+is zero. RoPE pairs are half-split in both (GPT-NeoX's rotate_half).
+
+Scaling, written both as transformers v5 reads it (`rope_parameters`, rope_theta and
+partial_rotary_factor inside) and v4 (`rope_scaling`, rotary_pct, rotary_emb_base): linear,
+dynamic (transformers takes L from max_position_embeddings, so that is written as L), yarn and
+llama3 (original_max_position_embeddings = L); ntk_by_parts with the index ramp is yarn with
+attention_factor 1, ntk is plain RoPE with the enlarged base b s^(d/(d-2)). Everything else
+(other encodings, windows, qk_norm, the turns ramp, ReRoPE, ...) has no transformers
+counterpart: export_problem names it.
+"""
+import json
+import os
+
+import torch
+
+import positional
+from positional.rope_scaling.hf import from_hf
+from training.config import upgrade_model_args
+
+NEOX, GPT2 = "GPTNeoXForCausalLM", "GPT2LMHeadModel"
+SUPPORTED = {GPT2: "learned", NEOX: "rope (use_parallel_residual=False)"}
+LLAMA_STYLE = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo", "smollm3")
+# model keys whose default is the only value a GPT-2 / GPT-NeoX block has
+PLAIN = dict(window=0, sinks=0, attention="softmax", qk_norm=False, logn_scaling=False, ssmax=False,
+             layer_encodings="", layer_windows="")
+
+
+class InteropError(ValueError):
+    """A model or folder that cannot be converted (one line)."""
+
+
+# ---- the names: (posgpt weight, HF weight, layout) per module; biases follow their weight --------
+
+def names(arch, n_layer):
+    """[(posgpt name, HF name, layout, has_bias)]; layout None, "T" (Conv1D) or "qkv" (per-head q, k, v)."""
+    if arch == GPT2:
+        top = [("wte.weight", "transformer.wte.weight", None, False),
+               ("pe.wpe.weight", "transformer.wpe.weight", None, False),
+               ("ln_f.weight", "transformer.ln_f.weight", None, True)]
+        layer = [("ln_1", "ln_1", None), ("attn.c_attn", "attn.c_attn", "T"), ("attn.c_proj", "attn.c_proj", "T"),
+                 ("ln_2", "ln_2", None), ("mlp.c_fc", "mlp.c_fc", "T"), ("mlp.c_proj", "mlp.c_proj", "T")]
+        prefix = "transformer.h"
+    else:
+        top = [("wte.weight", "gpt_neox.embed_in.weight", None, False),
+               ("ln_f.weight", "gpt_neox.final_layer_norm.weight", None, True)]
+        layer = [("ln_1", "input_layernorm", None), ("attn.c_attn", "attention.query_key_value", "qkv"),
+                 ("attn.c_proj", "attention.dense", None), ("ln_2", "post_attention_layernorm", None),
+                 ("mlp.c_fc", "mlp.dense_h_to_4h", None), ("mlp.c_proj", "mlp.dense_4h_to_h", None)]
+        prefix = "gpt_neox.layers"
+    return top + [(f"h.{i}.{a}.weight", f"{prefix}.{i}.{b}.weight", how, True)
+                  for i in range(n_layer) for a, b, how in layer]
+
+
+def relayout(t, how, n_head, to_hf):
+    """A posgpt tensor in HF's layout (to_hf) or back."""
+    if how == "T" and t.dim() == 2:
+        return t.t().contiguous()
+    if how == "qkv":  # rows (3, H, D) <-> (H, 3, D), for the weight (3C, C) and the bias (3C,)
+        split = (3, n_head, -1) if to_hf else (n_head, 3, -1)
+        return t.reshape(*split, *t.shape[1:]).transpose(0, 1).reshape(t.shape).contiguous()
+    return t
+
+
+# ---- export ------------------------------------------------------------------------------------------
+
+def export_problem(model_args):
+    """Why this model has no transformers counterpart (one line), or None."""
+    args = upgrade_model_args(model_args)
+    if args["pos_encoding"] not in ("learned", "rope"):
+        return (f"{args['pos_encoding']} has no transformers architecture (GPT-2 takes learned, GPT-NeoX rope)")
+    odd = [f"{k}={args[k]!r}" for k, v in PLAIN.items() if args[k] != v]
+    if odd:
+        return f"{', '.join(odd)} has no counterpart in transformers' GPT-2 / GPT-NeoX"
+    return rope_problem(args) if args["pos_encoding"] == "rope" else None
+
+
+def rope_problem(args):
+    s, kind, head_dim = args["pos_settings"], args["rope_scaling"], args["n_embd"] // args["n_head"]
+    if int(head_dim * s["rotary_fraction"]) != int(round(head_dim * s["rotary_fraction"])):
+        return f"rotary_fraction {s['rotary_fraction']} of head_dim {head_dim} rounds differently in GPT-NeoX"
+    if kind and kind not in ("linear", "dynamic", "yarn", "llama3", "ntk", "ntk_by_parts"):
+        return f"rope_scaling={kind} has no transformers rope_type (linear, dynamic, yarn, llama3 do)"
+    if kind in ("yarn", "ntk_by_parts") and s["rope_ramp"] != "index":
+        return f"rope_scaling={kind} with rope_ramp={s['rope_ramp']!r}: transformers ramps by index (rope_ramp=index)"
+    return None
+
+
+def rope_parameters(args):
+    """(transformers v5 rope_parameters dict, max_position_embeddings) of a rope model."""
+    s, kind, block = args["pos_settings"], args["rope_scaling"], args["block_size"]
+    L = s.get("rope_original_max_position") or block
+    out = {"rope_type": "default", "rope_theta": s["rope_base"], "partial_rotary_factor": s["rotary_fraction"]}
+    if kind == "ntk":  # NTK-aware is a larger base: theta_j s^(-2j/(d-2)) = (b s^(d/(d-2)))^(-2j/d)
+        d = int(args["n_embd"] // args["n_head"] * s["rotary_fraction"])
+        out["rope_theta"] = s["rope_base"] * s["rope_factor"] ** (d / (d - 2))
+    elif kind:
+        out.update(rope_type="yarn" if kind == "ntk_by_parts" else kind, factor=s["rope_factor"])
+    if kind in ("yarn", "ntk_by_parts"):
+        out.update(original_max_position_embeddings=L, beta_fast=s["rope_beta_fast"], beta_slow=s["rope_beta_slow"],
+                   truncate=s["rope_truncate"])
+        extra = {"attention_factor": 1.0} if kind == "ntk_by_parts" else {
+            k: s[f"rope_{k}"] for k in ("attention_factor", "mscale", "mscale_all_dim") if s[f"rope_{k}"] > 0}
+        out.update(extra)
+    if kind == "llama3":
+        out.update(original_max_position_embeddings=L, low_freq_factor=s["rope_low_freq_factor"],
+                   high_freq_factor=s["rope_high_freq_factor"])
+    return out, (L if kind == "dynamic" else block)   # dynamic: transformers' L is max_position_embeddings
+
+
+def to_hf(model_args, state_dict):
+    """(config.json dict, {HF name: tensor}) of a posgpt model; InteropError if it has no counterpart."""
+    problem = export_problem(model_args)
+    if problem:
+        raise InteropError(problem)
+    args = upgrade_model_args(model_args)
+    C, H, L, V = args["n_embd"], args["n_head"], args["n_layer"], args["vocab_size"]
+    if args["pos_encoding"] == "learned":
+        arch = GPT2
+        config = dict(model_type="gpt2", n_embd=C, n_head=H, n_layer=L, n_positions=args["block_size"], n_inner=None,
+                      activation_function="gelu", layer_norm_epsilon=1e-5, scale_attn_weights=True)
+    else:
+        arch = NEOX
+        rope, max_pos = rope_parameters(args)
+        config = dict(model_type="gpt_neox", hidden_size=C, num_attention_heads=H, num_hidden_layers=L,
+                      intermediate_size=4 * C, hidden_act="gelu", layer_norm_eps=1e-5, use_parallel_residual=False,
+                      attention_bias=True, max_position_embeddings=max_pos, rope_parameters=rope,
+                      rotary_pct=rope["partial_rotary_factor"], rotary_emb_base=rope["rope_theta"])
+        if rope["rope_type"] != "default":
+            config["rope_scaling"] = {k: v for k, v in rope.items() if k not in ("rope_theta", "partial_rotary_factor")}
+    config.update(architectures=[arch], vocab_size=V, tie_word_embeddings=True, bos_token_id=None,
+                  eos_token_id=None, dtype="float32")
+    tensors = {}
+    for ours, theirs, how, has_bias in names(arch, L):
+        w = state_dict[ours].float()
+        tensors[theirs] = relayout(w, how, H, True)
+        if has_bias:
+            b = state_dict.get(ours[:-len("weight")] + "bias")
+            b = torch.zeros(w.shape[0]) if b is None else b.float()
+            tensors[theirs[:-len("weight")] + "bias"] = relayout(b, how, H, True)
+    return config, tensors
+
+
+# ---- import ------------------------------------------------------------------------------------------
+
+def read_folder(path):
+    """(config dict, {name: tensor}) of a local transformers folder."""
+    from safetensors.torch import load_file
+    cfg_path = os.path.join(path, "config.json")
+    if not os.path.isfile(cfg_path):
+        raise InteropError(f"{path} has no config.json: not a transformers model folder (the hub is not used; "
+                           f"give a local folder)")
+    with open(cfg_path) as f:
+        config = json.load(f)
+    files = sorted(f for f in os.listdir(path) if f.endswith(".safetensors"))
+    if files:
+        tensors = {k: v for f in files for k, v in load_file(os.path.join(path, f)).items()}
+    elif os.path.isfile(os.path.join(path, "pytorch_model.bin")):
+        tensors = torch.load(os.path.join(path, "pytorch_model.bin"), map_location="cpu", weights_only=True)
+    else:
+        raise InteropError(f"{path} has a config.json but no weights (model.safetensors or pytorch_model.bin)")
+    return config, tensors
+
+
+def architecture(config, path):
+    arch = (config.get("architectures") or [""])[0]
+    kind = config.get("model_type", "")
+    if kind in LLAMA_STYLE or (kind == "gpt_neox" and config.get("use_parallel_residual", True)):
+        what = "GPT-NeoX's parallel residual" if kind == "gpt_neox" else f"{arch or kind} (RMSNorm, SwiGLU, GQA)"
+        raise InteropError(f"{path}: {what} needs the Llama-style block keys (norm, mlp, n_kv_head, tie_embeddings, "
+                           f"parallel_residual), not built yet; supported now: GPT-2, GPT-NeoX with "
+                           f"use_parallel_residual=false")
+    for name, model_type in ((GPT2, "gpt2"), (NEOX, "gpt_neox")):
+        if arch == name or kind == model_type:
+            return name
+    raise InteropError(f"{path}: architecture {arch or kind or '(none named)'} is not supported; supported: "
+                       f"{', '.join(f'{a} ({e})' for a, e in SUPPORTED.items())}")
+
+
+def model_args_of(arch, c):
+    """posgpt model_args of a transformers config (GPT-2 or GPT-NeoX)."""
+    if arch == GPT2:
+        args = dict(n_layer=c["n_layer"], n_head=c["n_head"], n_embd=c["n_embd"], block_size=c["n_positions"],
+                    pos_encoding="learned", rope_scaling="", settings={})
+        check = {"n_inner": (c.get("n_inner"), (None, 4 * c["n_embd"])),
+                 "layer_norm_epsilon": (c.get("layer_norm_epsilon", 1e-5), (1e-5,)),
+                 "scale_attn_by_inverse_layer_idx": (c.get("scale_attn_by_inverse_layer_idx", False), (False,)),
+                 "activation_function": (c.get("activation_function", "gelu_new"), ("gelu", "gelu_new"))}
+    else:
+        rp = dict(c.get("rope_parameters") or c.get("rope_scaling") or {})
+        rp.setdefault("rope_theta", c.get("rotary_emb_base", 10000.0))
+        rp.setdefault("partial_rotary_factor", c.get("rotary_pct", 0.25))
+        kind = rp.get("rope_type", rp.get("type", "default"))
+        if kind == "dynamic":  # transformers' L is max_position_embeddings
+            rp["original_max_position_embeddings"] = c["max_position_embeddings"]
+        elif kind in ("yarn", "llama3"):
+            rp.setdefault("original_max_position_embeddings", c["max_position_embeddings"])
+        method, settings = from_hf(rp)
+        args = dict(n_layer=c["num_hidden_layers"], n_head=c["num_attention_heads"], n_embd=c["hidden_size"],
+                    block_size=c["max_position_embeddings"], pos_encoding="rope", rope_scaling=method,
+                    settings=settings)
+        check = {"intermediate_size": (c.get("intermediate_size"), (4 * c["hidden_size"],)),
+                 "layer_norm_eps": (c.get("layer_norm_eps", 1e-5), (1e-5,)),
+                 "hidden_act": (c.get("hidden_act", "gelu"), ("gelu",))}
+    for key, (have, ok) in check.items():
+        if have not in ok:
+            raise InteropError(f"{key}={have!r} has no posgpt counterpart (posgpt takes {' or '.join(map(repr, ok))})")
+    return args
+
+
+def from_hf_folder(path):
+    """(model_args, state_dict, note) of a local transformers folder; note: a line to print, or None."""
+    config, tensors = read_folder(path)
+    arch = architecture(config, path)
+    a = model_args_of(arch, config)
+    H, V = a["n_head"], config["vocab_size"]
+    state, biases = {}, []
+    for ours, theirs, how, has_bias in names(arch, a["n_layer"]):
+        state[ours] = relayout(tensors[theirs].float(), how, H, False)
+        if has_bias:
+            b = tensors.get(theirs[:-len("weight")] + "bias")
+            b = torch.zeros(state[ours].shape[0]) if b is None else relayout(b.float(), how, H, False)
+            state[ours[:-len("weight")] + "bias"] = b
+            biases.append(b)
+    out = tensors.get("embed_out.weight", tensors.get("lm_head.weight"))
+    if out is not None and not torch.equal(out.float(), state["wte.weight"]):
+        raise InteropError(f"{path}: untied input and output embeddings need the Llama-style block keys "
+                           f"(tie_embeddings), not built yet")
+    bias = any(bool(b.any()) for b in biases)
+    if not bias:
+        state = {k: v for k, v in state.items() if not k.endswith(".bias")}
+    state["lm_head.weight"] = state["wte.weight"]
+    settings = a.pop("settings")
+    args = dict(a, vocab_size=V, bias=bias, pos_settings=positional.resolve(a["pos_encoding"], a["rope_scaling"],
+                                                                             settings))
+    note = None
+    if config.get("activation_function") == "gelu_new":
+        note = (f"note: {path} uses gelu_new (tanh GELU); posgpt's MLP is exact GELU, as nanoGPT's with GPT-2's "
+                f"weights: logits differ slightly")
+    return args, state, note
