@@ -2,7 +2,7 @@
 1e-4 on random sequences, both directions, for models built from configs with random weights
 (never downloaded): GPT-2 <-> learned, GPT-NeoX (use_parallel_residual=False) <-> rope at
 rotary fractions 0.25 and 1, and with linear, dynamic, yarn and llama3 scaling at 4x the
-original length. Export -> import -> export is bitwise; an imported model's evaluate.py loss is
+original length (exported also: ntk as a larger base, ntk_by_parts as yarn without its scale). Export -> import -> export is bitwise; an imported model's evaluate.py loss is
 transformers' loss on the same tokens; bad input is one line each."""
 import csv
 import dataclasses
@@ -106,7 +106,7 @@ def files(folder):
     return {f: open(os.path.join(folder, f), "rb").read() for f in sorted(os.listdir(folder))}
 
 
-@pytest.mark.parametrize("fraction,method", CASES)
+@pytest.mark.parametrize("fraction,method", [*CASES, (1.0, "ntk"), (1.0, "ntk_by_parts")])
 def test_export_rope_runs_in_transformers_and_round_trips_bitwise(tmp_path, fraction, method):
     settings = {"rotary_fraction": fraction}
     if method:
