@@ -222,7 +222,13 @@ def from_hf_folder(path):
     """(model_args, state_dict, note) of a local transformers folder; note: a line to print, or None."""
     config, tensors = read_folder(path)
     arch = architecture(config, path)
+    if arch == GPT2:  # the first GPT-2 releases name the base model's weights without "transformer."
+        tensors = {k if k.startswith(("transformer.", "lm_head.")) else f"transformer.{k}": v for k, v in tensors.items()}
     a = model_args_of(arch, config)
+    missing = [theirs for _, theirs, _, _ in names(arch, a["n_layer"]) if theirs not in tensors]
+    if missing:
+        raise InteropError(f"{path}: the weights lack {missing[0]}" + (f" and {len(missing) - 1} more" if
+                                                                         len(missing) > 1 else ""))
     H, V = a["n_head"], config["vocab_size"]
     state, biases = {}, []
     for ours, theirs, how, has_bias in names(arch, a["n_layer"]):

@@ -12,6 +12,7 @@ same command line. From Python, after `import interop.lm_eval`:
 
 model_args: out_dir, device (cpu), max_length (default: the checkpoint's block_size), and any
 model key or encoding setting, as evaluate.py takes them (rope_scaling, rope_factor, window, ...).
+batch_size is accepted and ignored: one sequence per forward.
 
 Scoring (score()): the tokens to score are predicted in disjoint windows of up to max_length,
 each from the max_length tokens before its end (so one forward when context + continuation

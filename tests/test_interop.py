@@ -12,6 +12,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, GPTNeoXConfig, \
     GPTNeoXForCausalLM
 
@@ -90,6 +91,9 @@ def test_import_gpt2_gives_the_same_logits(tmp_path):
     model = import_(tmp_path / "hf", tmp_path / "out")
     assert model.config.pos_encoding == "learned" and model.config.bias
     assert logits_diff(hf, model) <= 1e-4
+    weights = load_file(tmp_path / "hf" / "model.safetensors")   # as the first GPT-2 releases name them
+    save_file({k.removeprefix("transformer."): v for k, v in weights.items()}, tmp_path / "hf" / "model.safetensors")
+    assert logits_diff(hf, import_(tmp_path / "hf", tmp_path / "old")) <= 1e-4
 
 
 def posgpt_run(out, pos="rope", **settings):
@@ -179,7 +183,6 @@ def test_bad_input_is_one_line(tmp_path, capsys):
                                                                "model_type": "bert"}))
     err = one_line_error(export.main, ["--from=hf", str(tmp_path / "bert"), f"--out={tmp_path / 'o2'}"], capsys)
     assert "no weights" in err
-    from safetensors.torch import save_file
     save_file({"x": torch.zeros(1)}, tmp_path / "bert" / "model.safetensors")
     err = one_line_error(export.main, ["--from=hf", str(tmp_path / "bert"), f"--out={tmp_path / 'o2'}"], capsys)
     assert "BertForMaskedLM is not supported; supported: GPT2LMHeadModel" in err
@@ -189,4 +192,10 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     save_file({"x": torch.zeros(1)}, tmp_path / "llama" / "model.safetensors")
     err = one_line_error(export.main, ["--from=hf", str(tmp_path / "llama"), f"--out={tmp_path / 'o3'}"], capsys)
     assert "LlamaForCausalLM (RMSNorm, SwiGLU, GQA) needs the Llama-style block keys" in err
-    assert not any((tmp_path / o).exists() for o in ("o1", "o2", "o3"))
+    (tmp_path / "parallel" / "model.safetensors").unlink()
+    save_file({"x": torch.zeros(1)}, tmp_path / "parallel" / "model.safetensors")
+    config = json.loads((tmp_path / "parallel" / "config.json").read_text())
+    (tmp_path / "parallel" / "config.json").write_text(json.dumps(dict(config, use_parallel_residual=False)))
+    err = one_line_error(export.main, ["--from=hf", str(tmp_path / "parallel"), f"--out={tmp_path / 'o4'}"], capsys)
+    assert "the weights lack gpt_neox.embed_in.weight and 7 more" in err
+    assert not any((tmp_path / o).exists() for o in ("o1", "o2", "o3", "o4"))
