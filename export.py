@@ -10,7 +10,8 @@ docs/interop.md has the table and the measured logits parity. An encoding with n
 transformers counterpart gets one line saying so, and the safetensors release form in
 --out instead (exit 2). Imports never touch the hub: a local folder only. An imported
 checkpoint works with sample.py and evaluate.py (give evaluate --data_dir: the folder of
-its val.bin); it has no optimizer state, so training cannot resume it.
+its val.bin), and train.py --init_from=resume fine-tunes it from a fresh AdamW state (give
+the model keys and settings it was imported with, as for any resume).
 """
 import dataclasses
 import json
@@ -71,9 +72,11 @@ def import_folder(path, out):
     if os.path.exists(checkpoint.path_in(out)):
         raise ConfigError(f"{checkpoint.path_in(out)} already exists; choose another --out")
     args, state, tok = load_folder(path)
-    checkpoint.build_model({"model_args": args, "model": state})  # the weights fit the config, or one line
-    config = dataclasses.asdict(Config(**dataclasses.asdict(model_config(args)), dataset="", out_dir=out))
-    ckpt = {"model": state, "model_args": args, "config": config, "iter_num": 0, "best_val_loss": math.inf,
+    model = checkpoint.build_model({"model_args": args, "model": state})  # the weights fit the config, or one line
+    cfg = Config(**dataclasses.asdict(model_config(args)), dataset="", out_dir=out)
+    fresh = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), "cpu")
+    ckpt = {"model": state, "model_args": args, "config": dataclasses.asdict(cfg), "iter_num": 0,
+            "best_val_loss": math.inf, "optimizer": fresh.state_dict(),   # so train.py --init_from=resume fine-tunes
             "imported_from": os.path.abspath(path)}
     if tok is not None:
         ckpt["tokenizer"] = tok
