@@ -69,7 +69,8 @@ def test_a_checkpoint_that_would_run_code_is_refused(tiny_run, tmp_path, capsys)
 def test_resumed_legacy_run_saves_a_safe_checkpoint(tmp_path):
     out = tmp_path / "rope"
     shutil.copytree(os.path.join(LEGACY, "rope"), out)
-    argv = [f"--out_dir={out}", f"--data_dir={os.path.join(LEGACY, 'data')}", "--dataset=shakespeare_char",
+    shutil.copytree(os.path.join(LEGACY, "data"), tmp_path / "data")   # training writes a lock file beside the data
+    argv = [f"--out_dir={out}", f"--data_dir={tmp_path / 'data'}", "--dataset=shakespeare_char",
             "--init_from=resume", "--max_iters=202", "--eval_interval=2", "--eval_iters=1", "--device=cpu"]
     old = checkpoint.load(out)["model_args"]
     argv += [f"--{k}={old[k]}" for k in ("n_layer", "n_head", "n_embd", "block_size")]
