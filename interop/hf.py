@@ -115,7 +115,10 @@ def rope_parameters(args):
     if kind == "llama3":
         out.update(original_max_position_embeddings=L, low_freq_factor=s["rope_low_freq_factor"],
                    high_freq_factor=s["rope_high_freq_factor"])
-    return out, (L if kind == "dynamic" else block)   # dynamic: transformers' L is max_position_embeddings
+    # transformers' dynamic takes L from max_position_embeddings; v4's yarn took its factor as
+    # max_position_embeddings / original_max_position_embeddings
+    max_pos = {"dynamic": L, "yarn": L * s.get("rope_factor", 1), "ntk_by_parts": L * s.get("rope_factor", 1)}
+    return out, int(max_pos.get(kind, block))
 
 
 def to_hf(model_args, state_dict):
