@@ -109,9 +109,9 @@ def read(path, map_location="cpu"):
     names = set(torch.serialization.get_unsafe_globals_in_checkpoint(path))
     refused = sorted(names - set(LEGACY_GLOBALS))
     if refused:
-        raise CheckpointError(f"refusing to load {path}: its pickle calls {', '.join(refused)}, which could run code; "
-                              f"a checkpoint holds only tensors, numbers, strings and containers (and numpy RNG "
-                              f"arrays in older ones). Load only checkpoints you trust, and re-save them with train.py")
+        raise CheckpointError(f"refusing to load {path}: its pickle calls {', '.join(refused)}, which could run code "
+                              f"(nothing was run); a posgpt checkpoint holds only tensors, numbers, strings and "
+                              f"containers, and older ones numpy RNG arrays")
     with torch.serialization.safe_globals([(obj, n) for n, obj in LEGACY_GLOBALS.items()]):
         return torch.load(path, map_location=map_location, weights_only=True)
 
