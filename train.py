@@ -22,7 +22,8 @@ import shlex
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass
+import uuid
+from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -53,7 +54,7 @@ class Progress:
     best_val: float = math.inf
     skipped: int = 0                # steps skipped for a non-finite loss (--on_nonfinite=skip)
     last_saved: int | None = None   # the iteration of the last checkpoint this run wrote or resumed from
-    wandb_id: str | None = None     # the wandb run's id: a resume continues that run
+    wandb_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])   # its wandb run's; a resume continues it
 
 
 
@@ -186,7 +187,6 @@ def train(argv, cfg, ckpt, data, model, stop):
     if rt.ddp:  # the encodings' buffers are tables computed from the config: nothing to broadcast
         model = DDP(model, device_ids=[rt.local_rank] if rt.device_type == "cuda" else None, broadcast_buffers=False)
     log = RunLog(cfg, rt.master, st.wandb_id)
-    st.wandb_id = log.wandb_id
 
     # ---- the loop ------------------------------------------------------------------------
     it_start, t_last, code = st.iter_num, time.time(), 0
@@ -199,15 +199,13 @@ def train(argv, cfg, ckpt, data, model, stop):
         if at_eval and st.iter_num > it_start and not finite(raw_model):
             code = stop_nonfinite("the weights are not finite", st.iter_num, st, rt)
             break
-        saving = at_eval and st.iter_num > it_start and not cfg.eval_only
-        rngs = rank_rng_states(data_gen, rt) if saving else None   # every rank's, gathered on rank 0
         if at_eval and rt.master:
             losses = estimate_loss(eval_model, data, cfg, rt)
             st.best_val = min(st.best_val, losses["val"])
             print(f"step {st.iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
             log.eval(st.iter_num, st.iter_num * tokens_per_iter, losses, lr)
-            if saving:
-                save(cfg, raw_model, optimizer, st, data, rngs, losses["val"])
+        if at_eval and st.iter_num > it_start and not cfg.eval_only:  # every rank: save gathers their RNG states
+            save(cfg, raw_model, optimizer, st, data, data_gen, rt, losses["val"] if rt.master else None)
         if st.iter_num >= cfg.max_iters or cfg.eval_only:
             break
 
@@ -232,14 +230,11 @@ def train(argv, cfg, ckpt, data, model, stop):
         if signum and st.iter_num < cfg.max_iters:  # SIGINT/SIGTERM: save this step, for an exact resume
             # (in the last step, the run simply finishes: its final evaluation and save come next)
             code = 128 + signum  # the shell's convention: 130 SIGINT, 143 SIGTERM
-            ok = finite(raw_model)  # the same on every rank
-            rngs = rank_rng_states(data_gen, rt) if ok else None   # a collective: every rank's, on rank 0
-            if not ok:
+            if not finite(raw_model):
                 code = stop_nonfinite("the weights are not finite", st.iter_num, st, rt)
-            elif rt.master:
-                save(cfg, raw_model, optimizer, st, data, rngs, None)
-                print(f"stopped by {signal.Signals(signum).name} at iter {st.iter_num}: saved "
-                      f"{checkpoint.path_in(cfg.out_dir)}; resume with:\n  {resume_hint(argv)}", flush=True)
+            else:
+                save(cfg, raw_model, optimizer, st, data, data_gen, rt, None)
+                say_stopped(signum, st, cfg, argv, rt)
             break
 
     if rt.master and not code:
@@ -255,8 +250,10 @@ def restore(ckpt, optimizer, data_gen, cfg, rt):
     optimizer.load_state_dict(ckpt["optimizer"])
     if ckpt.get("rng") and ckpt["config"].get("seed") == cfg.seed:
         restore_rng(ckpt["rng"], data_gen, rt)
-    return Progress(ckpt["iter_num"], ckpt.get("best_val_loss", math.inf), ckpt.get("nonfinite_skipped", 0),
-                    last_saved=ckpt["iter_num"], wandb_id=ckpt.get("wandb_id"))
+    st = Progress(ckpt["iter_num"], ckpt.get("best_val_loss", math.inf), ckpt.get("nonfinite_skipped", 0),
+                  last_saved=ckpt["iter_num"])
+    st.wandb_id = ckpt.get("wandb_id") or st.wandb_id
+    return st
 
 
 def done_note(st, cfg):
@@ -332,16 +329,23 @@ def finite(model):
     return all(torch.isfinite(p).all() for p in model.parameters())
 
 
-def save(cfg, model, optimizer, st, data, rngs, val_loss):
-    """Checkpoint the state at the top of iteration st.iter_num (atomically: checkpoint.py);
-    rngs: every rank's random states (runtime.rank_rng_states)."""
-    checkpoint.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                     "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": st.iter_num,
-                     "best_val_loss": st.best_val, "val_loss": val_loss, "rng": rngs,
-                     "nonfinite_skipped": st.skipped, "tokenizer": tokenizer_entry(data.meta),
-                     "wandb_id": st.wandb_id},
-                    checkpoint.path_in(cfg.out_dir))
+def save(cfg, model, optimizer, st, data, data_gen, rt, val_loss):
+    """Checkpoint the state at the top of iteration st.iter_num (atomically: checkpoint.py). Under DDP
+    every rank calls it: each rank's random states are gathered, and rank 0 writes them all."""
+    rngs = rank_rng_states(data_gen, rt)
+    if rt.master:
+        checkpoint.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                         "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": st.iter_num,
+                         "best_val_loss": st.best_val, "val_loss": val_loss, "rng": rngs, "wandb_id": st.wandb_id,
+                         "nonfinite_skipped": st.skipped, "tokenizer": tokenizer_entry(data.meta)},
+                        checkpoint.path_in(cfg.out_dir))
     st.last_saved = st.iter_num
+
+
+def say_stopped(signum, st, cfg, argv, rt):
+    if rt.master:
+        print(f"stopped by {signal.Signals(signum).name} at iter {st.iter_num}: saved "
+              f"{checkpoint.path_in(cfg.out_dir)}; resume with:\n  {resume_hint(argv)}", flush=True)
 
 
 def stop_nonfinite(what, at, st, rt):

@@ -12,12 +12,13 @@ GPT-NeoX's query_key_value interleaves q, k, v per head ((H, 3, D) rows where po
 is zero. RoPE pairs are half-split in both (GPT-NeoX's rotate_half).
 
 Scaling, written both as transformers v5 reads it (`rope_parameters`, rope_theta and
-partial_rotary_factor inside) and v4 (`rope_scaling`, rotary_pct, rotary_emb_base): linear,
-dynamic (transformers takes L from max_position_embeddings, so that is written as L), yarn and
-llama3 (original_max_position_embeddings = L); ntk_by_parts with the index ramp is yarn with
-attention_factor 1, ntk is plain RoPE with the enlarged base b s^(d/(d-2)). Everything else
-(other encodings, windows, qk_norm, the turns ramp, ReRoPE, ...) has no transformers
-counterpart: export_problem names it.
+partial_rotary_factor inside) and v4 (`rope_scaling`, rotary_pct, rotary_emb_base): the methods
+of HF_KEYS, under the same rope_type, their settings under the HF names of
+positional/rope_scaling/hf.py (the reader: one table both ways). Where transformers reads L:
+original_max_position_embeddings, except for the method whose frequencies follow the length
+(dynamic), which takes it from max_position_embeddings. Everything else (other encodings and
+methods, windows, qk_norm, the turns ramp, ...) has no transformers counterpart: export_problem
+names it. The tables are this module's only knowledge of encoding and method names.
 """
 import json
 import os
@@ -25,11 +26,20 @@ import os
 import torch
 
 import positional
-from positional.rope_scaling.hf import from_hf
+from positional.rope_scaling import METHODS
+from positional.rope_scaling.hf import KEYS, TYPES, from_hf
 from training.config import upgrade_model_args
 
 NEOX, GPT2 = "GPTNeoXForCausalLM", "GPT2LMHeadModel"
+ARCHITECTURE = {"learned": GPT2, "rope": NEOX}          # posgpt encoding -> transformers architecture
 SUPPORTED = {GPT2: "learned", NEOX: "rope (use_parallel_residual=False)"}
+HF_KEYS = {  # rope_type -> the keys transformers' RoPE init reads (modeling_rope_utils, v5.24)
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "yarn": ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "truncate", "attention_factor",
+             "mscale", "mscale_all_dim"),
+    "llama3": ("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"),
+}
 LLAMA_STYLE = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo", "smollm3")
 # model keys whose default is the only value a GPT-2 / GPT-NeoX block has
 PLAIN = dict(window=0, sinks=0, attention="softmax", qk_norm=False, logn_scaling=False, ssmax=False,
@@ -77,48 +87,39 @@ def relayout(t, how, n_head, to_hf):
 def export_problem(model_args):
     """Why this model has no transformers counterpart (one line), or None."""
     args = upgrade_model_args(model_args)
-    if args["pos_encoding"] not in ("learned", "rope"):
-        return (f"{args['pos_encoding']} has no transformers architecture (GPT-2 takes learned, GPT-NeoX rope)")
+    if args["pos_encoding"] not in ARCHITECTURE:
+        return (f"{args['pos_encoding']} has no transformers architecture "
+                f"({', '.join(f'{a} takes {e}' for e, a in ARCHITECTURE.items())})")
     odd = [f"{k}={args[k]!r}" for k, v in PLAIN.items() if args[k] != v]
     if odd:
         return f"{', '.join(odd)} has no counterpart in transformers' GPT-2 / GPT-NeoX"
-    return rope_problem(args) if args["pos_encoding"] == "rope" else None
-
-
-def rope_problem(args):
     s, kind, head_dim = args["pos_settings"], args["rope_scaling"], args["n_embd"] // args["n_head"]
-    if int(head_dim * s["rotary_fraction"]) != int(round(head_dim * s["rotary_fraction"])):
-        return f"rotary_fraction {s['rotary_fraction']} of head_dim {head_dim} rounds differently in GPT-NeoX"
-    if kind and kind not in ("linear", "dynamic", "yarn", "llama3", "ntk", "ntk_by_parts"):
-        return f"rope_scaling={kind} has no transformers rope_type (linear, dynamic, yarn, llama3 do)"
-    if kind in ("yarn", "ntk_by_parts") and s["rope_ramp"] != "index":
-        return f"rope_scaling={kind} with rope_ramp={s['rope_ramp']!r}: transformers ramps by index (rope_ramp=index)"
+    fraction = s.get("rotary_fraction", 1.0)
+    if int(head_dim * fraction) != int(round(head_dim * fraction)):
+        return f"rotary_fraction {fraction} of head_dim {head_dim} rounds differently in GPT-NeoX"
+    if kind and kind not in HF_KEYS:
+        return f"rope_scaling={kind} has no transformers rope_type ({', '.join(HF_KEYS)} do)"
+    if s.get("rope_ramp", "index") != "index":
+        return f"rope_ramp={s['rope_ramp']!r} has no transformers form (transformers ramps by index)"
     return None
 
 
 def rope_parameters(args):
     """(transformers v5 rope_parameters dict, max_position_embeddings) of a rope model."""
     s, kind, block = args["pos_settings"], args["rope_scaling"], args["block_size"]
-    L = s.get("rope_original_max_position") or block
-    out = {"rope_type": "default", "rope_theta": s["rope_base"], "partial_rotary_factor": s["rotary_fraction"]}
-    if kind == "ntk":  # NTK-aware is a larger base: theta_j s^(-2j/(d-2)) = (b s^(d/(d-2)))^(-2j/d)
-        d = int(args["n_embd"] // args["n_head"] * s["rotary_fraction"])
-        out["rope_theta"] = s["rope_base"] * s["rope_factor"] ** (d / (d - 2))
-    elif kind:
-        out.update(rope_type="yarn" if kind == "ntk_by_parts" else kind, factor=s["rope_factor"])
-    if kind in ("yarn", "ntk_by_parts"):
-        out.update(original_max_position_embeddings=L, beta_fast=s["rope_beta_fast"], beta_slow=s["rope_beta_slow"],
-                   truncate=s["rope_truncate"])
-        extra = {"attention_factor": 1.0} if kind == "ntk_by_parts" else {
-            k: s[f"rope_{k}"] for k in ("attention_factor", "mscale", "mscale_all_dim") if s[f"rope_{k}"] > 0}
-        out.update(extra)
-    if kind == "llama3":
-        out.update(original_max_position_embeddings=L, low_freq_factor=s["rope_low_freq_factor"],
-                   high_freq_factor=s["rope_high_freq_factor"])
-    # transformers' dynamic takes L from max_position_embeddings; v4's yarn took its factor as
-    # max_position_embeddings / original_max_position_embeddings
-    max_pos = {"dynamic": L, "yarn": L * s.get("rope_factor", 1), "ntk_by_parts": L * s.get("rope_factor", 1)}
-    return out, int(max_pos.get(kind, block))
+    out = {"rope_type": kind or "default", "rope_theta": s["rope_base"], "partial_rotary_factor": s["rotary_fraction"]}
+    if not kind:
+        return out, block
+    L = s["rope_original_max_position"] or block
+    ours = dict(s, rope_original_max_position=L)
+    for key in HF_KEYS[kind]:  # a float setting of 0 means unset (HF's null)
+        if not (isinstance(ours[KEYS[key]], float) and ours[KEYS[key]] == 0.0):
+            out[key] = ours[KEYS[key]]
+    # max_position_embeddings: L for the method whose frequencies follow the length (transformers reads L
+    # there); the extended length L x factor where L is written (v4 derived yarn's factor from the two)
+    if METHODS[kind][1].length_dependent:
+        return out, L
+    return out, int(L * s["rope_factor"]) if "original_max_position_embeddings" in out else block
 
 
 def to_hf(model_args, state_dict):
@@ -128,12 +129,11 @@ def to_hf(model_args, state_dict):
         raise InteropError(problem)
     args = upgrade_model_args(model_args)
     C, H, L, V = args["n_embd"], args["n_head"], args["n_layer"], args["vocab_size"]
-    if args["pos_encoding"] == "learned":
-        arch = GPT2
+    arch = ARCHITECTURE[args["pos_encoding"]]
+    if arch == GPT2:
         config = dict(model_type="gpt2", n_embd=C, n_head=H, n_layer=L, n_positions=args["block_size"], n_inner=None,
                       activation_function="gelu", layer_norm_epsilon=1e-5, scale_attn_weights=True)
     else:
-        arch = NEOX
         rope, max_pos = rope_parameters(args)
         config = dict(model_type="gpt_neox", hidden_size=C, num_attention_heads=H, num_hidden_layers=L,
                       intermediate_size=4 * C, hidden_act="gelu", layer_norm_eps=1e-5, use_parallel_residual=False,
@@ -190,11 +190,15 @@ def architecture(config, path):
                        f"{', '.join(f'{a} ({e})' for a, e in SUPPORTED.items())}")
 
 
+def encoding_of(arch):
+    return next(e for e, a in ARCHITECTURE.items() if a == arch)
+
+
 def model_args_of(arch, c):
     """posgpt model_args of a transformers config (GPT-2 or GPT-NeoX)."""
     if arch == GPT2:
         args = dict(n_layer=c["n_layer"], n_head=c["n_head"], n_embd=c["n_embd"], block_size=c["n_positions"],
-                    pos_encoding="learned", rope_scaling="", settings={})
+                    pos_encoding=encoding_of(GPT2), rope_scaling="", settings={})
         check = {"n_inner": (c.get("n_inner"), (None, 4 * c["n_embd"])),
                  "layer_norm_epsilon": (c.get("layer_norm_epsilon", 1e-5), (1e-5,)),
                  "scale_attn_by_inverse_layer_idx": (c.get("scale_attn_by_inverse_layer_idx", False), (False,)),
@@ -203,14 +207,16 @@ def model_args_of(arch, c):
         rp = dict(c.get("rope_parameters") or c.get("rope_scaling") or {})
         rp.setdefault("rope_theta", c.get("rotary_emb_base", 10000.0))
         rp.setdefault("partial_rotary_factor", c.get("rotary_pct", 0.25))
-        kind = rp.get("rope_type", rp.get("type", "default"))
-        if kind == "dynamic":  # transformers' L is max_position_embeddings
-            rp["original_max_position_embeddings"] = c["max_position_embeddings"]
-        elif kind in ("yarn", "llama3"):
-            rp.setdefault("original_max_position_embeddings", c["max_position_embeddings"])
+        kind = rp.get("rope_type", rp.get("type"))
+        method = TYPES[kind][0] if kind in TYPES else ""   # from_hf refuses an unknown type below
+        if method and "original_max_position_embeddings" in TYPES[kind][1]:
+            # L: max_position_embeddings for the length-following method, else by default (as transformers)
+            L = c["max_position_embeddings"]
+            rp["original_max_position_embeddings"] = L if METHODS[method][1].length_dependent else rp.get(
+                "original_max_position_embeddings", L)
         method, settings = from_hf(rp)
         args = dict(n_layer=c["num_hidden_layers"], n_head=c["num_attention_heads"], n_embd=c["hidden_size"],
-                    block_size=c["max_position_embeddings"], pos_encoding="rope", rope_scaling=method,
+                    block_size=c["max_position_embeddings"], pos_encoding=encoding_of(NEOX), rope_scaling=method,
                     settings=settings)
         check = {"intermediate_size": (c.get("intermediate_size"), (4 * c["hidden_size"],)),
                  "layer_norm_eps": (c.get("layer_norm_eps", 1e-5), (1e-5,)),

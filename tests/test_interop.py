@@ -2,7 +2,7 @@
 1e-4 on random sequences, both directions, for models built from configs with random weights
 (never downloaded): GPT-2 <-> learned, GPT-NeoX (use_parallel_residual=False) <-> rope at
 rotary fractions 0.25 and 1, and with linear, dynamic, yarn and llama3 scaling at 4x the
-original length (exported also: ntk as a larger base, ntk_by_parts as yarn without its scale). Export -> import -> export is bitwise; an imported model's evaluate.py loss is
+original length. Export -> import -> export is bitwise; an imported model's evaluate.py loss is
 transformers' loss on the same tokens; bad input is one line each."""
 import csv
 import dataclasses
@@ -110,7 +110,7 @@ def files(folder):
     return {f: open(os.path.join(folder, f), "rb").read() for f in sorted(os.listdir(folder))}
 
 
-@pytest.mark.parametrize("fraction,method", [*CASES, (1.0, "ntk"), (1.0, "ntk_by_parts")])
+@pytest.mark.parametrize("fraction,method", CASES)
 def test_export_rope_runs_in_transformers_and_round_trips_bitwise(tmp_path, fraction, method):
     settings = {"rotary_fraction": fraction}
     if method:
@@ -172,6 +172,9 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     posgpt_run(tmp_path / "alibi", "alibi")
     err = one_line_error(export.main, [str(tmp_path / "alibi"), "--to=hf", f"--out={tmp_path / 'hf'}"], capsys)
     assert "alibi has no transformers architecture" in err and "release form" in err
+    posgpt_run(tmp_path / "ntk", rope_scaling="ntk", rope_factor=4.0)
+    err = one_line_error(export.main, [str(tmp_path / "ntk"), "--to=hf", f"--out={tmp_path / 'hf_ntk'}"], capsys)
+    assert "rope_scaling=ntk has no transformers rope_type (linear, dynamic, yarn, llama3 do)" in err
     assert sorted(os.listdir(tmp_path / "hf")) == ["config.json", "model.safetensors"]   # the release form only
     c = GPTNeoXConfig(vocab_size=V, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=128,
                       use_parallel_residual=True)

@@ -11,8 +11,8 @@ from training.wandb_util import start_wandb
 
 class RunLog:
     def __init__(self, cfg, master, wandb_id=None):
+        """wandb_id: the run's id (kept in the checkpoint): a resume passes the same one and continues that run."""
         self.run = start_wandb(cfg, run_id=wandb_id) if cfg.wandb_log and master else None
-        self.wandb_id = self.run.id if self.run else wandb_id   # a resumed run's id, to save again
         append = cfg.init_from == "resume" or cfg.eval_only  # a resumed run continues its log
         path = os.path.join(cfg.out_dir, "log.jsonl")
         self.file = open(path, "a" if append else "w") if master else None
