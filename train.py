@@ -31,7 +31,8 @@ import shlex
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass
+import uuid
+from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -47,7 +48,7 @@ from data.tokenizer import bits_per_byte, tokenizer_entry
 from training.guard import OutDirLock, StopSignal
 from model import GPT, GPTConfig
 from training.runlog import RunLog
-from training.runtime import rng_state, seed_all, set_rng_state, start_runtime, stop_runtime
+from training.runtime import rank_rng_states, restore_rng, seed_all, start_runtime, stop_runtime
 from tasks import TaskData
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -64,6 +65,7 @@ class Progress:
     best_val: float = math.inf
     skipped: int = 0                # steps skipped for a non-finite loss (--on_nonfinite=skip)
     last_saved: int | None = None   # the iteration of the last checkpoint this run wrote or resumed from
+    wandb_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])   # its wandb run's; a resume continues it
 
 
 
@@ -227,7 +229,7 @@ def train(argv, cfg, ckpt, data, model, stop):
     eval_model = model  # evaluation runs on rank 0 alone, outside DDP
     if rt.ddp:  # the encodings' buffers are tables computed from the config: nothing to broadcast
         model = DDP(model, device_ids=[rt.local_rank] if rt.device_type == "cuda" else None, broadcast_buffers=False)
-    log = RunLog(cfg, rt.master)
+    log = RunLog(cfg, rt.master, st.wandb_id)
 
     # ---- the loop ------------------------------------------------------------------------
     it_start, t_last, code = st.iter_num, time.time(), 0
@@ -245,8 +247,8 @@ def train(argv, cfg, ckpt, data, model, stop):
             st.best_val = min(st.best_val, losses["val"])
             print(eval_line(st.iter_num, losses))
             log.eval(st.iter_num, st.iter_num * tokens_per_iter, losses, lr)
-            if st.iter_num > it_start and not cfg.eval_only:
-                save(cfg, raw_model, optimizer, st, data, data_gen, losses["val"])
+        if at_eval and st.iter_num > it_start and not cfg.eval_only:  # every rank: save gathers their RNG states
+            save(cfg, raw_model, optimizer, st, data, data_gen, rt, losses["val"] if rt.master else None)
         if st.iter_num >= cfg.max_iters or cfg.eval_only:
             break
 
@@ -273,10 +275,9 @@ def train(argv, cfg, ckpt, data, model, stop):
             code = 128 + signum  # the shell's convention: 130 SIGINT, 143 SIGTERM
             if not finite(raw_model):
                 code = stop_nonfinite("the weights are not finite", st.iter_num, st, rt)
-            elif rt.master:
-                save(cfg, raw_model, optimizer, st, data, data_gen, None)
-                print(f"stopped by {signal.Signals(signum).name} at iter {st.iter_num}: saved "
-                      f"{checkpoint.path_in(cfg.out_dir)}; resume with:\n  {resume_hint(argv)}", flush=True)
+            else:
+                save(cfg, raw_model, optimizer, st, data, data_gen, rt, None)
+                say_stopped(signum, st, cfg, argv, rt)
             break
 
     if rt.master and not code:
@@ -290,10 +291,12 @@ def train(argv, cfg, ckpt, data, model, stop):
 def restore(ckpt, optimizer, data_gen, cfg, rt):
     """Load the optimizer and, for an exact resume, the random states; return where the run stands."""
     optimizer.load_state_dict(ckpt["optimizer"])
-    if ckpt.get("rng") and ckpt["config"].get("seed") == cfg.seed and rt.world == 1:
-        set_rng_state(ckpt["rng"], data_gen)
-    return Progress(ckpt["iter_num"], ckpt.get("best_val_loss", math.inf), ckpt.get("nonfinite_skipped", 0),
-                    last_saved=ckpt["iter_num"])
+    if ckpt.get("rng") and ckpt["config"].get("seed") == cfg.seed:
+        restore_rng(ckpt["rng"], data_gen, rt)
+    st = Progress(ckpt["iter_num"], ckpt.get("best_val_loss", math.inf), ckpt.get("nonfinite_skipped", 0),
+                  last_saved=ckpt["iter_num"])
+    st.wandb_id = ckpt.get("wandb_id") or st.wandb_id
+    return st
 
 
 def eval_line(it, losses):
@@ -385,14 +388,23 @@ def finite(model):
     return all(torch.isfinite(p).all() for p in model.parameters())
 
 
-def save(cfg, model, optimizer, st, data, data_gen, val_loss):
-    """Checkpoint the state at the top of iteration st.iter_num (atomically: checkpoint.py)."""
-    checkpoint.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                     "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": st.iter_num,
-                     "best_val_loss": st.best_val, "val_loss": val_loss, "rng": rng_state(data_gen),
-                     "nonfinite_skipped": st.skipped, "tokenizer": tokenizer_entry(data.meta)},
-                    checkpoint.path_in(cfg.out_dir))
+def save(cfg, model, optimizer, st, data, data_gen, rt, val_loss):
+    """Checkpoint the state at the top of iteration st.iter_num (atomically: checkpoint.py). Under DDP
+    every rank calls it: each rank's random states are gathered, and rank 0 writes them all."""
+    rngs = rank_rng_states(data_gen, rt)
+    if rt.master:
+        checkpoint.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                         "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": st.iter_num,
+                         "best_val_loss": st.best_val, "val_loss": val_loss, "rng": rngs, "wandb_id": st.wandb_id,
+                         "nonfinite_skipped": st.skipped, "tokenizer": tokenizer_entry(data.meta)},
+                        checkpoint.path_in(cfg.out_dir))
     st.last_saved = st.iter_num
+
+
+def say_stopped(signum, st, cfg, argv, rt):
+    if rt.master:
+        print(f"stopped by {signal.Signals(signum).name} at iter {st.iter_num}: saved "
+              f"{checkpoint.path_in(cfg.out_dir)}; resume with:\n  {resume_hint(argv)}", flush=True)
 
 
 def stop_nonfinite(what, at, st, rt):

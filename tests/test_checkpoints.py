@@ -7,7 +7,6 @@ import resource
 import signal
 import time
 
-import numpy as np
 import pytest
 import torch
 
@@ -22,7 +21,7 @@ def _save_forever(out_dir, state, first, report_fd):
     torch.set_num_threads(1)
     n = first
     while True:
-        marker = np.full(1 << 18, n, dtype=np.int32)  # 1 MiB that must agree with iter_num
+        marker = torch.full((1 << 18,), n, dtype=torch.int32)  # 1 MiB that must agree with iter_num
         checkpoint.save({"model": state, "model_args": {}, "config": {}, "iter_num": n, "marker": marker},
                         checkpoint.path_in(out_dir))
         os.write(report_fd, f"{n}\n".encode())
@@ -35,7 +34,7 @@ def test_sigkill_during_save_leaves_the_previous_or_the_new_checkpoint(tmp_path)
     rng = random.Random(0)
     state = tiny_gpt("rope").state_dict()
     checkpoint.save({"model": state, "model_args": {}, "config": {}, "iter_num": 0,
-                     "marker": np.zeros(1 << 18, dtype=np.int32)}, checkpoint.path_in(tmp_path))
+                     "marker": torch.zeros(1 << 18, dtype=torch.int32)}, checkpoint.path_in(tmp_path))
     last, mid_save, outcomes = 0, 0, set()
     for _ in range(25):
         r, w = os.pipe()

@@ -5,6 +5,15 @@ renames it over the target: a crash at any moment leaves either the old or the n
 checkpoint on disk, never a mix. load() turns every way a file can be unusable into
 one sentence (CheckpointError) and never modifies the file.
 
+Safe loading: ckpt.pt holds only tensors, plain containers, numbers, strings and None
+(the RNG states too: runtime.rng_state stores numpy's as a tensor), so it is read with
+torch.load(weights_only=True), which runs no pickled code. Checkpoints written before
+that (tests/legacy) hold numpy's RNG state as a pickled ndarray; when weights_only
+refuses a file, the globals its pickle names are listed without unpickling it, and it is
+read again with weights_only=True allowing exactly the numpy names of LEGACY_GLOBALS.
+Anything else (os.system behind a __reduce__, a custom class) is refused in one line that
+names the file and the global: no path ever unpickles arbitrary objects.
+
 The one loader of trained runs, used by sample, evaluate, compare and the plots:
     model, ckpt = load_model(out_dir, {"window": 64}, device)   # config.model_config + weights
     encode, decode, vocab_size = tokenizer_of(ckpt)             # the tokenizer saved with it
@@ -14,11 +23,17 @@ import os
 import pickle
 import tempfile
 
+import numpy as np
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the project folder: recorded relative paths start here
 
 TMP_PREFIX = ".ckpt-"
+
+# The globals an older checkpoint's numpy RNG state pickles (an ndarray of uint32, its dtype and dtype class)
+LEGACY_GLOBALS = {"numpy._core.multiarray._reconstruct": np._core.multiarray._reconstruct,
+                  "numpy.core.multiarray._reconstruct": np._core.multiarray._reconstruct,   # numpy < 2
+                  "numpy.ndarray": np.ndarray, "numpy.dtype": np.dtype, "numpy.dtypes.UInt32DType": np.dtypes.UInt32DType}
 
 
 class CheckpointError(ValueError):
@@ -73,7 +88,9 @@ def load(out_dir, map_location="cpu"):
         raise CheckpointError(f"no checkpoint at {path}; train one first ({train_hint(out_dir)}) or point "
                               f"--out_dir at a folder with ckpt.pt")
     try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=False)
+        ckpt = read(path, map_location)
+    except CheckpointError:
+        raise
     except Exception as e:
         raise CheckpointError(f"checkpoint {path} is unreadable (truncated or corrupt?): {type(e).__name__}: "
                               f"{str(e).splitlines()[0] if str(e) else ''}; it was left untouched") from e
@@ -89,6 +106,22 @@ def train_hint(out_dir):
     config = f"configs/{name}.py" if os.path.isfile(os.path.join(ROOT, "configs", f"{name}.py")) else \
         "configs/<encoding>.py"
     return f"python train.py {config} --out_dir={out_dir}"
+
+
+def read(path, map_location="cpu"):
+    """torch.load with weights_only=True; an older checkpoint's numpy globals allowed, nothing else."""
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError:
+        pass  # a global outside torch's safe set: which ones (listed, not run)?
+    names = set(torch.serialization.get_unsafe_globals_in_checkpoint(path))
+    refused = sorted(names - set(LEGACY_GLOBALS))
+    if refused:
+        raise CheckpointError(f"refusing to load {path}: its pickle calls {', '.join(refused)}, which could run code "
+                              f"(nothing was run); a posgpt checkpoint holds only tensors, numbers, strings and "
+                              f"containers, and older ones numpy RNG arrays")
+    with torch.serialization.safe_globals([(obj, n) for n, obj in LEGACY_GLOBALS.items()]):
+        return torch.load(path, map_location=map_location, weights_only=True)
 
 
 def build_model(ckpt, overrides=None, device="cpu", strict=True):

@@ -1,6 +1,7 @@
 """What a training run records besides its checkpoint: out_dir/log.jsonl (one JSON object a
-line; compare.py reads it) and, with --wandb_log=True, a wandb run. Rank 0 alone writes:
-on the other ranks a RunLog records nothing."""
+line; compare.py reads it) and, with --wandb_log=True, a wandb run, whose id the checkpoint
+keeps so that a resume continues it. Rank 0 alone writes: on the other ranks a RunLog
+records nothing."""
 import json
 import os
 import time
@@ -9,8 +10,9 @@ from training.wandb_util import start_wandb
 
 
 class RunLog:
-    def __init__(self, cfg, master):
-        self.run = start_wandb(cfg) if cfg.wandb_log and master else None
+    def __init__(self, cfg, master, wandb_id=None):
+        """wandb_id: the run's id (kept in the checkpoint): a resume passes the same one and continues that run."""
+        self.run = start_wandb(cfg, run_id=wandb_id) if cfg.wandb_log and master else None
         append = cfg.init_from == "resume" or cfg.eval_only  # a resumed run continues its log
         path = os.path.join(cfg.out_dir, "log.jsonl")
         self.file = open(path, "a" if append else "w") if master else None

@@ -66,15 +66,44 @@ def seed_all(seed):
 
 
 def rng_state(data_gen):
-    """Every random state a run draws from, for an exact resume."""
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
-            "data": data_gen.get_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+    """Every random state a run draws from, for an exact resume; plain tensors, tuples and
+    numbers only (numpy's key array as a tensor), so that weights_only loading reads it."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    return {"torch": torch.get_rng_state(), "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), pos,
+                                                      has_gauss, gauss),
+            "python": random.getstate(), "data": data_gen.get_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
 
 
 def set_rng_state(state, data_gen):
+    """Restore rng_state's states (also an older checkpoint's, with numpy's keys as an ndarray)."""
+    kind, keys, *rest = state["numpy"]
     torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
+    np.random.set_state((kind, np.asarray(keys, dtype=np.int64).astype(np.uint32), *rest))
     random.setstate(state["python"])
     data_gen.set_state(state["data"])
     if state.get("cuda") and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def rank_rng_states(data_gen, rt):
+    """Every rank's rng_state, gathered on rank 0: a list by rank there, None on the other ranks.
+    A collective under DDP: every rank calls it, at the same step."""
+    state = rng_state(data_gen)
+    if not rt.ddp:
+        return [state]
+    states = [None] * rt.world if rt.master else None
+    dist.gather_object(state, states, dst=0)
+    return states
+
+
+def restore_rng(saved, data_gen, rt):
+    """Restore this rank's states from a checkpoint's rank_rng_states (one dict in checkpoints
+    written before DDP runs kept every rank's). Returns False, restoring nothing, when the
+    checkpoint was written by another number of processes: then the batches differ from an
+    uninterrupted run's."""
+    states = [saved] if isinstance(saved, dict) else saved
+    if len(states) != rt.world:
+        return False
+    set_rng_state(states[rt.rank], data_gen)
+    return True

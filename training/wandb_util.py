@@ -15,9 +15,10 @@ def has_credentials():
         return False
 
 
-def start_wandb(cfg, job_type="train", name=None):
+def start_wandb(cfg, job_type="train", name=None, run_id=None):
     """Start a wandb run for config `cfg` (a Config): the encoding as a tag, runs of one
-    comparison in one group. Returns the run, or None if wandb is not installed."""
+    comparison in one group; run_id (a resumed run's, kept in its checkpoint) continues that
+    run. Returns the run, or None if wandb is not installed."""
     try:
         import wandb
     except ImportError:
@@ -31,7 +32,7 @@ def start_wandb(cfg, job_type="train", name=None):
     settings = wandb.Settings(init_timeout=60, silent=True)
     kwargs = dict(project=cfg.wandb_project, name=name or cfg.wandb_run_name or cfg.pos_encoding,
                   group=cfg.wandb_group or None, tags=[cfg.pos_encoding], config=asdict(cfg), dir=cfg.out_dir,
-                  job_type=job_type, mode=mode, settings=settings)
+                  job_type=job_type, mode=mode, settings=settings, id=run_id, resume="allow" if run_id else None)
     try:
         run = wandb.init(**kwargs)
     except Exception as e:  # no network, server down: keep the run, log offline

@@ -1,0 +1,81 @@
+"""The safetensors release form of a checkpoint, and the tokenizer files transformers reads.
+
+    out-rope/model.safetensors   the weights (float as trained; the tied lm_head stored once, as wte)
+    out-rope/config.json         {"format": "posgpt", "model_args": {...}, "tokenizer": {...}}
+
+No pickle anywhere: safetensors and JSON. read_release gives back what build_model needs.
+A character vocabulary becomes a `tokenizers` file (tokenizer.json: a BPE model with no
+merges over the characters, so each character is one token, and a Fuse decoder) that
+transformers' AutoTokenizer reads; a tiktoken encoding has none to write (one line says so).
+"""
+import json
+import os
+
+import torch
+
+FORMAT = "posgpt"
+
+
+def jsonable(meta):
+    """A checkpoint's tokenizer entry for JSON: a char vocabulary by its stoi alone (itos is derived)."""
+    if meta and "stoi" in meta:
+        return {"vocab_size": meta["vocab_size"], "stoi": meta["stoi"]}
+    return meta
+
+
+def from_json(meta):
+    if meta and "stoi" in meta:
+        return {**meta, "itos": {i: c for c, i in meta["stoi"].items()}}
+    return meta
+
+
+def write_release(model_args, state_dict, tokenizer, folder):
+    """model.safetensors + config.json of a posgpt model in `folder`."""
+    from safetensors.torch import save_file
+    os.makedirs(folder, exist_ok=True)
+    tensors = {k: v.contiguous() for k, v in state_dict.items() if k != "lm_head.weight"}   # tied to wte
+    save_file(tensors, os.path.join(folder, "model.safetensors"), metadata={"format": FORMAT})
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({"format": FORMAT, "model_args": model_args, "tokenizer": jsonable(tokenizer)}, f, indent=2)
+
+
+def is_release(config):
+    return config.get("format") == FORMAT
+
+
+def read_release(config, tensors):
+    """(model_args, state_dict, tokenizer entry) of a release folder's config.json and weights."""
+    state = dict(tensors)
+    state["lm_head.weight"] = state["wte.weight"]
+    return config["model_args"], state, from_json(config.get("tokenizer"))
+
+
+def write_tokenizer(meta, folder):
+    """tokenizer.json + tokenizer_config.json for a character vocabulary; else a line saying why not."""
+    if not meta or "stoi" not in meta:
+        if meta and meta.get("encoding") == "gpt2" and "id_map" not in meta:
+            return "note: no tokenizer.json written: the model uses GPT-2's BPE, which transformers' GPT-2 tokenizer has"
+        return "note: no tokenizer.json written: this tokenizer (tiktoken with a dataset id map, or none) has no transformers form"
+    from tokenizers import Tokenizer, decoders, models
+    tok = Tokenizer(models.BPE(vocab=dict(meta["stoi"]), merges=[]))   # no merges: one token per character
+    tok.decoder = decoders.Fuse()
+    tok.save(os.path.join(folder, "tokenizer.json"))
+    with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 1 << 30}, f, indent=2)
+    return None
+
+
+def read_tokenizer(folder, config):
+    """A posgpt tokenizer entry for a transformers folder: its character tokenizer.json, GPT-2's BPE
+    for a GPT-2 vocabulary; None when it has neither."""
+    path = os.path.join(folder, "tokenizer.json")
+    if os.path.isfile(path):
+        with open(path) as f:
+            model = json.load(f)["model"]
+        vocab = model.get("vocab") or {}
+        if model.get("type") == "BPE" and not model.get("merges") and all(len(c) == 1 for c in vocab):
+            return from_json({"vocab_size": len(vocab), "stoi": vocab})
+    if config.get("model_type") == "gpt2" and config.get("vocab_size") == 50257:
+        return {"tokenizer": "tiktoken", "encoding": "gpt2"}
+    return None
+

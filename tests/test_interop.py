@@ -1,0 +1,215 @@
+"""posgpt <-> Hugging Face transformers (interop/hf.py, export.py): float32 logits parity within
+1e-4 on random sequences, both directions, for models built from configs with random weights
+(never downloaded): GPT-2 <-> learned, GPT-NeoX (use_parallel_residual=False) <-> rope at
+rotary fractions 0.25 and 1, and with linear, dynamic, yarn and llama3 scaling at 4x the
+original length. Export -> import -> export is bitwise; an imported model's evaluate.py loss is
+transformers' loss on the same tokens; bad input is one line each."""
+import csv
+import dataclasses
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, GPTNeoXConfig, \
+    GPTNeoXForCausalLM
+
+import export
+from data.tokenizer import tokenizer_from
+from tests.conftest import TINY_TEXT, run_py, tiny_gpt
+from tests.inproc import one_line_error
+from training import checkpoint
+
+ORIG, T, V = 16, 64, 40          # original length, test length (4x), vocabulary
+SCALINGS = {  # transformers rope_scaling dicts at 4x, and posgpt's method
+    "": None,
+    "linear": {"rope_type": "linear", "factor": 4.0},
+    "dynamic": {"rope_type": "dynamic", "factor": 4.0},
+    "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": ORIG},
+    "llama3": {"rope_type": "llama3", "factor": 4.0, "original_max_position_embeddings": ORIG,
+               "low_freq_factor": 1.0, "high_freq_factor": 4.0},
+}
+CASES = [(0.25, ""), (1.0, ""), *[(1.0, m) for m in SCALINGS if m]]
+
+
+def randomize(model, seed=0):
+    """Every weight (biases and norms too) N(0, 0.2): zero biases or unit gains would hide a wrong mapping."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.2)
+    return model.eval()
+
+
+def hf_neox(folder, rotary_pct=1.0, scaling=None, vocab_size=V, **kw):
+    c = GPTNeoXConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                      hidden_act="gelu", rotary_pct=rotary_pct, max_position_embeddings=ORIG, rope_scaling=scaling,
+                      use_parallel_residual=False, tie_word_embeddings=True, **kw)
+    model = randomize(GPTNeoXForCausalLM(c))
+    model.save_pretrained(folder)
+    return model
+
+
+def hf_gpt2(folder):
+    c = GPT2Config(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=T, activation_function="gelu",
+                   bos_token_id=None, eos_token_id=None)
+    model = randomize(GPT2LMHeadModel(c))
+    model.save_pretrained(folder)
+    return model
+
+
+def idx():
+    return torch.randint(0, V, (2, T), generator=torch.Generator().manual_seed(1))
+
+
+def logits_diff(hf_model, model, x=None):
+    x = idx() if x is None else x
+    with torch.no_grad():
+        return (hf_model(x).logits - model(x)[0]).abs().max().item()
+
+
+def import_(folder, out):
+    export.main(["--from=hf", str(folder), f"--out={out}"])
+    return checkpoint.load_model(out)[0]
+
+
+@pytest.mark.parametrize("fraction,method", CASES)
+def test_import_gpt_neox_gives_the_same_logits(tmp_path, fraction, method):
+    hf = hf_neox(tmp_path / "hf", fraction, SCALINGS[method])
+    model = import_(tmp_path / "hf", tmp_path / "out")
+    assert model.config.rope_scaling == method and model.config.pos_settings["rotary_fraction"] == fraction
+    assert logits_diff(hf, model) <= 1e-4
+    if method:  # the method matters at 4x: without it the logits are off by far more than the tolerance
+        plain = checkpoint.load_model(tmp_path / "out", {"rope_scaling": ""}, strict=False)[0]
+        assert logits_diff(hf, plain) > 1e-3
+
+
+def test_import_gpt2_gives_the_same_logits(tmp_path):
+    hf = hf_gpt2(tmp_path / "hf")
+    model = import_(tmp_path / "hf", tmp_path / "out")
+    assert model.config.pos_encoding == "learned" and model.config.bias
+    assert logits_diff(hf, model) <= 1e-4
+    weights = load_file(tmp_path / "hf" / "model.safetensors")   # as the first GPT-2 releases name them
+    save_file({k.removeprefix("transformer."): v for k, v in weights.items()}, tmp_path / "hf" / "model.safetensors")
+    assert logits_diff(hf, import_(tmp_path / "hf", tmp_path / "old")) <= 1e-4
+
+
+def posgpt_run(out, pos="rope", **settings):
+    """A posgpt checkpoint of a random 2-layer model, with a character tokenizer."""
+    model = randomize(tiny_gpt(pos, block_size=ORIG if pos == "rope" else T, **settings))
+    chars = sorted(set(TINY_TEXT))[:V]
+    tok = {"vocab_size": V, "stoi": {c: i for i, c in enumerate(chars)}, "itos": dict(enumerate(chars))}
+    checkpoint.save({"model": model.state_dict(), "model_args": dataclasses.asdict(model.config), "config": {},
+                     "iter_num": 0, "tokenizer": tok}, checkpoint.path_in(out))
+    return model
+
+
+def files(folder):
+    return {f: open(os.path.join(folder, f), "rb").read() for f in sorted(os.listdir(folder))}
+
+
+@pytest.mark.parametrize("fraction,method", CASES)
+def test_export_rope_runs_in_transformers_and_round_trips_bitwise(tmp_path, fraction, method):
+    settings = {"rotary_fraction": fraction}
+    if method:
+        settings.update(rope_scaling=method, rope_factor=4.0)
+    model = posgpt_run(tmp_path / "run", **settings)
+    export.main([str(tmp_path / "run"), "--to=hf", f"--out={tmp_path / 'hf'}"])
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    assert type(hf).__name__ == "GPTNeoXForCausalLM"
+    assert logits_diff(hf, model) <= 1e-4
+    import_(tmp_path / "hf", tmp_path / "back")
+    export.main([str(tmp_path / "back"), "--to=hf", f"--out={tmp_path / 'hf2'}"])
+    assert files(tmp_path / "hf") == files(tmp_path / "hf2")
+
+
+def test_export_learned_is_gpt2_and_its_tokenizer_goes_along(tmp_path):
+    model = posgpt_run(tmp_path / "run", "learned")
+    export.main([str(tmp_path / "run"), "--to=hf", f"--out={tmp_path / 'hf'}"])
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    assert type(hf).__name__ == "GPT2LMHeadModel" and logits_diff(hf, model) <= 1e-4
+    meta = checkpoint.load(tmp_path / "run")["tokenizer"]
+    encode, _, _ = tokenizer_from(meta)
+    text = "".join(c for c in TINY_TEXT[:200] if c in meta["stoi"])
+    tok = AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert tok(text)["input_ids"] == encode(text) and tok.decode(encode(text)) == text
+    back = import_(tmp_path / "hf", tmp_path / "back")     # the tokenizer comes back too
+    assert checkpoint.load(tmp_path / "back")["tokenizer"]["stoi"] == tok.get_vocab()
+    assert logits_diff(hf, back) == 0
+
+
+def test_safetensors_release_form_loads_back(tmp_path):
+    model = posgpt_run(tmp_path / "run", "alibi")
+    export.main([str(tmp_path / "run"), "--to=safetensors"])
+    assert {"model.safetensors", "config.json", "ckpt.pt"} <= set(os.listdir(tmp_path / "run"))
+    back = import_(tmp_path / "run", tmp_path / "back")
+    assert back.config == model.config
+    with torch.no_grad():
+        assert torch.equal(back(idx())[0], model(idx())[0])
+
+
+def test_imported_model_evaluates_to_transformers_loss(tmp_path):
+    hf = hf_neox(tmp_path / "hf", 0.25, SCALINGS["yarn"])
+    import_(tmp_path / "hf", tmp_path / "out")
+    tokens = torch.randint(0, V, (257,), generator=torch.Generator().manual_seed(2))
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "val"):
+        tokens.numpy().astype(np.uint16).tofile(data / f"{split}.bin")
+    run_py("evaluate.py", str(tmp_path / "out"), f"--data_dir={data}", "--lengths=64", "--tokens_per_point=256",
+           f"--report_dir={tmp_path / 'rep'}", "--device=cpu")
+    with open(tmp_path / "rep" / "extrapolation.csv") as f:
+        loss = float(next(csv.DictReader(f))["loss"])
+    with torch.no_grad():
+        x, y = tokens[:256].view(4, 64), tokens[1:257].view(4, 64)
+        want = torch.nn.functional.cross_entropy(hf(x).logits.reshape(-1, V), y.reshape(-1)).item()
+    assert abs(loss - want) <= 1e-4
+
+
+def test_bad_input_is_one_line(tmp_path, capsys):
+    posgpt_run(tmp_path / "alibi", "alibi")
+    err = one_line_error(export.main, [str(tmp_path / "alibi"), "--to=hf", f"--out={tmp_path / 'hf'}"], capsys)
+    assert "alibi has no transformers architecture" in err and "release form" in err
+    posgpt_run(tmp_path / "ntk", rope_scaling="ntk", rope_factor=4.0)
+    err = one_line_error(export.main, [str(tmp_path / "ntk"), "--to=hf", f"--out={tmp_path / 'hf_ntk'}"], capsys)
+    assert "rope_scaling=ntk has no transformers rope_type (linear, dynamic, yarn, llama3 do)" in err
+    assert sorted(os.listdir(tmp_path / "hf")) == ["config.json", "model.safetensors"]   # the release form only
+    c = GPTNeoXConfig(vocab_size=V, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=128,
+                      use_parallel_residual=True)
+    GPTNeoXForCausalLM(c).save_pretrained(tmp_path / "parallel")
+    err = one_line_error(export.main, ["--from=hf", str(tmp_path / "parallel"), f"--out={tmp_path / 'o1'}"], capsys)
+    assert "parallel residual needs the Llama-style block keys" in err
+    (tmp_path / "bert").mkdir()
+    (tmp_path / "bert" / "config.json").write_text(json.dumps({"architectures": ["BertForMaskedLM"],
+                                                               "model_type": "bert"}))
+    err = one_line_error(export.main, ["--from=hf", str(tmp_path / "bert"), f"--out={tmp_path / 'o2'}"], capsys)
+    assert "no weights" in err
+    save_file({"x": torch.zeros(1)}, tmp_path / "bert" / "model.safetensors")
+    err = one_line_error(export.main, ["--from=hf", str(tmp_path / "bert"), f"--out={tmp_path / 'o2'}"], capsys)
+    assert "BertForMaskedLM is not supported; supported: GPT2LMHeadModel" in err
+    (tmp_path / "llama").mkdir()
+    (tmp_path / "llama" / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"],
+                                                                "model_type": "llama"}))
+    save_file({"x": torch.zeros(1)}, tmp_path / "llama" / "model.safetensors")
+    err = one_line_error(export.main, ["--from=hf", str(tmp_path / "llama"), f"--out={tmp_path / 'o3'}"], capsys)
+    assert "LlamaForCausalLM (RMSNorm, SwiGLU, GQA) needs the Llama-style block keys" in err
+    (tmp_path / "parallel" / "model.safetensors").unlink()
+    save_file({"x": torch.zeros(1)}, tmp_path / "parallel" / "model.safetensors")
+    config = json.loads((tmp_path / "parallel" / "config.json").read_text())
+    (tmp_path / "parallel" / "config.json").write_text(json.dumps(dict(config, use_parallel_residual=False)))
+    err = one_line_error(export.main, ["--from=hf", str(tmp_path / "parallel"), f"--out={tmp_path / 'o4'}"], capsys)
+    assert "the weights lack gpt_neox.embed_in.weight and 7 more" in err
+    assert not any((tmp_path / o).exists() for o in ("o1", "o2", "o3", "o4"))
+
+
+def test_imported_model_fine_tunes_with_train(tmp_path, tiny_data):
+    hf = hf_neox(tmp_path / "hf", 0.25, vocab_size=34)    # the tiny dataset's 34 characters
+    import_(tmp_path / "hf", tmp_path / "out")
+    run_py("train.py", f"--out_dir={tmp_path / 'out'}", f"--data_dir={tiny_data}", "--dataset=tiny", "--init_from=resume",
+           "--n_layer=2", "--n_head=4", "--n_embd=32", "--bias=True", "--block_size=16", "--rotary_fraction=0.25",
+           "--max_iters=3", "--eval_interval=3", "--eval_iters=1", "--batch_size=4", "--device=cpu")
+    tuned = checkpoint.load(tmp_path / "out")
+    assert tuned["iter_num"] == 3 and "rng" in tuned
+    assert not torch.equal(tuned["model"]["wte.weight"], hf.state_dict()["gpt_neox.embed_in.weight"])   # it trained
