@@ -1,27 +1,20 @@
 """Train every positional encoding on the same recipe, measure each past its training length,
-and write one report folder. The config's `suite` picks what is measured:
+and write one report folder (docs/comparison.md, docs/tasks.md). The config's `suite` picks
+what is measured:
 
     python compare.py configs/compare.py                          # "lm": perplexity against length
     python compare.py configs/compare.py --only=rope,alibi --seeds=1 --finetune_iters=0
     python compare.py configs/tasks/quick.py                      # "tasks": accuracy against length
     python compare.py configs/tasks/quick.py --tasks=copy --encodings=none,alibi --jobs=1
 
-Each run is train.py in a subprocess with the shared training keys (any key of train.py
---help) and its own --pos_encoding (--task), --seed and --out_dir=<out_root>[/<task>]/<enc>-s<seed>;
-`jobs` runs side by side. Restartable: a finished run is not trained again, a shorter one
-resumes, one of another recipe is refused before anything starts, and measurements are
-cached in the run's folder (results.json, context.json, scores.json).
-
-lm: evaluation.evaluate_checkpoint at every eval length, also with each RoPE extension
-method of rope_scalings; with --finetune_iters=N the papers' protocol (PI: Chen et al. 2023;
-YaRN: Peng et al. 2023): each encoding that takes scaling is fine-tuned from a copy of its
-checkpoint (<run>-ft-<method>) for N iterations at finetune_factor x L, with each frequency
-method and without ("direct", PI's control), at learning rate min_lr and the same tokens per
-iteration, reported as "<enc>+<method> ft"; --context_use=True adds context_use.measure of
-each run and of context_labels (a label of a run this call does not make is skipped).
-compare_report.py writes report.md, runs.csv, eval.csv and the PNGs.
-tasks: tasks/score.py (as evaluate.py scores a task checkpoint) at `multiples` x L; tasks/report.py
-writes the tables, plots, heatmap, MRR ranking and wall time.
+Each run is train.py in a subprocess with the shared training keys and its own --pos_encoding
+(--task), --seed and --out_dir=<out_root>[/<task>]/<enc>-s<seed>; `jobs` run side by side.
+Restartable: a finished run is not trained again, a shorter one resumes, one of another recipe
+is refused before anything starts, and measurements are cached in the run's folder.
+lm: evaluation.evaluate_checkpoint at every eval length, with each method of rope_scalings, and
+with --finetune_iters=N the papers' fine-tune at finetune_factor x L (PI: Chen et al. 2023; YaRN:
+Peng et al. 2023) reported as "<enc>+<method> ft"; --context_use=True adds context_use.measure.
+tasks: tasks/score.py at `multiples` x L, reported by tasks/report.py.
 """
 import json
 import os
