@@ -27,7 +27,6 @@ import os
 import statistics
 import sys
 import time
-from contextlib import nullcontext
 from types import SimpleNamespace
 
 import torch
@@ -35,7 +34,7 @@ from torch.nn import functional as F
 
 import positional
 from measure import bench_decode
-from training.cli import fail, help_text, parse, pick_device, pick_dtype
+from training.cli import autocast, fail, help_text, parse, pick_device, pick_dtype
 from training.config import ConfigError, coerce, parse_override
 from model import GPT, GPTConfig
 
@@ -143,12 +142,6 @@ def build(args, pos, compile=False, overrides=None):
     return (torch.compile(model) if compile else model), model
 
 
-def autocast(args):
-    if args.dtype == "float32":
-        return nullcontext()
-    return torch.autocast(device_type=args.device.split(":")[0], dtype=torch.bfloat16)
-
-
 def matmul_peak(device, n=1024, reps=10):
     """Best float32 matmul FLOP/s over reps (n x n) @ (n x n) products."""
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
@@ -183,7 +176,7 @@ def bench_train(args, peak):
     names = list(runs)
 
     def step(model, opt):
-        with autocast(args):
+        with autocast(args.device, args.dtype):
             _, loss = model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -246,7 +239,7 @@ def bench_gen(args):
             gen = torch.Generator(device=args.device).manual_seed(args.seed)
             sync(args.device)
             t = time.perf_counter()
-            with autocast(args):
+            with autocast(args.device, args.dtype):
                 if mode == "cache":
                     texts[mode] = model.generate(prompt, args.gen_tokens, generator=gen)
                 else:
@@ -312,7 +305,7 @@ def bench_eval(args):
                 res[f"{m}x"] = None  # a position table ends at block_size
                 continue
             idx = torch.randint(args.vocab_size, (args.batch_size, T), device=args.device)
-            with torch.no_grad(), autocast(args):
+            with torch.no_grad(), autocast(args.device, args.dtype):
                 model(idx[:, :args.block_size])  # warm up
                 dt, peak = measure_pass(lambda: model(idx), args.device)
             res[f"{m}x"] = dict(T=T, s=dt, peak_bytes=peak)
