@@ -76,18 +76,11 @@ class Config(GPTConfig):
     pose_chunks: int = 2                   # pose: chunks per sequence
 
     def validate(self):
-        checks = [
-            (self.block_size >= 1, f"block_size must be >= 1, got {self.block_size}"),
-            (self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}"),
-            (self.n_layer >= 1, f"n_layer must be >= 1, got {self.n_layer}"),
-            (self.gradient_accumulation_steps >= 1,
-             f"gradient_accumulation_steps must be >= 1, got {self.gradient_accumulation_steps}"),
-            (self.learning_rate >= 0, f"learning_rate must be >= 0, got {self.learning_rate}"),
-            (0 <= self.min_lr, f"min_lr must be >= 0, got {self.min_lr}"),
-            (self.max_iters >= 0, f"max_iters must be >= 0, got {self.max_iters}"),
+        lows = {"block_size": 1, "batch_size": 1, "n_layer": 1, "gradient_accumulation_steps": 1, "learning_rate": 0,
+                "min_lr": 0, "max_iters": 0, "eval_iters": 1, "eval_interval": 1}
+        checks = [(getattr(self, k) >= low, f"{k} must be >= {low}, got {getattr(self, k)}") for k, low in lows.items()]
+        checks += [
             (0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}"),
-            (self.eval_iters >= 1, f"eval_iters must be >= 1, got {self.eval_iters}"),
-            (self.eval_interval >= 1, f"eval_interval must be >= 1, got {self.eval_interval}"),
             (self.init_from in ("scratch", "resume"), f"init_from must be 'scratch' or 'resume', got {self.init_from!r}"),
             (self.on_nonfinite in ("stop", "skip"), f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}"),
             (self.dtype in ("auto", "float32", "bfloat16", "float16"),
