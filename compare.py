@@ -95,6 +95,8 @@ def parse(argv):
             raise ConfigError(f"need --{key} >= {low}" + (" (0: cores / jobs)" if key == "threads" else "")
                               + f", got {settings[key]}")
     settings["seed_list"] = [cfg.seed + i for i in range(settings["seeds"])]
+    settings["eval_device"] = pick_device(settings["eval_device"])
+    settings["eval_dtype"] = pick_dtype(settings["eval_dtype"], settings["eval_device"].split(":")[0])
     settings["threads"] = settings["threads"] or max(1, (os.cpu_count() or 1) // settings["jobs"])
     settings["encodings"] = names(settings)
     (check_lm if settings["suite"] == "lm" else check_tasks)(settings, train_keys, cfg)
@@ -277,8 +279,7 @@ def evaluate_run(run_dir, enc, settings, data_dir, ckpt, label=None):
         return rows, False
     variants = [(label or enc, None)] + [(f"{enc}+{m}", {"rope_scaling": m, "rope_factor": key["rope_factor"]})
                                          for m in key["rope_scalings"]]
-    rows, device = [], pick_device(settings["eval_device"])
-    dtype = pick_dtype(settings["eval_dtype"], device.split(":")[0])
+    rows, device, dtype = [], settings["eval_device"], settings["eval_dtype"]
     for label, overrides in variants:
         got = evaluation.evaluate_checkpoint(run_dir, key["eval_lengths"], mode=key["eval_mode"], overrides=overrides,
                                              tokens_per_point=key["eval_tokens"], device=device, data_dir=data_dir,
@@ -367,9 +368,7 @@ def context_run(enc, run_dir, settings, data_dir, train_len):
     out = cached(path, key)
     if out is not None:
         return out
-    device = pick_device(settings["eval_device"])
-    dtype = pick_dtype(settings["eval_dtype"], device.split(":")[0])
-    out = {}
+    device, dtype, out = settings["eval_device"], settings["eval_dtype"], {}
     for label, (folder, overrides) in sources.items():
         ckpt = checkpoint.load(folder)
         model = checkpoint.build_model(ckpt, overrides, device, strict=False)
