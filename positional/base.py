@@ -79,7 +79,7 @@ class Ctx:
     cache: object = None                # the generation's cache, or None
     n_positions: int = 0                # positions in play (of the forward, or of a static generation); 0: from k_pos
     x: torch.Tensor = None              # (B, T, C) the input of the layer attending now (set by the model)
-    rows: slice = field(default_factory=lambda: slice(None))   # the forward's query rows this ctx covers (a query block: a:b)
+    rows: slice = field(default_factory=lambda: slice(None))   # the forward's query rows it covers (a block: a:b)
     scratch: dict = field(default_factory=dict)   # what hooks compute once per forward, for every layer
 
     def __post_init__(self):
@@ -120,6 +120,7 @@ class PositionalEncoding(nn.Module):
 
     @classmethod
     def overrides(cls, hook):
+        """Whether the class implements `hook` (what needs_score_matrix and the model's paths read)."""
         return getattr(cls, hook) is not getattr(PositionalEncoding, hook)
 
     def __init_subclass__(cls, **kwargs):

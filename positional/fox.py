@@ -61,7 +61,7 @@ class FoX(PositionalEncoding):
             c = torch.cat([part.cumsum(-1) for part in log_f.split(counts, -1)], -1)
         c_k, cache = c, ctx.cache
         if cache is not None:
-            sums = self.sums(cache, layer, c, ctx.n_positions)                                        # (B, H, n): c by position
+            sums = self.sums(cache, layer, c, ctx.n_positions)                       # (B, H, n): c by position
             pos = ctx.q_pos
             c = c + sums.index_select(-1, (pos[:1] - 1).clamp(min=0)) * (pos[:1] > 0)  # continued; 0 at the start
             sums.index_copy_(-1, pos, c.detach())

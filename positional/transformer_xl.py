@@ -72,7 +72,8 @@ class TransformerXL(PositionalEncoding):
         r = cache.state(self, layer, lambda: self.table(0, n).to(dtype) @ w)
         if len(r) < n:  # a reference generation past its rows: grown by doubling
             with torch.no_grad():
-                r = cache.states[(id(self), layer)] = torch.cat([r, self.table(len(r), max(n, 2 * len(r))).to(dtype) @ w])
+                more = self.table(len(r), max(n, 2 * len(r))).to(dtype) @ w
+                r = cache.states[(id(self), layer)] = torch.cat([r, more])
         return r
 
     def shifted(self, qv, r, Tk):

@@ -94,7 +94,8 @@ def test_shaw_full_range_gives_every_distance_its_own_vector():
 
 def test_shaw_without_values_and_its_size():
     model = tiny_gpt("shaw", shaw_values=False, shaw_max_distance=5)
-    q, k, v, ctx = torch.randn(1, 4, 2, 8), torch.randn(1, 4, 3, 8), torch.randn(1, 4, 3, 8), Ctx(torch.arange(1, 3), torch.arange(3))
+    q, k, v = torch.randn(1, 4, 2, 8), torch.randn(1, 4, 3, 8), torch.randn(1, 4, 3, 8)
+    ctx = Ctx(torch.arange(1, 3), torch.arange(3))
     p = model.pe.logits(q, k, ctx, 0).masked_fill(~ctx.visible(), float("-inf")).softmax(-1)
     torch.testing.assert_close(model.pe.attend(q, k, v, ctx, 0), p @ v)                # no value term
     assert sum(p.numel() for p in model.pe.parameters()) == 2 * 6 * 8     # layers x (k+1) x head_dim
