@@ -88,6 +88,22 @@ def report(tokens, seconds, decoder, threads):
           file=sys.stderr)
 
 
+def streamer(decode, out):
+    """on_token for generate: writes each token's text as soon as it is whole. A byte-level token can
+    end inside a UTF-8 character (decode gives U+FFFD for the part); such tokens wait, up to 4 of them,
+    for the rest of the character."""
+    pending = []
+
+    def write(tok):
+        pending.append(tok)
+        text = decode(pending)
+        if not text.endswith("\ufffd") or len(pending) >= 4:
+            out.write(text)
+            out.flush()
+            pending.clear()
+    return write
+
+
 def main(argv):
     try:
         args, overrides = parse_args(argv)
@@ -115,7 +131,7 @@ def main(argv):
               "encoding or attention); decoding runs eager]", file=sys.stderr)
     gen = torch.Generator(device=device).manual_seed(args["seed"])
     x = torch.tensor(ids, dtype=torch.long, device=device)[None]                  # (1, T)
-    printer = lambda tok: (sys.stdout.write(decode([tok])), sys.stdout.flush())  # noqa: E731
+    printer = streamer(decode, sys.stdout)
     t = time.perf_counter()
     with autocast(device, dtype):
         for _ in range(args["num_samples"]):  # one at a time, so that each streams as it is written
