@@ -26,6 +26,7 @@ from .p_rope import PRoPE
 from .rerope import LeakyReRoPE, ReRoPE
 from .resonance import ResonanceRoPE
 from .rope import RoPE
+from .rope_learned_freq import RoPELearnedFreq
 from .shaw import Shaw
 from .sinusoidal import Sinusoidal
 from .t5 import T5Bias
@@ -63,6 +64,7 @@ REGISTRY = Registry({
     "t5": T5Bias,
     "alibi": ALiBi,
     "rope": RoPE,
+    "rope_learned_freq": RoPELearnedFreq,
     "xpos": XPos,
     "shaw": Shaw,
     "transformer_xl": TransformerXL,
