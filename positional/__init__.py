@@ -16,17 +16,22 @@ import difflib
 from . import combined, rope_scaling as scalings
 from .alibi import ALiBi
 from .base import PositionalEncoding, Settings
+from .complex_order import ComplexOrder
+from .conv import Conv
 from .cope import CoPE
 from .fire import FIRE
+from .floater import Floater
 from .fox import FoX
 from .kerple import Kerple
 from .learned import Learned
+from .multiplicative import Multiplicative
 from .nope import NoPE
 from .p_rope import PRoPE
 from .rerope import LeakyReRoPE, ReRoPE
 from .resonance import ResonanceRoPE
 from .rope import RoPE
 from .rope_learned_freq import RoPELearnedFreq
+from .rnn import RNN
 from .shaw import Shaw
 from .sinusoidal import Sinusoidal
 from .t5 import T5Bias
@@ -74,6 +79,11 @@ REGISTRY = Registry({
     "resonance_rope": ResonanceRoPE,
     "fox": FoX,
     "cope": CoPE,
+    "multiplicative": Multiplicative,
+    "conv": Conv,
+    "rnn": RNN,
+    "floater": Floater,
+    "complex_order": ComplexOrder,
 })
 REGISTRY["rope+alibi"] = REGISTRY["rope+alibi"]   # the hybrid the comparison runs; any "a+b" works
 # rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)

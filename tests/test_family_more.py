@@ -1,4 +1,6 @@
 """The rest of the survey's family (issue #26): each encoding's formula by hand."""
+import math
+
 import torch
 
 from positional.base import Ctx
@@ -17,3 +19,89 @@ def test_rope_learned_freq_at_alpha_zero_is_rope_and_alpha_gets_a_gradient():
         learned.alpha.fill_(torch.log(torch.tensor(2.0)).item())
     m = torch.tensor([5])
     torch.testing.assert_close(learned.angles(m, learned.inv_freq), 2 * rope.angles(m, rope.inv_freq))
+
+
+def test_multiplicative_scales_each_channel_by_its_position_vector():
+    pe = tiny_gpt("multiplicative").pe
+    x, pos = torch.randn(2, 5, 32), torch.tensor([0, 3, 4, 9, 31])
+    torch.testing.assert_close(pe.embed(x, Ctx(pos, pos)), x * pe.p[pos][None])
+    fresh = positional_build("multiplicative").p
+    assert abs(fresh.mean().item() - 1) < 0.01 and fresh.std().item() < 0.05      # p ~ 1 at initialisation
+
+
+def positional_build(name, **settings):
+    import positional
+    from model import GPTConfig
+    return positional.build(GPTConfig(block_size=32, n_head=4, n_embd=32, pos_encoding=name, pos_settings=settings))
+
+
+def test_conv_is_the_causal_sum_of_taps_and_its_cache_continues_it():
+    pe = tiny_gpt("conv", conv_kernel=3).pe
+    w, x = pe.w, torch.randn(1, 7, 32)
+    want = torch.stack([sum(w[j] * x[0, t - j] for j in range(3) if t - j >= 0) for t in range(7)])[None]
+    pos = torch.arange(7)
+    torch.testing.assert_close(pe.embed(x, Ctx(pos, pos)), want)
+    cache = tiny_gpt("conv", conv_kernel=3).new_cache(1, 7)
+    parts = [pe.embed(x[:, a:b], Ctx(pos[a:b], pos[:b], cache=cache)) for a, b in [(0, 1), (1, 4), (4, 5), (5, 7)]]
+    torch.testing.assert_close(torch.cat(parts, 1), want)
+    doc = torch.tensor([0, 0, 0, 1, 1, 1, 1])                 # the second document starts with no taps behind it
+    got = pe.embed(x, Ctx(pos, pos, doc=doc))
+    torch.testing.assert_close(got[:, 3:], pe.embed(x[:, 3:], Ctx(pos[:4], pos[:4])))
+
+
+def test_rnn_is_a_gru_cell_and_its_cache_holds_the_hidden_state():
+    pe = tiny_gpt("rnn").pe
+    cell = torch.nn.GRUCell(32, 32)
+    with torch.no_grad():
+        cell.weight_ih.copy_(pe.wx.weight), cell.bias_ih.copy_(pe.wx.bias)
+        cell.weight_hh.copy_(pe.wh.weight), cell.bias_hh.copy_(pe.wh.bias)
+    x, h, want = torch.randn(2, 6, 32), torch.zeros(2, 32), []
+    for t in range(6):
+        h = cell(x[:, t], h)
+        want.append(x[:, t] + h)
+    pos = torch.arange(6)
+    with torch.no_grad():
+        torch.testing.assert_close(pe.embed(x, Ctx(pos, pos)), torch.stack(want, 1))
+        cache = tiny_gpt("rnn").new_cache(2, 6)
+        parts = [pe.embed(x[:, a:b], Ctx(pos[a:b], pos[:b], cache=cache)) for a, b in [(0, 4), (4, 5), (5, 6)]]
+    torch.testing.assert_close(torch.cat(parts, 1), torch.stack(want, 1))
+
+
+def test_floater_rk4_of_a_linear_field_is_the_matrix_exponential():
+    from positional.floater import rk4
+    M, p0 = 0.3 * torch.randn(6, 6, dtype=torch.float64), torch.randn(6, dtype=torch.float64)
+    A = M - M.T - 0.1 * torch.eye(6, dtype=torch.float64)                        # rotating and decaying
+    got = rk4(lambda p, t: A @ p, p0, 12, steps=8)
+    want = torch.stack([torch.linalg.matrix_exp(A * k) @ p0 for k in range(12)])
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-4)                     # the closed form, to RK4's error
+    step = sum(torch.linalg.matrix_power(A / 8, i) / math.factorial(i) for i in range(5))   # RK4 on a linear field:
+    exact = torch.stack([torch.linalg.matrix_power(step, 8 * k) @ p0 for k in range(12)])  # exp's Taylor to order 4
+    torch.testing.assert_close(got, exact, rtol=1e-10, atol=1e-12)
+
+
+def test_floater_sinusoidal_table_is_the_rotation_field_solution():
+    from positional.floater import rk4
+    from positional.sinusoidal import sinusoidal_table
+    C = 16
+    omega = 10000.0 ** (-torch.arange(0, C, 2, dtype=torch.float64) / C)        # (C/2,)
+    A = torch.zeros(C, C, dtype=torch.float64)
+    A[0::2, 1::2] = torch.diag(omega)                                             # d sin(ωt)/dt = ω cos(ωt)
+    A[1::2, 0::2] = -torch.diag(omega)                                            # d cos(ωt)/dt = -ω sin(ωt)
+    p0 = torch.tensor([0.0, 1.0] * (C // 2), dtype=torch.float64)
+    got = rk4(lambda p, t: A @ p, p0, 20, steps=16)
+    torch.testing.assert_close(got.float(), sinusoidal_table(20, C), rtol=0, atol=1e-5)
+
+
+def test_floater_adds_the_solved_table_and_decodes_from_the_cached_one():
+    pe = tiny_gpt("floater").pe
+    x, pos = torch.randn(1, 4, 32), torch.tensor([2, 3, 4, 5])
+    with torch.no_grad():
+        torch.testing.assert_close(pe.embed(x, Ctx(pos, pos, n_positions=6)), x + pe.table(6)[2:])
+
+
+def test_complex_order_is_r_e_to_the_i_omega_k_plus_theta():
+    pe = tiny_gpt("complex_order").pe
+    x, pos = torch.randn(2, 5, 32), torch.tensor([0, 1, 7, 20, 100])
+    r, w, theta = x @ pe.amplitude.weight.T, x @ pe.frequency.weight.T, x @ pe.phase.weight.T     # (B, T, C/2)
+    z = r * torch.exp(1j * (w * pos[:, None] + theta))                          # r e^{i(ωk + θ)}
+    torch.testing.assert_close(pe.embed(x, Ctx(pos, pos)), torch.cat([z.real, z.imag], -1), rtol=1e-5, atol=1e-5)
