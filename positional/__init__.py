@@ -19,6 +19,7 @@ from .base import PositionalEncoding, Settings
 from .complex_order import ComplexOrder
 from .conv import Conv
 from .cope import CoPE
+from .deberta import Deberta
 from .fire import FIRE
 from .floater import Floater
 from .fox import FoX
@@ -84,6 +85,7 @@ REGISTRY = Registry({
     "rnn": RNN,
     "floater": Floater,
     "complex_order": ComplexOrder,
+    "deberta": Deberta,
 })
 REGISTRY["rope+alibi"] = REGISTRY["rope+alibi"]   # the hybrid the comparison runs; any "a+b" works
 # rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)

@@ -105,3 +105,27 @@ def test_complex_order_is_r_e_to_the_i_omega_k_plus_theta():
     r, w, theta = x @ pe.amplitude.weight.T, x @ pe.frequency.weight.T, x @ pe.phase.weight.T     # (B, T, C/2)
     z = r * torch.exp(1j * (w * pos[:, None] + theta))                          # r e^{i(ωk + θ)}
     torch.testing.assert_close(pe.embed(x, Ctx(pos, pos)), torch.cat([z.real, z.imag], -1), rtol=1e-5, atol=1e-5)
+
+
+def test_deberta_log_buckets_by_hand():
+    from positional.deberta import log_bucket
+    d = torch.tensor([0, 1, 4, 5, 8, 16, 40, 127, 500])
+    # mid = 4: exact to 4; then 4 + ceil(log(d/4) / log(127/4) * 3), capped at 7
+    assert log_bucket(d, 8, 128).tolist() == [0, 1, 4, 4 + math.ceil(math.log(5 / 4) / math.log(31.75) * 3), 5, 6, 6, 7, 7]
+
+
+def test_deberta_c2p_and_p2c_match_an_explicit_t_t_d_computation():
+    from positional.deberta import log_bucket
+    model = tiny_gpt("deberta", deberta_buckets=8, deberta_max_distance=16)
+    pe, layer = model.pe, 1
+    q, k = torch.randn(1, 4, 10, 8), torch.randn(1, 4, 10, 8)
+    pos = torch.arange(10)
+    kr = (pe.rel @ pe.w_kr[layer]).view(8, 4, 8)                                  # (n, H, D)
+    qr = (pe.rel @ pe.w_qr[layer]).view(8, 4, 8)
+    d = (pos[:, None] - pos[None, :]).clamp(min=0)
+    b = log_bucket(d, 8, 16)
+    kr_ij, qr_ij = kr[b].permute(2, 0, 1, 3), qr[b].permute(2, 0, 1, 3)            # (H, T, T, D): the vector of δ(i, j)
+    c2p = (q[0][:, :, None, :] * kr_ij).sum(-1)                                    # q_i · K^r[δ(i,j)]
+    p2c = (k[0][:, None, :, :] * qr_ij).sum(-1)                                    # k_j · Q^r[δ(j,i)]
+    want = (q[0] @ k[0].transpose(-1, -2) + c2p + p2c) / math.sqrt(24)
+    torch.testing.assert_close(pe.logits(q, k, Ctx(pos, pos), layer)[0], want)
