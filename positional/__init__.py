@@ -13,26 +13,57 @@ parametrised over REGISTRY pick it up.
 import dataclasses
 import difflib
 
-from . import rope_scaling as scalings
+from . import combined, rope_scaling as scalings
 from .alibi import ALiBi
 from .base import PositionalEncoding, Settings
+from .complex_order import ComplexOrder
+from .conv import Conv
 from .cope import CoPE
+from .deberta import Deberta
 from .fire import FIRE
+from .floater import Floater
 from .fox import FoX
 from .kerple import Kerple
 from .learned import Learned
+from .multiplicative import Multiplicative
 from .nope import NoPE
 from .p_rope import PRoPE
 from .rerope import LeakyReRoPE, ReRoPE
 from .resonance import ResonanceRoPE
 from .rope import RoPE
+from .rope_learned_freq import RoPELearnedFreq
+from .rnn import RNN
 from .shaw import Shaw
 from .sinusoidal import Sinusoidal
 from .t5 import T5Bias
 from .transformer_xl import TransformerXL
 from .xpos import XPos
 
-REGISTRY = {
+
+
+class Registry(dict):
+    """The encodings by name; a name "a+b" of listed ones is their combination (combined.py)."""
+
+    def __missing__(self, name):
+        parts = str(name).split("+")
+        if len(parts) < 2 or len(set(parts)) < len(parts) or not all(dict.__contains__(self, p) for p in parts):
+            raise KeyError(name)
+        classes = {p: dict.__getitem__(self, p) for p in parts}
+        if combined.problem(classes):
+            raise KeyError(name)
+        return combined.combination(tuple(classes.items()))
+
+    def __contains__(self, name):
+        return dict.__contains__(self, name) or self.get(name) is not None
+
+    def get(self, name, default=None):
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+
+REGISTRY = Registry({
     "none": NoPE,
     "learned": Learned,
     "sinusoidal": Sinusoidal,
@@ -46,9 +77,17 @@ REGISTRY = {
     "fire": FIRE,
     "p_rope": PRoPE,
     "resonance_rope": ResonanceRoPE,
+    "rope_learned_freq": RoPELearnedFreq,
     "fox": FoX,
     "cope": CoPE,
-}
+    "multiplicative": Multiplicative,
+    "conv": Conv,
+    "rnn": RNN,
+    "floater": Floater,
+    "complex_order": ComplexOrder,
+    "deberta": Deberta,
+})
+REGISTRY["rope+alibi"] = REGISTRY["rope+alibi"]   # the hybrid the comparison runs; any "a+b" works
 # rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)
 LOGIT_METHODS = {"rerope": (ReRoPE, "rope"), "leaky_rerope": (LeakyReRoPE, "rope")}
 SCALINGS = (*scalings.METHODS, *LOGIT_METHODS)   # every valid rope_scaling
@@ -63,6 +102,23 @@ def _suggest(name, valid):
     return f"did you mean {close[0]!r}? " if close else ""
 
 
+def combination_problem(name):
+    """Why a name "a+b" is not a valid combination (one line), or None."""
+    parts = name.split("+")
+    unknown = [p for p in parts if not dict.__contains__(REGISTRY, p) or "+" in p]
+    if unknown:
+        return (f"unknown encoding {unknown[0]!r} in pos_encoding={name!r}; {_suggest(unknown[0], REGISTRY)}"
+                f"valid parts: {', '.join(n for n in REGISTRY if '+' not in n)}")
+    if len(set(parts)) < len(parts):
+        return f"pos_encoding={name!r} names an encoding twice; name each part once"
+    return combined.problem({p: dict.__getitem__(REGISTRY, p) for p in parts})
+
+
+def rotary(cls):
+    """Whether an encoding class rotates with RoPE's frequencies (itself or one of its parts)."""
+    return issubclass(cls, RoPE) or any(map(rotary, getattr(cls, "part_classes", {}).values()))
+
+
 def scaling_problem(pos_encoding, rope_scaling):
     """Why rope_scaling cannot apply to pos_encoding (one line), or None."""
     if not rope_scaling:
@@ -75,9 +131,9 @@ def scaling_problem(pos_encoding, rope_scaling):
     if rope_scaling not in scalings.METHODS:
         return (f"unknown rope_scaling {rope_scaling!r}; {_suggest(rope_scaling, SCALINGS)}"
                 f"valid: {', '.join(SCALINGS)} (or empty for none)")
-    if not issubclass(REGISTRY[pos_encoding], RoPE):   # the frequency methods apply to rotary encodings
-        rotary = ", ".join(n for n, c in REGISTRY.items() if issubclass(c, RoPE))
-        return (f"rope_scaling={rope_scaling!r} needs a rotary encoding ({rotary}); this model uses "
+    if not rotary(REGISTRY[pos_encoding]):   # the frequency methods apply to rotary encodings
+        rotaries = ", ".join(n for n, c in REGISTRY.items() if rotary(c))
+        return (f"rope_scaling={rope_scaling!r} needs a rotary encoding ({rotaries}); this model uses "
                 f"{pos_encoding!r}: drop --rope_scaling for it")
     return None
 
@@ -111,6 +167,8 @@ def scaling_of(name, rope_scaling):
 def settings_classes(pos_encoding, rope_scaling="", layer_encodings=""):
     """(encoding class, [settings classes in play]) for a choice; one-line SettingError if invalid.
     With a per-layer pattern, the settings of every encoding in it are in play (their union)."""
+    if "+" in pos_encoding and combination_problem(pos_encoding):
+        raise SettingError(combination_problem(pos_encoding))
     if pos_encoding not in REGISTRY:
         raise SettingError(f"unknown pos_encoding {pos_encoding!r}; {_suggest(pos_encoding, REGISTRY)}"
                            f"valid: {', '.join(REGISTRY)}")
@@ -137,7 +195,7 @@ def _fields(settings_cls):
 
 def setting_keys():
     """{flat key: (type, [owners])} over every encoding and method: what config parsing accepts."""
-    owners = [(name, cls.Settings) for name, cls in REGISTRY.items()]
+    owners = [(name, cls.Settings) for name, cls in REGISTRY.items() if "+" not in name]
     owners += [(f"rope_scaling={m}", s) for m, (_, s) in scalings.METHODS.items()]
     owners += [(f"rope_scaling={m}", c.Settings) for m, (c, _) in LOGIT_METHODS.items()]
     keys = {}

@@ -188,7 +188,7 @@ def test_fire_bias_is_the_same_when_computed_in_row_blocks():
 # ---- capability --------------------------------------------------------------------------
 def test_needs_score_matrix_is_derived_from_the_hooks():
     needs = {name for name, cls in positional.REGISTRY.items() if cls.needs_score_matrix}
-    assert needs == {"t5", "alibi", "shaw", "transformer_xl", "kerple", "fire", "fox", "cope"}
+    assert needs == {"t5", "alibi", "shaw", "transformer_xl", "kerple", "fire", "fox", "cope", "deberta", "rope+alibi"}
 
 
 # ---- linear attention ----------------------------------------------------------------------

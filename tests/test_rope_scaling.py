@@ -189,7 +189,7 @@ def test_factor_must_be_positive(factor):
         load_config(["--rope_scaling=linear", f"--rope_factor={factor}"])
 
 
-@pytest.mark.parametrize("name", [n for n, c in positional.REGISTRY.items() if not issubclass(c, RoPE)])
+@pytest.mark.parametrize("name", [n for n, c in positional.REGISTRY.items() if not positional.rotary(c)])
 def test_scaling_refused_for_non_rotary_encodings(name):
     with pytest.raises(ValueError, match=f"needs a rotary encoding .*this model uses '{name}'"):
         positional.build(GPTConfig(pos_encoding=name, rope_scaling="yarn", pos_settings={"rope_factor": 4.0}))

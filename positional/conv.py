@@ -1,0 +1,64 @@
+"""Convolutional (implicit) positions: a causal depthwise convolution over the token embeddings
+before the first layer, so that a model with no other position signal (NoPE) gets a relative one.
+Islam, Jia & Bruce (ICLR 2020, "How much position information do convolutional neural networks
+encode?", arXiv:2001.08248) show that a convolution leaks position through its zero padding.
+
+    y_t = sum_{j=0..k-1} w_j * x_{t-j}        w: (k, C), one kernel per channel (depthwise)
+
+with x_{t-j} = 0 before the sequence (or the document) starts. w_0 starts at 1 and the other
+taps at 0 (identity). With a KV cache the last k-1 embeddings are the state: kept in the cache
+(ctx.cache.state), in a ring of k-1 slots indexed by position mod (k-1), so a call continues the
+previous one (one token at a time or a chunk) and gives the full forward's values.
+"""
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .base import PositionalEncoding, Settings
+
+
+@dataclass
+class ConvSettings(Settings):
+    conv_kernel: int = 4        # k: taps of the causal convolution (the current token and k-1 before it)
+
+    def check(self, cfg):
+        if self.conv_kernel < 2:
+            raise ValueError(f"conv_kernel must be >= 2 (1 is no convolution), got {self.conv_kernel}")
+
+
+class Conv(PositionalEncoding):
+    name = "conv"
+    Settings = ConvSettings
+
+    def __init__(self, n_embd: int, kernel: int = 4):
+        super().__init__()
+        self.kernel = kernel
+        self.w = nn.Parameter(torch.zeros(kernel, n_embd))   # (k, C): w_j for the token j steps back
+        with torch.no_grad():
+            self.w[0] = 1.0
+
+    @classmethod
+    def from_config(cls, cfg, s):
+        return cls(cfg.n_embd, s.conv_kernel)
+
+    def embed(self, x, ctx):
+        k, T = self.kernel, x.shape[1]
+        pos = ctx.q_pos
+        if ctx.cache is not None:  # the k-1 embeddings before this call, from the cache's ring
+            ring = ctx.cache.state(self, "ring", lambda: x.new_zeros(x.shape[0], k - 1, x.shape[2]))
+            back = pos[0] - torch.arange(k - 1, 0, -1, device=pos.device)           # (k-1,) positions, oldest first
+            seen = (back >= 0).to(x.dtype)[:, None]
+            full = torch.cat([ring.index_select(1, back % (k - 1)) * seen, x], 1)  # (B, k-1+T, C)
+            ring.index_copy_(1, torch.cat([back, pos])[-(k - 1):] % (k - 1), full[:, -(k - 1):].detach())
+        else:
+            full = torch.cat([x.new_zeros(x.shape[0], k - 1, x.shape[2]), x], 1)
+        y = 0
+        for j in range(k):  # tap j: the token j steps back, zero across a document start
+            tap = full[:, k - 1 - j:k - 1 - j + T] * self.w[j]
+            if ctx.doc is not None and j:
+                same = torch.zeros(T, dtype=torch.bool, device=x.device)
+                same[j:] = ctx.doc[j:T] == ctx.doc[:T - j]
+                tap = tap * same[:, None]
+            y = y + tap
+        return y

@@ -1,0 +1,69 @@
+"""DeBERTa's disentangled attention (He, Liu, Gao & Chen, ICLR 2021, arXiv:2006.03654, eq. 2-4):
+content and relative position are separate vectors, and the logit sums three of the four products
+
+    A_ij = q_i·k_j  +  q_i·K^r_{δ(i,j)}  +  k_j·Q^r_{δ(j,i)},    logits = A / sqrt(3 D)
+           (c2c)       (c2p)                (p2c)                 (no p2p: T5 keeps only that one)
+
+with P (n, C) relative position embeddings shared by the layers, K^r = P W_{k,r} and Q^r = P W_{q,r}
+per layer (split into heads), and δ DeBERTa v2's log buckets of the distance d = i - j:
+d itself up to mid = n/2, then mid + ceil(log(d/mid) / log((M-1)/mid) (mid-1)) up to M =
+deberta_max_distance (capped at n - 1). Causal: a query sees only d >= 0, so δ(j,i) = -d is fixed
+by d and one table indexed by bucket(d) serves both c2p and p2c.
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .base import PositionalEncoding, Settings, distance
+
+
+@dataclass
+class DebertaSettings(Settings):
+    deberta_buckets: int = 32         # n: relative position embeddings (half exact distances, half log)
+    deberta_max_distance: int = 128   # M: distances from here on share the last bucket
+
+    def check(self, cfg):
+        if self.deberta_buckets < 4 or self.deberta_max_distance <= self.deberta_buckets // 2 + 1:
+            raise ValueError(f"deberta_buckets must be >= 4 and deberta_max_distance > deberta_buckets/2 + 1, got "
+                             f"{self.deberta_buckets}, {self.deberta_max_distance}")
+
+
+def log_bucket(d, buckets, max_distance):
+    """DeBERTa v2's bucket of distances d >= 0: exact below mid = buckets/2, log-spaced up to max_distance."""
+    mid = buckets // 2
+    log = torch.ceil(torch.log(d.clamp(min=mid).float() / mid) / math.log((max_distance - 1) / mid) * (mid - 1)) + mid
+    return torch.where(d <= mid, d, log.long()).clamp(0, buckets - 1)
+
+
+class Deberta(PositionalEncoding):
+    name = "deberta"
+    Settings = DebertaSettings
+
+    def __init__(self, n_layer, n_embd, n_head, buckets=32, max_distance=128):
+        super().__init__()
+        self.n_head, self.buckets, self.max_distance = n_head, buckets, max_distance
+        self.rel = nn.Parameter(0.02 * torch.randn(buckets, n_embd))                 # P: (n, C)
+        self.w_kr = nn.Parameter(0.02 * torch.randn(n_layer, n_embd, n_embd))      # W_{k,r} per layer
+        self.w_qr = nn.Parameter(0.02 * torch.randn(n_layer, n_embd, n_embd))      # W_{q,r}
+
+    @classmethod
+    def from_config(cls, cfg, s):
+        return cls(cfg.n_layer, cfg.n_embd, cfg.n_head, s.deberta_buckets, s.deberta_max_distance)
+
+    def heads(self, w):
+        """(H, n, D): the projected position embeddings P W, split into heads."""
+        return (self.rel @ w).view(self.buckets, self.n_head, -1).transpose(0, 1)
+
+    def attend(self, q, k, v, ctx, layer):
+        return ctx.softmax(self.logits(q, k, ctx, layer), v)[0]
+
+    def logits(self, q, k, ctx, layer):
+        B, H, Tq, D = q.shape
+        Tk = k.shape[2]
+        b = log_bucket(distance(ctx.q_pos, ctx.k_pos).clamp(min=0), self.buckets, self.max_distance)   # (Tq, Tk)
+        kr, qr = self.heads(self.w_kr[layer]).to(q.dtype), self.heads(self.w_qr[layer]).to(q.dtype)
+        c2p = (q @ kr.transpose(-1, -2)).gather(-1, b.expand(B, H, Tq, Tk))                      # q_i·K^r[δ]
+        p2c = (k @ qr.transpose(-1, -2)).gather(-1, b.T.expand(B, H, Tk, Tq)).transpose(-1, -2)  # k_j·Q^r[δ]
+        return (q @ k.transpose(-1, -2) + c2p + p2c) / math.sqrt(3 * D)              # (B, H, Tq, Tk)
