@@ -49,6 +49,13 @@ class GPTConfig:
     ssmax: bool = False             # SSMax: logits scaled by s_h log(n), n the keys a query sees, s_h learned
     layer_encodings: str = ""       # per-layer encodings, a comma pattern ("rope,rope,rope,none"); positional/schedule.py
     layer_windows: str = ""         # per-layer windows, a comma pattern ("32,0"; 0 global); "" = `window` everywhere
+    norm: str = "layernorm"         # or "rmsnorm" (Llama): the blocks' and the final normalisation
+    norm_eps: float = 1e-5
+    mlp: str = "gelu"               # or "swiglu" (Llama): silu(gate) * up
+    mlp_hidden: int = 0             # the MLP's hidden size; 0: 4C (gelu), or Llama's 8C/3 up to a multiple of 256 (swiglu)
+    n_kv_head: int = 0              # key/value heads, each shared by n_head / n_kv_head queries (GQA); 0: n_head
+    tie_embeddings: bool = True     # lm_head shares wte's weight
+    parallel_residual: bool = False   # GPT-NeoX: x + attn(ln_1(x)) + mlp(ln_2(x))
 
 
 # ---- attention ------------------------------------------------------------------------------
@@ -193,22 +200,22 @@ def attend(q, k, v, plan):
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: GPTConfig, layer: int):
         super().__init__()
-        self.n_head, self.n_embd, self.layer = cfg.n_head, cfg.n_embd, layer
+        self.n_head, self.n_kv_head, self.layer = cfg.n_head, cfg.n_kv_head or cfg.n_head, layer
         D = cfg.n_embd // cfg.n_head
         self.q_norm = nn.RMSNorm(D, eps=1e-6) if cfg.qk_norm else None   # one gain (D,) shared by the heads
         self.k_norm = nn.RMSNorm(D, eps=1e-6) if cfg.qk_norm else None
         trained = max(2, cfg.max_position or cfg.block_size)
         self.logn_length = trained if cfg.logn_scaling else 0
         self.ssmax = nn.Parameter(ssmax_init(cfg.n_head, trained)) if cfg.ssmax else None   # s_h: (H,)
-        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
+        self.c_attn = nn.Linear(cfg.n_embd, cfg.n_embd + 2 * self.n_kv_head * D, bias=cfg.bias)   # q, k, v
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.resid_dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x, pe, plan):
         B, T, C = x.shape
-        pos, cache = plan.q_pos, plan.cache
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+        pos, cache, D, G = plan.q_pos, plan.cache, C // self.n_head, self.n_head // self.n_kv_head
+        q, k, v = self.c_attn(x).split([C, C // G, C // G], dim=2)
+        q, k, v = (t.view(B, T, -1, D).transpose(1, 2) for t in (q, k, v))    # (B, H, T, D); k, v: (B, H / G, T, D)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.logn_length:
@@ -224,6 +231,8 @@ class CausalSelfAttention(nn.Module):
         else:  # keys cached raw: rotate all of them at their positions, every call
             k, v = cache.write(self.layer, k, v)
             k = pe.rotate(k, plan.k_pos, is_key=True)
+        if G > 1:  # grouped-query attention: key/value head j serves query heads jG .. jG + G - 1
+            k, v = k.repeat_interleave(G, dim=1), v.repeat_interleave(G, dim=1)       # (B, H, Tk, D)
         y = self.attend_own_scores(q, k, v, pe, plan)
         if y is None:
             y = attend(q, k, v, plan)
@@ -252,25 +261,33 @@ class CausalSelfAttention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=cfg.bias)
-        self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        self.gated = gated = cfg.mlp == "swiglu"     # c_fc's rows: the gate's, then the up projection's
+        hidden = cfg.mlp_hidden or (256 * math.ceil(8 * cfg.n_embd // 3 / 256) if gated else 4 * cfg.n_embd)
+        self.c_fc = nn.Linear(cfg.n_embd, (1 + gated) * hidden, bias=cfg.bias)
+        self.c_proj = nn.Linear(hidden, cfg.n_embd, bias=cfg.bias)
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x):
-        return self.dropout(self.c_proj(F.gelu(self.c_fc(x))))
+        h = self.c_fc(x)                                            # (B, T, hidden); gated: (B, T, 2 hidden)
+        h = F.silu(h.chunk(2, dim=-1)[0]) * h.chunk(2, dim=-1)[1] if self.gated else F.gelu(h)
+        return self.dropout(self.c_proj(h))
+
+
+def norm(cfg):
+    return (nn.RMSNorm(cfg.n_embd, eps=cfg.norm_eps) if cfg.norm == "rmsnorm"
+            else nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps, bias=cfg.bias))
 
 
 class Block(nn.Module):
     def __init__(self, cfg: GPTConfig, layer: int):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.ln_1 = norm(cfg)
         self.attn = (LinearSelfAttention if cfg.attention == "linear" else CausalSelfAttention)(cfg, layer)
-        self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
-        self.mlp = MLP(cfg)
+        self.ln_2, self.mlp, self.parallel = norm(cfg), MLP(cfg), cfg.parallel_residual
 
     def forward(self, x, pe, plan):
-        x = x + self.attn(self.ln_1(x), pe, plan)
-        return x + self.mlp(self.ln_2(x))
+        y = x + self.attn(self.ln_1(x), pe, plan)
+        return y + self.mlp(self.ln_2(x if self.parallel else y))   # parallel: both branches read x
 
 
 # ---- caches ---------------------------------------------------------------------------------
@@ -363,9 +380,10 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.drop = nn.Dropout(cfg.dropout)
         self.h = nn.ModuleList([Block(cfg, i) for i in range(cfg.n_layer)])
-        self.ln_f = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.ln_f = norm(cfg)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.wte.weight  # weight tying
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.wte.weight
         self.kv_cache = None
         self.flex = {"error": None}  # FlexAttention (CUDA) is given up for this model after a failure
         own = {m for pe in self.encodings.values() for m in pe.modules()}  # encodings initialise their own parameters
@@ -416,7 +434,7 @@ class GPT(nn.Module):
         number of positions fit); None: where that is smaller. Layers with different windows: one slot
         per position, the windows acting through the mask."""
         cfg, p = self.config, self.wte.weight
-        dtype, H, D = dtype or p.dtype, cfg.n_head, cfg.n_embd // cfg.n_head
+        dtype, H, D = dtype or p.dtype, cfg.n_kv_head or cfg.n_head, cfg.n_embd // cfg.n_head
         if cfg.attention == "linear":
             return LinearAttentionCache(cfg.n_layer, batch, H, D, dtype, p.device)
         windows = {layer.window for layer in self.schedule}

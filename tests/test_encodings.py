@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import positional
-from model import GPTConfig
+from model import MLP, GPTConfig
 from positional.alibi import alibi_slopes
 from tests.conftest import tiny_gpt
 
@@ -105,16 +105,32 @@ def test_causality(name):
     assert not torch.allclose(a[:, t], b[:, t])
 
 
+BLOCKS = {"gpt2": {}, "llama": dict(norm="rmsnorm", mlp="swiglu", n_kv_head=2, tie_embeddings=False),
+          "neox": dict(parallel_residual=True, bias=True)}
+
+
 @pytest.mark.parametrize("name", ALL)
-def test_kv_cache_matches_full_forward(name):
-    model = tiny_gpt(name)
+@pytest.mark.parametrize("block", BLOCKS)
+def test_kv_cache_matches_full_forward(name, block):
+    """Prefill and decode equal one forward, with GPT-2's block, a Llama block (GQA: the cache holds the
+    2 key/value heads) and GPT-NeoX's parallel residual."""
+    model = tiny_gpt(name, **BLOCKS[block])
     idx = torch.randint(0, 40, (2, 24))
     with torch.no_grad():
         full = model(idx)[0]
-        model.setup_cache(2, 32)
+        cache = model.setup_cache(2, 32)
         chunks = [idx[:, :5], idx[:, 5:8]] + [idx[:, t:t + 1] for t in range(8, 24)]   # prefill, a chunk, then singles
         out = torch.cat([model(c)[0] for c in chunks], dim=1)
     torch.testing.assert_close(out, full, rtol=1e-5, atol=1e-5)
+    assert cache.k0.shape[1] == (2 if block == "llama" else 4)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_static_decoding_with_grouped_query_attention(name):
+    """The static step (a cache of n_kv_head heads) generates what the reference step does."""
+    model = tiny_gpt(name, block_size=64, **BLOCKS["llama"])
+    prompt = torch.randint(0, 40, (2, 5))
+    assert torch.equal(model.generate(prompt, 20, top_k=1), model.generate(prompt, 20, top_k=1, static=False))
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -182,3 +198,17 @@ def test_documents_see_only_themselves(name, kw):
     assert torch.equal(first[:, 100:], second[:, 100:]) and not torch.equal(first[:, 60:100], second[:, 60:100])
     logits, loss = model(x, x, doc=docs)
     loss.backward()
+
+
+def test_block_keys_shape_the_model_as_llama_does():
+    """SwiGLU's hidden size is Llama's (8C/3 up to a multiple of 256: 11008 at C = 4096), mlp_hidden
+    overrides it; untied embeddings are two tables; bad keys are one line each."""
+    with torch.device("meta"):
+        assert MLP(GPTConfig(n_embd=4096, mlp="swiglu")).c_fc.weight.shape == (2 * 11008, 4096)
+        assert MLP(GPTConfig(n_embd=64, mlp="swiglu", mlp_hidden=96)).c_proj.weight.shape == (64, 96)
+    m = tiny_gpt("rope", tie_embeddings=False, norm="rmsnorm")
+    assert m.lm_head.weight is not m.wte.weight and isinstance(m.ln_f, torch.nn.RMSNorm)
+    with pytest.raises(ValueError, match="n_kv_head=3 must divide n_head=4"):
+        tiny_gpt("rope", n_kv_head=3)
+    with pytest.raises(ValueError, match="norm must be layernorm or rmsnorm"):
+        tiny_gpt("rope", norm="rms")
