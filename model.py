@@ -324,6 +324,7 @@ class KVCache(nn.Module):
                 self.register_buffer(f"{name}{i}", torch.zeros(batch, n_head, size, head_dim, dtype=dtype,
                                                                device=device), persistent=False)
         self.register_buffer("slot_pos", torch.full((size,), EMPTY, dtype=torch.long, device=device), persistent=False)
+        self.register_buffer("slot_doc", torch.zeros(size, dtype=torch.long, device=device), persistent=False)
         self.max_len, self.n_positions = float("inf") if period else max_len, max_len   # a ring: any position
         self.sinks, self.period, self.size, self.chunk = sinks, period, size, chunk
         self.slot, self.filled, self.order, self.length, self.states = None, size, None, 0, {}
@@ -339,17 +340,21 @@ class KVCache(nn.Module):
             self.states[key] = make()
         return self.states[key]
 
-    def begin(self, pos):
-        """Place this call's positions pos (T,) in their slots."""
+    def begin(self, pos, doc=None):
+        """Place this call's positions pos (T,) in their slots, and its document ids doc (T,) if given."""
         self.slot = pos if not self.period else torch.where(pos < self.sinks, pos,
                                                             self.sinks + (pos - self.sinks) % self.period)
         self.slot_pos.index_copy_(0, self.slot, pos)
+        if doc is not None:
+            self.slot_doc.index_copy_(0, self.slot, doc)
         if self.ordered:  # the oldest ring slot is the one the next position will take
             oldest = (pos[-1:] + 1 - self.sinks) % self.period
             self.order = torch.cat([self.sink_slots, self.sinks + (oldest + self.ring) % self.period])
 
-    def key_positions(self, T):
-        return self.slot_pos.index_select(0, self.order) if self.ordered else self.slot_pos[:self.filled]
+    def key_positions(self, T, of=None):
+        """(Tk,) the attended slots' positions (or what `of` holds for each slot: their document ids)."""
+        of = self.slot_pos if of is None else of
+        return of.index_select(0, self.order) if self.ordered else of[:self.filled]
 
     def write(self, layer, k, v):
         """k, v (B, H, T, D) into this call's slots; returns the attended slots (B, H, S, D)."""
@@ -471,12 +476,14 @@ class GPT(nn.Module):
     def forward(self, idx, targets=None, pos=None, doc=None):
         """idx: (B, T) token ids -> logits (B, T, vocab), and the loss if targets are given. With a cache
         set up, idx continues the cached sequence. pos: (T,) training positions (position_sampling),
-        increasing; None: contiguous from the cache offset. doc: (T,) document ids (no cache): keys of
-        another document are hidden, and pos may restart at each document (increasing within one)."""
+        increasing; None: contiguous from the cache offset. doc: (T,) document ids: keys of another
+        document are hidden, and pos may restart at each document (increasing within one). With a cache,
+        the ids are kept with the keys (positions continue: the cache places keys by position)."""
         B, T = idx.shape
         cache = self.kv_cache
         if cache is not None and cache.period and T > cache.chunk:  # a ring takes at most `chunk` tokens a call
-            logits = torch.cat([self(idx[:, s:s + cache.chunk])[0] for s in range(0, T, cache.chunk)], 1)
+            logits = torch.cat([self(idx[:, s:s + cache.chunk], doc=None if doc is None else doc[s:s + cache.chunk])[0]
+                                for s in range(0, T, cache.chunk)], 1)
             return logits, None if targets is None else F.cross_entropy(logits.flatten(0, 1).float(), targets.view(-1),
                                                                         ignore_index=-1)
         pos, end = self.positions(T, cache, pos, doc, idx.device)                    # (T,), last + 1
@@ -497,7 +504,7 @@ class GPT(nn.Module):
         check and no table growth (forward does those; a static decode step once per generation)."""
         encodings = self.encodings
         if cache is not None:
-            cache.begin(pos)
+            cache.begin(pos, doc)
         for pe in encodings.values():
             pe.prepare(pos)
         plans = self.plans(pos, cache, encodings, doc)
@@ -513,8 +520,9 @@ class GPT(nn.Module):
     def positions(self, T, cache, pos, doc, device):
         """(T,) positions of this call and the last one + 1, checked on the host."""
         start = cache.length if cache is not None else 0
-        if (pos is not None or doc is not None) and cache is not None:
-            raise ValueError("explicit positions are for training, without a KV cache (document ids too): clear the cache")
+        if pos is not None and cache is not None:
+            raise ValueError("explicit positions are for training, without a KV cache (it places keys by position): "
+                             "clear the cache")
         if doc is not None and self.config.attention == "linear":
             raise ValueError("document ids need softmax attention (linear attention sums every earlier key)")
         if doc is not None and (doc.shape != (T,) or doc.is_floating_point()):
@@ -544,13 +552,15 @@ class GPT(nn.Module):
         encoding share its score bias (every layer attends to the same key positions)."""
         cfg, plans, biases = self.config, {}, {}
         k_pos = cache.key_positions(len(pos)) if cache is not None else pos                  # (Tk,)
+        k_doc = cache.key_positions(len(pos), cache.slot_doc) if cache is not None and doc is not None else None
         for layer in self.schedule:
             if layer in plans:
                 continue
             if layer.encoding not in biases:
                 biases[layer.encoding] = encodings[layer.encoding].dense_bias(pos, k_pos)     # (H, Tq, Tk) or None
-            plan = AttentionPlan(pos, k_pos, layer.window, cfg.sinks, causal=cache is None, doc=doc, cache=cache,
-                                 bias=biases[layer.encoding], dropout=cfg.dropout if self.training else 0.0, flex=self.flex)
+            plan = AttentionPlan(pos, k_pos, layer.window, cfg.sinks, causal=cache is None, doc=doc, k_doc=k_doc,
+                                 cache=cache, bias=biases[layer.encoding], dropout=cfg.dropout if self.training else 0.0,
+                                 flex=self.flex)
             plan.key_counts = plan.visible().sum(-1).float() if cfg.ssmax else None
             plans[layer] = plan
         return plans

@@ -79,7 +79,8 @@ class Ctx:
     window: int = 0                     # > 0: a query sees keys less than `window` behind it...
     sinks: int = 0                      # ...and the first `sinks` positions
     causal: bool = False                # the keys are the queries' own positions, in order (no cache)
-    doc: torch.Tensor = None            # (T,) document ids of the forward's tokens (no cache), or None
+    doc: torch.Tensor = None            # (T,) document ids of the forward's tokens, or None
+    k_doc: torch.Tensor = None          # (Tk,) the keys' ids with a cache (None: the keys are doc's own tokens)
     cache: object = None                # the generation's cache, or None
     rows: slice = field(default_factory=lambda: slice(None))   # the forward's query rows this ctx covers (a query block: a:b)
     scratch: dict = field(default_factory=dict)   # what one layer's hooks hand each other in this forward
@@ -87,7 +88,8 @@ class Ctx:
     def visible(self):
         """(Tq, Tk) bool: the keys each query sees."""
         doc = self.doc
-        q_doc, k_doc = (None, None) if doc is None else (doc[self.rows], doc[:len(self.k_pos)])
+        k_doc = doc[:len(self.k_pos)] if self.k_doc is None and doc is not None else self.k_doc
+        q_doc = None if doc is None else doc[self.rows]
         return visible_keys(self.q_pos, self.k_pos, self.window, self.sinks, q_doc, k_doc)
 
 

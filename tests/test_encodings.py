@@ -105,6 +105,32 @@ def test_causality(name):
     assert not torch.allclose(a[:, t], b[:, t])
 
 
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("kw", [{}, dict(window=6, sinks=1, ssmax=True)], ids=["full", "window"])
+def test_documents_see_only_themselves_with_the_kv_cache(name, kw):
+    """With the cache, document ids are kept with the keys: a prefill and single-token steps give the
+    logits of one forward with the same ids, and changing any token of an earlier document leaves the
+    later documents' logits unchanged (up to FoX's rounding: its cached sums run on across documents)."""
+    model = tiny_gpt(name, block_size=160, **kw)
+    idx = torch.randint(0, 40, (2, 24))
+    changed = idx.clone()
+    changed[:, 3], changed[:, 12] = (idx[:, 3] + 1) % 40, (idx[:, 12] + 1) % 40       # in documents 0 and 1
+    spans = [(0, 10)] + [(t, t + 1) for t in range(10, 24)]                             # prefill into document 1
+
+    def cached(x):
+        model.setup_cache(2, 32)
+        out = torch.cat([model(x[:, a:b], doc=DOCS[a:b])[0] for a, b in spans], dim=1)
+        assert model.kv_cache.length == 24
+        model.clear_cache()
+        return out
+
+    with torch.no_grad():
+        full, a, b = model(idx, doc=DOCS)[0], cached(idx), cached(changed)
+    torch.testing.assert_close(a, full, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(a[:, 16:], b[:, 16:], rtol=0, atol=1e-6)
+    assert not torch.allclose(a[:, 7:16], b[:, 7:16])
+
+
 BLOCKS = {"gpt2": {}, "llama": dict(norm="rmsnorm", mlp="swiglu", n_kv_head=2, tie_embeddings=False),
           "neox": dict(parallel_residual=True, bias=True)}
 
