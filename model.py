@@ -351,8 +351,7 @@ class KVCache(nn.Module):
             oldest = (pos[-1:] + 1 - self.sinks) % self.period
             self.order = torch.cat([self.sink_slots, self.sinks + (oldest + self.ring) % self.period])
 
-    def key_positions(self, T, of=None):
-        """(Tk,) the attended slots' positions (or what `of` holds for each slot: their document ids)."""
+    def key_positions(self, T, of=None):  # or, given slot_doc, the attended keys' document ids
         of = self.slot_pos if of is None else of
         return of.index_select(0, self.order) if self.ordered else of[:self.filled]
 
@@ -476,9 +475,8 @@ class GPT(nn.Module):
     def forward(self, idx, targets=None, pos=None, doc=None):
         """idx: (B, T) token ids -> logits (B, T, vocab), and the loss if targets are given. With a cache
         set up, idx continues the cached sequence. pos: (T,) training positions (position_sampling),
-        increasing; None: contiguous from the cache offset. doc: (T,) document ids: keys of another
-        document are hidden, and pos may restart at each document (increasing within one). With a cache,
-        the ids are kept with the keys (positions continue: the cache places keys by position)."""
+        increasing; None: contiguous from the cache offset. doc: (T,) document ids, kept with the keys in a
+        cache: keys of another document are hidden, and pos may restart at each one (without a cache)."""
         B, T = idx.shape
         cache = self.kv_cache
         if cache is not None and cache.period and T > cache.chunk:  # a ring takes at most `chunk` tokens a call
@@ -521,8 +519,7 @@ class GPT(nn.Module):
         """(T,) positions of this call and the last one + 1, checked on the host."""
         start = cache.length if cache is not None else 0
         if pos is not None and cache is not None:
-            raise ValueError("explicit positions are for training, without a KV cache (it places keys by position): "
-                             "clear the cache")
+            raise ValueError("explicit positions are for training, without a KV cache: clear the cache")
         if doc is not None and self.config.attention == "linear":
             raise ValueError("document ids need softmax attention (linear attention sums every earlier key)")
         if doc is not None and (doc.shape != (T,) or doc.is_floating_point()):
