@@ -104,7 +104,7 @@ def eval_text(ckpt, data_dir=None, split="val", path=""):
     the checkpoint's tokenizer, or one dataset folder prepared with it), else the checkpoint's dataset."""
     entry = ckpt.get("tokenizer")
     if path and not os.path.isfile(os.path.join(path, f"{split}.bin")):
-        from data.prepare import encode_documents, find_files, read_documents
+        from data.documents import encode_documents, find_files, read_documents
         if entry is None:
             raise ConfigError("this checkpoint carries no tokenizer, so --data cannot be tokenized; retrain it with "
                               "the current train.py")

@@ -12,7 +12,7 @@ from torch.nn import functional as F
 
 import train
 from data.loader import TokenData
-from data.prepare import prepare
+from data.documents import prepare
 from measure.evaluation import evaluate_checkpoint
 from model import GPT
 from tests.conftest import TINY_ARGS, run_py

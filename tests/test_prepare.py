@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from data import prepare as prep
+from data import documents as prep, prepare as prepare_cli
 from data.loader import TokenData
 from data.python_code import prepare as python_code
 from data.tokenizer import EOT, tokenizer_from
@@ -145,7 +145,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, inputs, kw, message,
     argv = [f"--input={p}" for p in inputs(tmp_path)] + [f"--out_dir={tmp_path / 'out'}"]
     argv += [f"--{k}={v}" for k, v in kw.items()]
     with pytest.raises(SystemExit) as e:
-        prep.main(argv)
+        prepare_cli.main(argv)
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and len(err.splitlines()) == 1, err
     assert err.startswith("error: ") and re.search(message, err), err
@@ -153,10 +153,10 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, inputs, kw, message,
 
 
 def test_the_script_reads_a_glob_and_fails_in_one_line(folder, tmp_path):
-    r = run_py(os.path.join(prep.ROOT, "data", "prepare.py"), f"--input={folder}", "--glob=d1*.txt",
+    r = run_py(os.path.join(prepare_cli.ROOT, "data", "prepare.py"), f"--input={folder}", "--glob=d1*.txt",
                "--tokenizer=byte", f"--out_dir={tmp_path / 'out'}")
     assert "10 documents" in r.stdout and "vocab size 257 (uint16)" in r.stdout   # d10..d19
-    r = run_py(os.path.join(prep.ROOT, "data", "prepare.py"), "--input=nowhere", f"--out_dir={tmp_path}/x", check=False)
+    r = run_py(os.path.join(prepare_cli.ROOT, "data", "prepare.py"), "--input=nowhere", f"--out_dir={tmp_path}/x", check=False)
     assert r.returncode == 2 and r.stderr.strip() == "error: --input nowhere not found"
 
 

@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)  # so `import data...` works whatever the cwd
 from data.corpus import sdist_files  # noqa: E402
-from data.prepare import PrepareError, find_files, prepare_documents, read_documents, summary_line  # noqa: E402
+from data.documents import PrepareError, find_files, prepare_documents, read_documents, summary_line  # noqa: E402
 
 SDIST = "sympy==1.13.3"
 SHA256 = "b27fd2c6530e0ab39e275fc9b683895367e51d5da91baa8d3d64db2565fec4d9"
