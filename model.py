@@ -304,7 +304,8 @@ class KVCache(nn.Module):
     https://arxiv.org/abs/2309.17453) the sinks keep slots 0..sinks-1 and p >= sinks goes to
     sinks + (p - sinks) % period: memory bounded however long the text. slot_pos (S,) holds each slot's
     position (EMPTY for none yet), so the mask, the window and the biases come from true positions and
-    cached decoding equals the windowed forward exactly (keys are not re-numbered, unlike StreamingLLM).
+    cached decoding equals the windowed forward exactly (keys are not re-numbered, unlike StreamingLLM);
+    slot_doc its document id, where calls give them (GPT.forward's doc).
     A call may bring up to `chunk` tokens to a ring without overwriting a key its queries see (longer
     calls are split). Keys are attended in slot order, unless `ordered` (CoPE counts keys in order): a
     ring's slots are then handed over rotated into position order. `filled`: the leading slots a call
@@ -482,20 +483,18 @@ class GPT(nn.Module):
         if cache is not None and cache.period and T > cache.chunk:  # a ring takes at most `chunk` tokens a call
             logits = torch.cat([self(idx[:, s:s + cache.chunk], doc=None if doc is None else doc[s:s + cache.chunk])[0]
                                 for s in range(0, T, cache.chunk)], 1)
-            return logits, None if targets is None else F.cross_entropy(logits.flatten(0, 1).float(), targets.view(-1),
-                                                                        ignore_index=-1)
-        pos, end = self.positions(T, cache, pos, doc, idx.device)                    # (T,), last + 1
-        for pe in self.encodings.values():
-            pe.set_length(end)
-        if cache is not None:
-            cache.filled = min(end, getattr(cache, "size", end))
-        logits = self.run(idx, pos, cache, None if doc is None else doc.to(idx.device))   # (B, T, vocab)
-        if cache is not None:
-            cache.advance(T)
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
-        return logits, loss
+        else:
+            pos, end = self.positions(T, cache, pos, doc, idx.device)                # (T,), last + 1
+            for pe in self.encodings.values():
+                pe.set_length(end)
+            if cache is not None:
+                cache.filled = min(end, getattr(cache, "size", end))
+            logits = self.run(idx, pos, cache, None if doc is None else doc.to(idx.device))   # (B, T, vocab)
+            if cache is not None:
+                cache.advance(T)
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.float().flatten(0, 1), targets.view(-1), ignore_index=-1)
 
     def run(self, idx, pos, cache=None, doc=None):
         """The tensor work of a forward, idx (B, T) at positions pos (T,) -> logits (B, T, vocab): no host

@@ -35,6 +35,7 @@ from training.config import upgrade_model_args
 
 NEOX, GPT2, LLAMA = "GPTNeoXForCausalLM", "GPT2LMHeadModel", "LlamaForCausalLM"
 MODEL_TYPES = {GPT2: "gpt2", NEOX: "gpt_neox", LLAMA: "llama"}
+ARCHITECTURE = {"learned": GPT2, "rope": NEOX}          # posgpt encoding -> architecture (rope: or LLAMA, by its block)
 SUPPORTED = {GPT2: "learned", NEOX: "rope, layernorm + gelu", LLAMA: "rope, rmsnorm + swiglu"}
 HF_KEYS = {  # rope_type -> the keys transformers' RoPE init reads (modeling_rope_utils, v5.24)
     "linear": ("factor",),
@@ -122,9 +123,8 @@ def stacked(tensors, theirs):
 def target(args):
     """The transformers architecture a posgpt model would be: GPT-2 for learned, Llama for a rope model
     with a Llama-style block, GPT-NeoX for the other rope models; None for the other encodings."""
-    if args["pos_encoding"] != "rope":
-        return GPT2 if args["pos_encoding"] == "learned" else None
-    return LLAMA if args["norm"] == "rmsnorm" or args["mlp"] == "swiglu" else NEOX
+    arch = ARCHITECTURE.get(args["pos_encoding"])
+    return LLAMA if arch == NEOX and (args["norm"] == "rmsnorm" or args["mlp"] == "swiglu") else arch
 
 
 def export_problem(model_args):
