@@ -281,3 +281,21 @@ def test_imported_model_fine_tunes_with_train(tmp_path, tiny_data):
     tuned = checkpoint.load(tmp_path / "out")
     assert tuned["iter_num"] == 3 and "rng" in tuned
     assert not torch.equal(tuned["model"]["wte.weight"], hf.state_dict()["gpt_neox.embed_in.weight"])   # it trained
+
+
+def test_llama_block_trained_by_train_py_exports_to_llama(tmp_path, tiny_data):
+    """The block keys on the command line: a few steps of a Llama-style model, its checkpoint sampled
+    from and run by transformers' Llama with the same logits."""
+    out = tmp_path / "out"
+    run_py("train.py", f"--out_dir={out}", f"--data_dir={tiny_data}", "--dataset=tiny", "--n_layer=2", "--n_head=4",
+           "--n_embd=32", "--block_size=16", "--norm=rmsnorm", "--mlp=swiglu", "--mlp_hidden=48", "--n_kv_head=1",
+           "--tie_embeddings=False", "--max_iters=3", "--eval_interval=3", "--eval_iters=1", "--batch_size=4",
+           "--device=cpu")
+    model = checkpoint.load_model(out)[0]
+    assert model.config.n_kv_head == 1 and model.h[0].attn.c_attn.weight.shape == (32 + 2 * 8, 32)
+    r = run_py("sample.py", f"--out_dir={out}", "--start=All:", "--max_new_tokens=5", "--device=cpu")
+    assert r.stdout.startswith("All:")
+    export.main([str(out), "--to=hf", f"--out={tmp_path / 'hf'}"])
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    assert type(hf).__name__ == "LlamaForCausalLM" and hf.config.num_key_value_heads == 1
+    assert logits_diff(hf, model, torch.randint(0, 34, (2, 16))) <= 1e-4
