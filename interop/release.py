@@ -52,7 +52,12 @@ def read_release(config, tensors):
 
 
 def write_tokenizer(meta, folder):
-    """tokenizer.json + tokenizer_config.json for a character vocabulary; else a line saying why not."""
+    """tokenizer.json + tokenizer_config.json for a trained BPE (its own file) or a character vocabulary;
+    else a line saying why not."""
+    if meta and "tokenizer_json" in meta:   # data/prepare.py --tokenizer=bpe: transformers reads it as it is
+        with open(os.path.join(folder, "tokenizer.json"), "w") as f:
+            f.write(meta["tokenizer_json"])
+        return write_tokenizer_config(folder)
     if not meta or "stoi" not in meta:
         if meta and meta.get("encoding") == "gpt2" and "id_map" not in meta:
             return "note: no tokenizer.json written: the model uses GPT-2's BPE, which transformers' GPT-2 tokenizer has"
@@ -61,9 +66,12 @@ def write_tokenizer(meta, folder):
     tok = Tokenizer(models.BPE(vocab=dict(meta["stoi"]), merges=[]))   # no merges: one token per character
     tok.decoder = decoders.Fuse()
     tok.save(os.path.join(folder, "tokenizer.json"))
+    return write_tokenizer_config(folder)
+
+
+def write_tokenizer_config(folder):
     with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
         json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 1 << 30}, f, indent=2)
-    return None
 
 
 def read_tokenizer(folder, config):
@@ -72,10 +80,15 @@ def read_tokenizer(folder, config):
     path = os.path.join(folder, "tokenizer.json")
     if os.path.isfile(path):
         with open(path) as f:
-            model = json.load(f)["model"]
-        vocab = model.get("vocab") or {}
-        if model.get("type") == "BPE" and not model.get("merges") and all(len(c) == 1 for c in vocab):
+            text = f.read()
+        tok = json.loads(text)
+        vocab = tok["model"].get("vocab") or {}
+        if tok["model"].get("type") == "BPE" and not tok["model"].get("merges") and all(len(c) == 1 for c in vocab):
             return from_json({"vocab_size": len(vocab), "stoi": vocab})
+        if (tok.get("pre_tokenizer") or {}).get("type") == "ByteLevel":   # a byte-level BPE, as data/prepare.py trains
+            eot = next((t["id"] for t in tok.get("added_tokens", []) if t["content"] == "<|endoftext|>"), None)
+            return {"tokenizer": "bpe", "tokenizer_json": text, "vocab_size": config.get("vocab_size", len(vocab)),
+                    "eot": eot}
     if config.get("model_type") == "gpt2" and config.get("vocab_size") == 50257:
         return {"tokenizer": "tiktoken", "encoding": "gpt2"}
     return None
