@@ -199,8 +199,9 @@ def test_export_learned_is_gpt2_and_its_tokenizer_goes_along(tmp_path):
     assert logits_diff(hf, back) == 0
 
 
-def test_safetensors_release_form_loads_back(tmp_path):
-    model = posgpt_run(tmp_path / "run", "alibi")
+@pytest.mark.parametrize("tied", [True, False])
+def test_safetensors_release_form_loads_back(tmp_path, tied):
+    model = posgpt_run(tmp_path / "run", "alibi", tie_embeddings=tied)
     export.main([str(tmp_path / "run"), "--to=safetensors"])
     assert {"model.safetensors", "config.json", "ckpt.pt"} <= set(os.listdir(tmp_path / "run"))
     back = import_(tmp_path / "run", tmp_path / "back")
