@@ -2,10 +2,10 @@
 KV caches and generation beside it in the spirit of gpt-fast.
 
 The encoding (positional/, its interface in positional/base.py) is called unconditionally:
-    pe.embed(pos)                   added to the token embeddings
-    pe.rotate(x, pos, is_key)       applied to queries and keys
+    pe.embed(x, ctx)                the token embeddings with positions applied
+    pe.rotate(x, ctx, key)          applied to queries and keys
     pe.score_bias(h, q, k)          added to the attention logits (once per forward, shared by layers)
-    pe.attention_logits(...)        the logits themselves, for the few encodings that form them
+    pe.attend(q, k, v, ctx, layer)  the attention itself, for the few encodings that form their logits
 There is no encoding-specific code in this file. Positions are absolute and explicit: GPT.forward
 derives them once from the cache offset (or takes them: position_sampling, document restarts),
 so training, long evaluation and cached decoding share one code path.
@@ -84,10 +84,14 @@ class AttentionPlan(Ctx):
     sdpa_masks: dict = field(init=False, default_factory=dict)  # dtype -> the mask as SDPA takes it
 
     def __post_init__(self):  # SDPA's is_causal is upper-left aligned: only right over the queries' own keys
+        super().__post_init__()
         plain = self.causal and self.bias is None and not self.window and self.doc is None
         visible = None if plain else self.visible()
         self.mask = visible if self.bias is None or plain else self.bias.masked_fill(~visible, float("-inf"))
         self.kernel = choose_kernel(self)
+
+    def softmax(self, scores, v):
+        return attend_scores(scores, v, self)
 
     def block(self, a, b):
         """The plan of the queries a:b over the keys :b (causal plans only), sharing the scratch."""
@@ -222,15 +226,15 @@ class CausalSelfAttention(nn.Module):
             q = q * logn_factor(pos, self.logn_length).to(q.dtype)[:, None]           # (T, 1) per query
         if self.ssmax is not None:
             q = q * ssmax_factor(self.ssmax, plan.key_counts).to(q.dtype)           # (H, T, 1) s_h log n
-        pe.layer_input(x, plan, self.layer)                                     # data-dependent encodings (FoX)
-        q = pe.rotate(q, pos)
-        if cache is None or pe.cache_rotated_keys:
-            k = pe.rotate(k, pos, is_key=True)
+        plan.x = x                                                              # this layer's input (FoX's gates)
+        q = pe.rotate(q, plan)
+        if cache is None or not pe.length_dependent:
+            k = pe.rotate(k, plan, key=True)
             if cache is not None:
                 k, v = cache.write(self.layer, k, v)                            # (B, H, Tk, D)
         else:  # keys cached raw: rotate all of them at their positions, every call
             k, v = cache.write(self.layer, k, v)
-            k = pe.rotate(k, plan.k_pos, is_key=True)
+            k = pe.rotate(k, plan, key=True)
         if G > 1:  # grouped-query attention: key/value head j serves query heads jG .. jG + G - 1
             k, v = k.repeat_interleave(G, dim=1), v.repeat_interleave(G, dim=1)       # (B, H, Tk, D)
         y = self.attend_own_scores(q, k, v, pe, plan)
@@ -240,21 +244,17 @@ class CausalSelfAttention(nn.Module):
         return self.resid_dropout(self.c_proj(y))
 
     def attend_own_scores(self, q, k, v, pe, plan):
-        """The explicit softmax over the logits the encoding forms itself (attention_logits, plus its
-        attention_values), or None if it forms none. Over the queries' own keys, where the encoding
-        allows it (scores_by_query_block), by causal query blocks."""
+        """The attention of an encoding that forms its own logits (attend), or None if it forms none.
+        Over the queries' own keys, by causal query blocks (each with the keys up to its last row)."""
+        if not pe.overrides("attend"):
+            return None
         T = q.shape[2]
-        blocks = causal_blocks(T) if pe.scores_by_query_block and plan.causal else [(0, T)]
+        blocks = causal_blocks(T) if plan.causal else [(0, T)]
         ys = []
         for a, b in blocks:
             p = plan if len(blocks) == 1 else plan.block(a, b)
             Tk = len(p.k_pos)
-            logits = pe.attention_logits(q[:, :, a:b], k[:, :, :Tk], p, self.layer)
-            if logits is None:
-                return None
-            y, probs = attend_scores(logits, v[:, :, :Tk], p)                           # (B, H, b - a, D)
-            extra = pe.attention_values(probs, p, self.layer)
-            ys.append(y if extra is None else y + extra)
+            ys.append(pe.attend(q[:, :, a:b], k[:, :, :Tk], v[:, :, :Tk], p, self.layer))   # (B, H, b - a, D)
         return torch.cat(ys, dim=2) if len(ys) > 1 else ys[0]                         # (B, H, T, D)
 
 
@@ -269,8 +269,7 @@ class MLP(nn.Module):
 
     def forward(self, x):
         h = self.c_fc(x)                                            # (B, T, hidden); gated: (B, T, 2 hidden)
-        h = F.silu(h.chunk(2, dim=-1)[0]) * h.chunk(2, dim=-1)[1] if self.gated else F.gelu(h)
-        return self.dropout(self.c_proj(h))
+        return self.dropout(self.c_proj(F.silu(h.chunk(2, -1)[0]) * h.chunk(2, -1)[1] if self.gated else F.gelu(h)))
 
 
 def norm(cfg):
@@ -304,15 +303,14 @@ class KVCache(nn.Module):
     https://arxiv.org/abs/2309.17453) the sinks keep slots 0..sinks-1 and p >= sinks goes to
     sinks + (p - sinks) % period: memory bounded however long the text. slot_pos (S,) holds each slot's
     position (EMPTY for none yet), so the mask, the window and the biases come from true positions and
-    cached decoding equals the windowed forward exactly (keys are not re-numbered, unlike StreamingLLM);
-    slot_doc its document id, where calls give them (GPT.forward's doc).
-    A call may bring up to `chunk` tokens to a ring without overwriting a key its queries see (longer
-    calls are split). Keys are attended in slot order, unless `ordered` (CoPE counts keys in order): a
-    ring's slots are then handed over rotated into position order. `filled`: the leading slots a call
-    attends to (a host int; a compiled step takes it as a symbolic size). k{i}, v{i}: (B, H, S, D), one
-    buffer per layer (a compiled step writing into a view of one (L, ...) buffer copied it whole).
-    What the encodings keep for a generation (Transformer-XL's rows, FoX's sums) is in `states`, made by
-    state(owner, name, make) and dropped by reset()."""
+    cached decoding equals the windowed forward exactly (keys are not re-numbered, unlike StreamingLLM).
+    slot_doc: each slot's document id (GPT.forward's doc). A call may bring up to `chunk` tokens to a ring
+    without overwriting a key its queries see (longer calls are split). Keys are attended in slot order,
+    unless `ordered` (CoPE counts keys in order): a ring's slots are then handed over rotated into position
+    order. `filled`: the leading slots a call attends to (a host int; a compiled step takes it as a symbolic
+    size). k{i}, v{i}: (B, H, S, D), one buffer per layer (a compiled step writing into a view of one
+    (L, ...) buffer copied it whole). What the encodings keep for a generation (Transformer-XL's rows, FoX's
+    sums) is in `states`, made by state(owner, name, make) and dropped by reset()."""
 
     def __init__(self, n_layer, batch, n_head, head_dim, max_len, sinks, period, dtype, device, ordered=False,
                  chunk=16):
@@ -457,13 +455,7 @@ class GPT(nn.Module):
     @property
     def static_decoding(self):
         """Whether the static step applies: softmax attention, encodings needing no host work per token."""
-        return self.config.attention != "linear" and all(pe.static_decoding for pe in self.encodings.values())
-
-    def start_decoding(self, n_positions):
-        """Before a static generation of positions 0 .. n_positions - 1: the encodings' tables, once (the
-        state their steps keep is made in the cache by the prompt's call)."""
-        for pe in self.encodings.values():
-            pe.set_length(n_positions)
+        return self.config.attention != "linear" and not any(pe.length_dependent for pe in self.encodings.values())
 
     def reset_cache(self):
         if self.kv_cache is not None:
@@ -485,31 +477,23 @@ class GPT(nn.Module):
                                 for s in range(0, T, cache.chunk)], 1)
         else:
             pos, end = self.positions(T, cache, pos, doc, idx.device)                # (T,), last + 1
-            for pe in self.encodings.values():
-                pe.set_length(end)
             if cache is not None:
                 cache.filled = min(end, getattr(cache, "size", end))
-            logits = self.run(idx, pos, cache, None if doc is None else doc.to(idx.device))   # (B, T, vocab)
+            logits = self.run(idx, pos, end, cache, None if doc is None else doc.to(idx.device))   # (B, T, vocab)
             if cache is not None:
                 cache.advance(T)
-        if targets is None:
-            return logits, None
-        return logits, F.cross_entropy(logits.float().flatten(0, 1), targets.view(-1), ignore_index=-1)
+        loss = None if targets is None else F.cross_entropy(logits.float().flatten(0, 1), targets.view(-1), ignore_index=-1)
+        return logits, loss
 
-    def run(self, idx, pos, cache=None, doc=None):
-        """The tensor work of a forward, idx (B, T) at positions pos (T,) -> logits (B, T, vocab): no host
-        check and no table growth (forward does those; a static decode step once per generation)."""
+    def run(self, idx, pos, n_positions, cache=None, doc=None):
+        """The tensor work of a forward, idx (B, T) at positions pos (T,), every position in play below
+        n_positions (a static generation's count, fixed for its steps) -> logits (B, T, vocab): no host
+        check (forward does those)."""
         encodings = self.encodings
         if cache is not None:
             cache.begin(pos, doc)
-        for pe in encodings.values():
-            pe.prepare(pos)
-        plans = self.plans(pos, cache, encodings, doc)
-        x = self.wte(idx)                                                           # (B, T, C)
-        e = self.pe.embed(pos)
-        if e is not None:
-            x = x + e
-        x = self.drop(x)
+        plans = self.plans(pos, cache, encodings, doc, n_positions)
+        x = self.drop(self.pe.embed(self.wte(idx), next(iter(plans.values()))))     # (B, T, C)
         for block, layer in zip(self.h, self.schedule):
             x = block(x, encodings[layer.encoding], plans[layer])
         return self.lm_head(self.ln_f(x))                                          # (B, T, vocab)
@@ -543,7 +527,7 @@ class GPT(nn.Module):
                              f"call setup_cache with a larger max_len")
         return (torch.arange(start, end, device=device) if pos is None else pos.to(device)), end
 
-    def plans(self, pos, cache, encodings, doc=None):
+    def plans(self, pos, cache, encodings, doc=None, n_positions=0):
         """{Layer: AttentionPlan}: layers sharing (encoding, window) share one plan; the layers of an
         encoding share its score bias (every layer attends to the same key positions)."""
         cfg, plans, biases = self.config, {}, {}
@@ -555,8 +539,8 @@ class GPT(nn.Module):
             if layer.encoding not in biases:
                 biases[layer.encoding] = encodings[layer.encoding].dense_bias(pos, k_pos)     # (H, Tq, Tk) or None
             plan = AttentionPlan(pos, k_pos, layer.window, cfg.sinks, causal=cache is None, doc=doc, k_doc=k_doc,
-                                 cache=cache, bias=biases[layer.encoding], dropout=cfg.dropout if self.training else 0.0,
-                                 flex=self.flex)
+                                 cache=cache, n_positions=n_positions, bias=biases[layer.encoding],
+                                 dropout=cfg.dropout if self.training else 0.0, flex=self.flex)
             plan.key_counts = plan.visible().sum(-1).float() if cfg.ssmax else None
             plans[layer] = plan
         return plans
@@ -588,10 +572,10 @@ class GPT(nn.Module):
 # ---- generation -----------------------------------------------------------------------------
 # The static step (gpt-fast's design) removes the host work around a decode step: one KVCache for
 # the generation, the step's position a (1,) device tensor advanced in place, the encodings'
-# tables and state set up once (GPT.start_decoding), the step GPT.run itself, compiled whole
+# state made in the cache by the prompt's call (sized for the generation's positions), the step GPT.run itself, compiled whole
 # (fullgraph) with compile=True: one graph for every step (symbolic in the attended slots when a slot
 # holds one position; all static under a ring). The reference path, GPT.forward with the growing
-# cache, serves static=False and encodings that are not static_decoding (dynamic NTK). An encoding
+# cache, serves static=False and encodings that are length_dependent (dynamic NTK). An encoding
 # with a position table (`learned`) re-encodes the last max_positions tokens once the text outgrows it.
 
 # Threads for a batch-1 decode step on CPU (sample.py's default). Measured (benchmarks/cpu-2core-quiet.md):
@@ -613,7 +597,7 @@ def decode_step(model, idx, pos, cache, n_slots):
     """Logits (B, vocab) of the last token of idx (B, T) at positions pos (T,), attending to the first
     n_slots slots of a static cache (an argument: a compiled step takes it as a symbolic size)."""
     cache.filled = n_slots
-    return model.run(idx, pos, cache)[:, -1]
+    return model.run(idx, pos, cache.n_positions, cache)[:, -1]
 
 
 def compiled_step(dynamic):
@@ -645,7 +629,6 @@ class Decoder:
             c.reset()  # the same shapes again: keep the buffers, and the graph compiled for them
         else:
             self.cache = m.new_cache(batch, n_positions)
-        m.start_decoding(n_positions)                                          # tables, once
         m.kv_cache = self.cache
         if self.compile:
             self.step = compiled_step(dynamic=not self.cache.period)

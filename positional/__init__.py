@@ -75,8 +75,8 @@ def scaling_problem(pos_encoding, rope_scaling):
     if rope_scaling not in scalings.METHODS:
         return (f"unknown rope_scaling {rope_scaling!r}; {_suggest(rope_scaling, SCALINGS)}"
                 f"valid: {', '.join(SCALINGS)} (or empty for none)")
-    if not REGISTRY[pos_encoding].supports_rope_scaling:
-        rotary = ", ".join(n for n, c in REGISTRY.items() if c.supports_rope_scaling)
+    if not issubclass(REGISTRY[pos_encoding], RoPE):   # the frequency methods apply to rotary encodings
+        rotary = ", ".join(n for n, c in REGISTRY.items() if issubclass(c, RoPE))
         return (f"rope_scaling={rope_scaling!r} needs a rotary encoding ({rotary}); this model uses "
                 f"{pos_encoding!r}: drop --rope_scaling for it")
     return None
@@ -204,6 +204,17 @@ def typed(settings_cls, settings, cfg):
 def build(cfg, name=None) -> PositionalEncoding:
     """The encoding of a GPTConfig (or, with a per-layer pattern, its encoding `name`, with the
     model's rope_scaling where it applies), its settings typed and checked (one-line ValueError)."""
+    return make(cfg, *chosen(cfg, name))
+
+
+def make(cfg, cls, s, scaling=None):
+    """An encoding of class cls from its checked settings s (and (method, its settings) for RoPE)."""
+    return cls.from_config(cfg, s) if scaling is None else cls.from_config(cfg, s, scaling)
+
+
+def chosen(cfg, name=None):
+    """(class, settings, (rope_scaling, its settings) or None) of a GPTConfig's encoding `name`: the
+    settings typed and checked (one-line ValueError), nothing built."""
     pattern = getattr(cfg, "layer_encodings", "")
     settings = resolve(cfg.pos_encoding, cfg.rope_scaling, inherited=cfg.pos_settings, layer_encodings=pattern)
     name = name or cfg.pos_encoding
@@ -211,8 +222,8 @@ def build(cfg, name=None) -> PositionalEncoding:
     cls, classes = _classes_of(name, rope_scaling)
     s = typed(classes[0], settings, cfg)
     if len(classes) == 1:
-        return cls.from_config(cfg, s)
+        return cls, s, None
     scaling = typed(classes[1], settings, cfg)
     if not scaling.rope_original_max_position:
         scaling = dataclasses.replace(scaling, rope_original_max_position=cfg.block_size)
-    return cls.from_config(cfg, s, (rope_scaling, scaling))
+    return cls, s, (rope_scaling, scaling)

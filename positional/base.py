@@ -1,31 +1,31 @@
 """The interface every positional encoding implements.
 
-An encoding can act in three places of a GPT, and each hook defaults to "do nothing":
+An encoding can act in four places of a GPT, and each hook defaults to "do nothing":
 
-  embed(pos)                 -> (T, C) added to the token embeddings, or None
-  rotate(x, pos, is_key)     -> x transformed, for queries and keys: (B, H, T, D) -> (B, H, T, D)
+  embed(x, ctx)              -> the token embeddings x (B, T, C) with positions applied (x + table[q_pos])
+  rotate(x, ctx, key=False)  -> queries or keys transformed, (B, H, T, D) -> (B, H, T, D): queries at
+                             ctx.q_pos; keys at ctx.q_pos too (the new keys, before they are cached),
+                             or at ctx.k_pos (every key, again at each call) when length_dependent
   score_bias(h, q, k)        -> additive attention logits, or None: an elementwise formula over
                              broadcastable integer tensors (head h, query position q, key position
                              k), backed by small per-head / per-distance tables, so one formula
                              serves a dense call (h (H,1,1), q (Tq,1), k (1,Tk): dense_bias(q_pos, k_pos)
                              gives (H, Tq, Tk)), a query block, or a FlexAttention score_mod
-
-and one escape hatch, for encodings whose scores are not "q.k plus a fixed bias" (Shaw,
-Transformer-XL, ReRoPE, CoPE, FoX); it costs the fused SDPA kernel (an explicit softmax):
-
-  attention_logits(q, k, ctx, layer) -> (B, H, Tq, Tk) logits (1/sqrt(D) included, mask
-                             excluded; a new tensor, masked in place), or None for q.k
-  attention_values(probs, ctx, layer) -> (B, H, Tq, D) added to probs @ v, or None (Shaw)
-  layer_input(x, ctx, layer) sees each attention layer's input x (B, T, C) first (FoX's gates)
+  attend(q, k, v, ctx, layer) -> (B, H, Tq, D), or None for softmax(q.k + bias) v: for encodings whose
+                             scores are not "q.k plus a fixed bias" (Shaw, Transformer-XL, ReRoPE, CoPE,
+                             FoX); they form their logits (logits(), 1/sqrt(D) included) and call
+                             ctx.softmax(logits, v) -> (y, probs) (mask and dropout applied). It costs
+                             the fused SDPA kernel; the model may call it on a causal block of queries
+                             with the keys up to its last one (ctx.rows says which rows of the forward).
 
 ctx (Ctx below) is the one per-forward object: the positions of the queries and keys, the
-window and sinks, whether the keys are the queries' own positions (`causal`: no cache), the
-document ids, the cache, and a scratch dict a layer's hooks share within that forward.
-Everything an encoding keeps across the calls of a generation (Transformer-XL's projected
-rows, FoX's running sums) lives in the cache, through ctx.cache.state(owner, name, make),
-and is gone with it. Two more hooks: set_length(n) (on the host, once per forward and once for
-a static generation: tables grown for n positions) and prepare(pos) (RoPE gathers its rows
-once per forward at inference).
+positions in play (n_positions), the window and sinks, whether the keys are the queries' own
+positions (`causal`: no cache), the document ids, the layer input x (set by the model before each
+layer attends: FoX's gates), the cache, and a scratch dict where hooks keep what they compute once
+per forward for every layer (RoPE's cos/sin rows, Transformer-XL's projected rows). Everything an
+encoding keeps across the calls of a generation (Transformer-XL's rows, FoX's running sums) lives in
+the cache, through ctx.cache.state(owner, name, make), and is gone with it. A forward writes nothing
+on the encoding: tables are computed from the positions (tests/test_encodings.py checks it).
 
 Notation (used in shape comments across the repo):
   B batch, T tokens in this call, H heads, D head dim, C model width,
@@ -41,19 +41,15 @@ called once per forward pass and shared by all layers; it spans the full key len
 Settings: each encoding declares a small typed dataclass of its knobs next to its class
 (`Settings`, a subclass of base.Settings; field names are the users' flat config keys), with
 a check(cfg) that refuses bad values in one line: the one place a setting is validated
-(constructors trust their arguments); positional.build() types and checks them.
+(constructors trust their arguments); positional.build() and positional.check() type and check them.
 
 Capabilities, read by model/train/sample code instead of encoding names:
   max_positions        None if any position works, else how many it can represent
-  cache_rotated_keys   True: keys are cached after rotate(); False: cached raw and re-rotated
   excluded_param_names parameter names left out of the reported model size (GPT-2's wpe)
-  needs_score_matrix   derived: the class overrides score_bias, attention_logits or
-                       attention_values (linear attention refuses these encodings)
-  supports_rope_scaling True if the frequency methods of rope_scaling/ apply (rotary encodings)
-  scores_by_query_block True when attention_logits may be called on a block of the queries with
-                       the keys up to its last one (ctx.rows says which rows of the forward)
-  static_decoding      True when a decode step needs nothing from the host but the positions
-  ordered_keys         True when attention_logits needs the keys in position order (CoPE)
+  needs_score_matrix   derived: the class overrides score_bias or attend (linear attention refuses it)
+  length_dependent     the formula depends on the current length (dynamic NTK): keys are cached raw
+                       and re-rotated at every call, and a decode step needs the host (no static step)
+  ordered_keys         attend needs the keys in position order (CoPE counts them)
 """
 from dataclasses import dataclass, field
 
@@ -82,8 +78,14 @@ class Ctx:
     doc: torch.Tensor = None            # (T,) document ids of the forward's tokens, or None
     k_doc: torch.Tensor = None          # (Tk,) the keys' ids with a cache (None: the keys are doc's own tokens)
     cache: object = None                # the generation's cache, or None
-    rows: slice = field(default_factory=lambda: slice(None))   # the forward's query rows this ctx covers (a query block: a:b)
-    scratch: dict = field(default_factory=dict)   # what one layer's hooks hand each other in this forward
+    n_positions: int = 0                # positions in play (of the forward, or of a static generation); 0: from k_pos
+    x: torch.Tensor = None              # (B, T, C) the input of the layer attending now (set by the model)
+    rows: slice = field(default_factory=lambda: slice(None))   # the forward's query rows it covers (a block: a:b)
+    scratch: dict = field(default_factory=dict)   # what hooks compute once per forward, for every layer
+
+    def __post_init__(self):
+        if not self.n_positions:  # a ctx made by hand (tests, plots): on the host, once
+            self.n_positions = int(torch.cat([self.q_pos, self.k_pos]).max()) + 1
 
     def visible(self):
         """(Tq, Tk) bool: the keys each query sees."""
@@ -92,62 +94,59 @@ class Ctx:
         q_doc = None if doc is None else doc[self.rows]
         return visible_keys(self.q_pos, self.k_pos, self.window, self.sinks, q_doc, k_doc)
 
+    def softmax(self, scores, v):
+        """softmax(scores, hidden keys masked) @ v -> (y (B, H, Tq, D), probs); scores a new tensor."""
+        probs = torch.softmax(scores.masked_fill(~self.visible(), float("-inf")).float(), -1).to(v.dtype)
+        return probs @ v, probs
+
+    def once(self, key, make):
+        """make() the first time `key` is asked in this forward (scratch), shared by the layers."""
+        if key not in self.scratch:
+            self.scratch[key] = make()
+        return self.scratch[key]
+
 
 class PositionalEncoding(nn.Module):
     name = "none"
     Settings = Settings
     max_positions = None
-    cache_rotated_keys = True
     excluded_param_names = ()
-    needs_score_matrix = False
-    supports_rope_scaling = False
-    scores_by_query_block = False
-    static_decoding = True
+    length_dependent = False
     ordered_keys = False
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if "needs_score_matrix" not in cls.__dict__:
-            cls.needs_score_matrix = (cls.score_bias is not PositionalEncoding.score_bias
-                                      or cls.attention_logits is not PositionalEncoding.attention_logits
-                                      or cls.attention_values is not PositionalEncoding.attention_values)
+    needs_score_matrix = False
 
     @classmethod
     def from_config(cls, cfg, s):
         """Build from a GPTConfig (model shape) and s, an instance of cls.Settings (checked)."""
         return cls()
 
-    def set_length(self, n_positions: int):
-        """Called once per forward, on the host, with the number of positions in play
-        (cache length + T). Strategies with cached tables grow them here."""
+    @classmethod
+    def overrides(cls, hook):
+        """Whether the class implements `hook` (what needs_score_matrix and the model's paths read)."""
+        return getattr(cls, hook) is not getattr(PositionalEncoding, hook)
 
-    def prepare(self, pos):
-        pass
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.needs_score_matrix = cls.overrides("score_bias") or cls.overrides("attend")
 
-    def embed(self, pos):
-        return None
+    def embed(self, x, ctx):
+        return x
 
-    def layer_input(self, x, ctx, layer):
-        pass
-
-    def rotate(self, x, pos, is_key=False):
+    def rotate(self, x, ctx, key=False):
         return x
 
     def score_bias(self, h, q, k):
         return None
 
+    def attend(self, q, k, v, ctx, layer):
+        return None
+
     def dense_bias(self, q_pos, k_pos):
         """(H, Tq, Tk) score_bias at every head, query and key, or None (for a dense caller)."""
-        if type(self).score_bias is PositionalEncoding.score_bias:
+        if not self.overrides("score_bias"):
             return None
         h = torch.arange(self.n_head, device=q_pos.device)[:, None, None]
         return self.score_bias(h, q_pos[:, None], k_pos[None, :])
-
-    def attention_logits(self, q, k, ctx, layer):
-        return None
-
-    def attention_values(self, probs, ctx, layer):
-        return None
 
     def method_label(self):
         """The length-extension method in use, for reports ('yarn x4', 'rerope w32'); '' for none."""

@@ -59,7 +59,6 @@ class CoPE(PositionalEncoding):
     name = "cope"
     ordered_keys = True   # counts run over the keys in position order
     Settings = CoPESettings
-    scores_by_query_block = True
 
     def __init__(self, n_layer: int, head_dim: int, max_position: int):
         super().__init__()
@@ -70,7 +69,10 @@ class CoPE(PositionalEncoding):
     def from_config(cls, cfg, s):
         return cls(cfg.n_layer, cfg.n_embd // cfg.n_head, s.cope_max_position or cfg.block_size)
 
-    def attention_logits(self, q, k, ctx, layer):
+    def attend(self, q, k, v, ctx, layer):
+        return ctx.softmax(self.logits(q, k, ctx, layer), v)[0]
+
+    def logits(self, q, k, ctx, layer):
         scale = 1.0 / math.sqrt(q.shape[-1])
         s = (q @ k.transpose(-1, -2)) * scale                                   # (B, H, Tq, Tk)
         seen = ctx.visible()                                                    # (Tq, Tk): window, documents

@@ -14,9 +14,9 @@ w ~ N(0, 0.02); our choice of initialisation, not the paper's). The model's only
 of order is the causal mask plus these gates, so the scores depend on content, never on
 absolute positions: shifting every position changes nothing.
 
-Interface: the gates need the layer input, which the encoding sees through layer_input(x, ctx,
-layer) (base.py), handing c to attention_logits through the forward's ctx.scratch; the logits
-are formed in attention_logits (the explicit-softmax path: the decay is per batch row).
+Interface: the gates need the layer input, which the model sets on the forward's ctx (ctx.x) before
+each layer attends; c is computed once per forward and layer (ctx.once) and the logits are formed
+in attend (the explicit-softmax path: the decay is per batch row).
 With documents (ctx.doc), the sums start over at each document, so a document's logits do not
 depend, even by rounding, on the documents before it.
 
@@ -38,23 +38,19 @@ from .base import PositionalEncoding
 
 class FoX(PositionalEncoding):
     name = "fox"
-    scores_by_query_block = True
 
     def __init__(self, n_layer: int, n_head: int, n_embd: int):
         super().__init__()
         self.weight = nn.Parameter(torch.randn(n_layer, n_head, n_embd) * 0.02)     # w: (L, H, C)
         m = alibi_slopes(n_head).double()
         self.bias = nn.Parameter((-m - torch.log1p(-torch.exp(-m))).float().repeat(n_layer, 1))  # b: (L, H)
-        self.n_positions = 0
 
     @classmethod
     def from_config(cls, cfg, s):
         return cls(cfg.n_layer, cfg.n_head, cfg.n_embd)
 
-    def set_length(self, n_positions):
-        self.n_positions = n_positions
-
-    def layer_input(self, x, ctx, layer):
+    def sums_of(self, x, ctx, layer):
+        """(c, c_k): the cumulative log gates of the queries (B, H, T) and of the keys (B, H, Tk)."""
         with torch.autocast(x.device.type, enabled=False):  # gates and their sums in float32
             logit = F.linear(x.float(), self.weight[layer], self.bias[layer])          # (B, T, H)
         log_f = F.logsigmoid(logit).transpose(1, 2)                                   # (B, H, T)
@@ -65,26 +61,30 @@ class FoX(PositionalEncoding):
             c = torch.cat([part.cumsum(-1) for part in log_f.split(counts, -1)], -1)
         c_k, cache = c, ctx.cache
         if cache is not None:
-            sums = self.sums(cache, layer, c)                                         # (B, H, n): c by position
+            sums = self.sums(cache, layer, c, ctx.n_positions)                       # (B, H, n): c by position
             pos = ctx.q_pos
             c = c + sums.index_select(-1, (pos[:1] - 1).clamp(min=0)) * (pos[:1] > 0)  # continued; 0 at the start
             sums.index_copy_(-1, pos, c.detach())
             c_k = sums.index_select(-1, ctx.k_pos.clamp(max=sums.shape[-1] - 1))   # empty slots: masked anyway
-        ctx.scratch[(id(self), layer)] = (c, c_k)
+        return c, c_k
 
-    def sums(self, cache, layer, c):
+    def sums(self, cache, layer, c, n):
         """The cache's c by position for this layer, (B, H, n) for the n positions in play."""
-        sums = cache.state(self, layer, lambda: c.new_zeros(*c.shape[:2], self.n_positions))
-        if sums.shape[-1] < self.n_positions:  # a reference generation past it: grown by doubling
-            grown = sums.new_zeros(*sums.shape[:2], max(self.n_positions, 2 * sums.shape[-1]))
+        sums = cache.state(self, layer, lambda: c.new_zeros(*c.shape[:2], n))
+        if sums.shape[-1] < n:  # a reference generation past it: grown by doubling
+            grown = sums.new_zeros(*sums.shape[:2], max(n, 2 * sums.shape[-1]))
             grown[..., :sums.shape[-1]] = sums
             sums = cache.states[(id(self), layer)] = grown
         return sums
 
-    def attention_logits(self, q, k, ctx, layer):
+    def attend(self, q, k, v, ctx, layer):
+        return ctx.softmax(self.logits(q, k, ctx, layer), v)[0]
+
+    def logits(self, q, k, ctx, layer):
+        """The gates read the layer input ctx.x once per forward and layer (every query block shares them)."""
         B, H, Tq, D = q.shape
         Tk = k.shape[2]
-        c, c_k = ctx.scratch[(id(self), layer)]
+        c, c_k = ctx.once((id(self), layer), lambda: self.sums_of(ctx.x, ctx, layer))
         decay = c[..., ctx.rows, None] - c_k[..., None, :Tk]                           # (B, H, Tq, Tk), float32
         if q.dtype != decay.dtype:  # bfloat16/float16: the decay stays float32, added after the product
             return (q @ k.transpose(-1, -2)) / math.sqrt(D) + decay

@@ -18,7 +18,7 @@ class Learned(PositionalEncoding):
 
     def __init__(self, n_positions: int, n_embd: int):
         super().__init__()
-        self.max_positions = n_positions
+        self.max_positions, self.n_embd = n_positions, n_embd
         self.wpe = nn.Embedding(n_positions, n_embd)
         nn.init.normal_(self.wpe.weight, mean=0.0, std=0.02)
 
@@ -26,5 +26,5 @@ class Learned(PositionalEncoding):
     def from_config(cls, cfg, s):
         return cls(cfg.max_position or cfg.block_size, cfg.n_embd)   # a table for every position trained on
 
-    def embed(self, pos):
-        return self.wpe(pos)  # (T, C)
+    def embed(self, x, ctx):
+        return x + self.wpe(ctx.q_pos)  # (B, T, C) + (T, C)

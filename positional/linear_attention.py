@@ -19,7 +19,7 @@ matrix, and time and memory linear in T. With a cache, the sums after the last t
 are all that is kept (LinearAttentionCache below), so decoding costs O(1) time and
 memory per token whatever the length.
 
-Encodings that act on the (Tq, Tk) score matrix (score_bias, attention_logits; their
+Encodings that act on the (Tq, Tk) score matrix (score_bias, attend; their
 needs_score_matrix capability) cannot work here, and GPT refuses them at construction.
 """
 import torch
@@ -34,8 +34,8 @@ def feature_map(x):
     return F.elu(x) + 1.0
 
 
-def causal_linear_attention(q, k, v, pe, pos, state=None, chunk=CHUNK):
-    """q, k, v: (B, H, T, D) projections at positions pos (T,); state: (S, z) summing
+def causal_linear_attention(q, k, v, pe, ctx, state=None, chunk=CHUNK):
+    """q, k, v: (B, H, T, D) projections at positions ctx.q_pos (T,); state: (S, z) summing
     the earlier tokens, or None. Returns y (B, H, T, D) and the state after the last token.
 
     Chunkwise prefix sums: inside a chunk of `chunk` tokens the causal sums are a small
@@ -43,7 +43,7 @@ def causal_linear_attention(q, k, v, pe, pos, state=None, chunk=CHUNK):
     the pure recurrence, chunk >= T the quadratic form; all give the same y."""
     B, H, T, D = q.shape
     fq, fk = feature_map(q), feature_map(k)                                # (B, H, T, D), > 0
-    rq, rk = pe.rotate(fq, pos), pe.rotate(fk, pos, is_key=True)
+    rq, rk = pe.rotate(fq, ctx), pe.rotate(fk, ctx, key=True)
     S, z = state if state is not None else (q.new_zeros(B, H, D, D), q.new_zeros(B, H, D))
     out = []
     for s in range(0, T, chunk):
@@ -73,7 +73,7 @@ class LinearSelfAttention(nn.Module):
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
         state = cache.read(self.layer) if cache is not None else None       # (S, z) or None
-        y, (S, z) = causal_linear_attention(q, k, v, pe, plan.q_pos, state)
+        y, (S, z) = causal_linear_attention(q, k, v, pe, plan, state)
         if cache is not None:
             cache.write(self.layer, S, z)
         y = y.transpose(1, 2).contiguous().view(B, T, C)                    # (B, T, C)

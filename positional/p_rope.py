@@ -58,6 +58,6 @@ class PRoPE(RoPE):
     def from_config(cls, cfg, s, scaling=None):
         return cls(cfg.n_embd // cfg.n_head, s.p_rope_fraction, s.rope_base, scaling)
 
-    def angles(self, positions):
+    def angles(self, positions, inv_freq):
         """(T, D/2) float64 angles m * theta_i, zero for the removed frequencies."""
-        return super().angles(positions) * self.keep
+        return super().angles(positions, inv_freq) * self.keep

@@ -8,7 +8,7 @@ encodings, loads trained checkpoints and is the command line:
 
 Every number drawn is computed by a small pure function here (tested in tests/test_plot.py);
 the draw_* functions only lay them out. The encodings are asked through their hooks
-(embed / rotate / score_bias / attention_logits), never by name, so a new encoding in
+(embed / rotate / score_bias / attend), never by name, so a new encoding in
 positional.REGISTRY shows up in the pictures without a change here.
 """
 import math
@@ -21,7 +21,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from . import rope_scaling  # noqa: E402
-from .base import Ctx, PositionalEncoding  # noqa: E402
+from .base import Ctx  # noqa: E402
+from .fox import FoX  # noqa: E402
 from .rope import rope_inv_freq  # noqa: E402
 
 ROPE_METHODS = ("linear", "ntk", "yarn")  # extension methods drawn by draw_rope_angles
@@ -47,21 +48,21 @@ def expected_logits(pe, n_distances, head_dim):
     Each head sees x plus its slice of the position embedding e (identity projections):
 
         E[ f(x + e_L, x + e_{L-m}) ] = E[f(x, x)] + mean_h f(e_L,h, e_{L-m},h)
-        f(q, k) = <rotate(q), rotate(k)> / sqrt(D)   (or the encoding's attention_logits)
+        f(q, k) = <rotate(q), rotate(k)> / sqrt(D)   (or the logits of an encoding that forms them)
 
     plus mean_h bias_h(L, L-m). f is at most quadratic in x, so E[f(x, x)] is exact from
     the 2D vectors +-sqrt(D) u_b (u_b the unit basis): their mean is 0 and their covariance
     I, so averaging f over them gives tr(M) + c for f = x^T M x + (linear) + c, no sampling.
-    The split of the embedding term assumes f bilinear (true without attention_logits).
+    The split of the embedding term assumes f bilinear (true for q.k).
     Returns (n_distances,) float32, index m = distance."""
     L = n_distances - 1
-    pe.set_length(n_distances)
     q_pos, k_pos = torch.tensor([L]), torch.arange(n_distances)
 
     def f(q, k):                                                   # (B, H, 1, D), (B, H, n, D) -> (B, H', 1, n)
-        q, k = pe.rotate(q, q_pos), pe.rotate(k, k_pos, is_key=True)
-        logits = pe.attention_logits(q, k, Ctx(q_pos, k_pos), 0)
-        return logits if logits is not None else (q @ k.transpose(-1, -2)) / math.sqrt(head_dim)
+        q, k = pe.rotate(q, Ctx(q_pos, q_pos)), pe.rotate(k, Ctx(k_pos, k_pos), key=True)
+        if pe.overrides("attend"):
+            return pe.logits(q, k, Ctx(q_pos, k_pos), 0)
+        return (q @ k.transpose(-1, -2)) / math.sqrt(head_dim)
 
     with torch.no_grad():
         basis = torch.eye(head_dim) * math.sqrt(head_dim)
@@ -69,8 +70,9 @@ def expected_logits(pe, n_distances, head_dim):
         score = torch.zeros(n_distances)
         for chunk in x.split(32):                                              # bounds memory at long lengths
             score += f(chunk, chunk.expand(-1, 1, n_distances, head_dim)).sum(0).mean(0)[0] / len(x)
-        e_q, e_k = pe.embed(q_pos), pe.embed(k_pos)                            # (1, C), (n, C) or None
+        e_k = position_table(pe, n_distances)                                 # (n, C) or None
         if e_k is not None:
+            e_q = e_k[-1:]                                                     # (1, C)
             H = e_k.shape[-1] // head_dim
             a = e_q.view(1, H, head_dim)[:, :, None, :]                        # (1, H, 1, D)
             b = e_k.view(n_distances, H, head_dim).transpose(0, 1)[None]       # (1, H, n, D)
@@ -83,7 +85,6 @@ def expected_logits(pe, n_distances, head_dim):
 
 def bias_by_distance(pe, n_distances):
     """(H, n_distances) score bias of each head for a key m = 0 .. n-1 positions back, or None."""
-    pe.set_length(n_distances)
     with torch.no_grad():
         bias = pe.dense_bias(torch.tensor([n_distances - 1]), torch.arange(n_distances))  # (H, 1, n)
     return None if bias is None else bias[:, 0].flip(-1).float()
@@ -91,10 +92,12 @@ def bias_by_distance(pe, n_distances):
 
 def position_table(pe, n_positions):
     """(n_positions, C) what the encoding adds to the token embeddings at 0 .. n-1, or None."""
-    pe.set_length(n_positions)
+    if not pe.overrides("embed"):
+        return None
+    pos = torch.arange(n_positions)
     with torch.no_grad():
-        e = pe.embed(torch.arange(n_positions))
-    return None if e is None else e.float()
+        x = torch.zeros(1, n_positions, pe.n_embd)
+        return pe.embed(x, Ctx(pos, pos))[0].float()                            # what an additive encoding adds
 
 
 def cosine_similarity_matrix(table):
@@ -138,11 +141,10 @@ def draw_rope_decay(path, head_dim=128, length=1024, bases=(1e4, 1e5, 1e6)):
 def draw_expected_logits(path, encodings, length=1024):
     """encodings: {label: (PositionalEncoding, head_dim)}. Drawn relative to distance 0,
     so that heads of different widths (sqrt(D) at distance 0) share one axis. Encodings whose
-    scores read the layer input (layer_input overridden: FoX's gates) have no logit without
-    that input and are left out."""
+    scores read the layer input (FoX's gates) have no logit without that input and are left out."""
     fig, ax = plt.subplots(figsize=(8.5, 4.5))
     for label, (pe, head_dim) in encodings.items():
-        if type(pe).layer_input is not PositionalEncoding.layer_input:
+        if isinstance(pe, FoX):
             continue
         curve = expected_logits(pe, length, head_dim)
         ax.plot((curve - curve[0]).numpy(), label=f"{label}, D={head_dim}", lw=1)

@@ -10,7 +10,7 @@ larger than in training:
               = w + (i - j - w) / k          Leaky ReRoPE,  if i - j >= w
 
 A capped relative position is not a rotation of q and k separately, so the scores are
-built twice and merged (attention_logits):
+built twice and merged (logits, in attend):
 
     s1 = R(i) q . R(j) k                                 exact part
     s2 = R(w) q . k                                      ReRoPE: every far key at distance w
@@ -74,9 +74,6 @@ def rerope_logits(rope, q, k, q_pos, k_pos, window, leak=None):
 class ReRoPE(RoPE):
     name = "rerope"
     Settings = ReRoPESettings
-    supports_rope_scaling = False     # frequencies unchanged; it is itself the extension method
-    cache_rotated_keys = False        # keys cached raw: attention_logits rotates them twice
-    needs_score_matrix = True
 
     def __init__(self, head_dim, rotary_fraction=1.0, base=10000.0, window=1, leak=None):
         super().__init__(head_dim, rotary_fraction, base)
@@ -90,11 +87,14 @@ class ReRoPE(RoPE):
     def method_label(self):
         return f"{self.name} w{self.window}" + (f" k{self.leak:g}" if self.leak else "")
 
-    def rotate(self, x, pos, is_key=False):
-        return x   # rotated inside attention_logits
+    def rotate(self, x, ctx, key=False):
+        return x   # keys cached raw, rotated twice inside logits()
 
-    def attention_logits(self, q, k, ctx, layer):
+    def logits(self, q, k, ctx, layer):
         return rerope_logits(self, q, k, ctx.q_pos, ctx.k_pos, self.window, self.leak)
+
+    def attend(self, q, k, v, ctx, layer):
+        return ctx.softmax(self.logits(q, k, ctx, layer), v)[0]
 
 
 class LeakyReRoPE(ReRoPE):

@@ -39,6 +39,6 @@ def resonance(inv_freq):
 class ResonanceRoPE(RoPE):
     name = "resonance_rope"
 
-    def angles(self, positions):
+    def angles(self, positions, inv_freq):
         """(T, r/2) float64 angles m * theta'_i, theta' the rounded frequencies."""
-        return positions.to(torch.float64)[:, None] * resonance(self.inv_freq.to(torch.float64))
+        return positions.to(torch.float64)[:, None] * resonance(inv_freq.to(torch.float64))

@@ -15,10 +15,9 @@ rotary, as GPT-NeoX's rotary_pct: the frequencies are computed over the rotated 
 the other channels carry no position). Angles are computed in float32 (float64 for the
 tables) and cast at the end; never complex numbers. Keys are cached after rotation
 (cheap), except when the frequencies depend on the current length (dynamic NTK).
-At inference (no gradient) the rotation is x * mul + x[partner] * add, with mul, add rows of
-one precomputed (n, 4, D) table (queries and keys: xPos's scales are in it), gathered once
-per forward for every layer (prepare): three elementwise ops per rotation, no table work
-per step. Training keeps the custom autograd rotation (_Rotate).
+At inference (no gradient) the rotation is x * mul + x[partner] * add, with mul, add rows
+computed once per forward from the positions for every layer (ctx.once; xPos's scales are in
+them): three elementwise ops per rotation. Training keeps the custom autograd rotation (_Rotate).
 
 Length extension (positional/rope_scaling/, one file per method): `scaling` is a pair
 (method name, its settings); the method changes the frequencies and may add an attention
@@ -103,35 +102,20 @@ def rotate_half_split(x, cos, sin):
 class RoPE(PositionalEncoding):
     name = "rope"
     Settings = RoPESettings
-    supports_rope_scaling = True
 
     def __init__(self, head_dim: int, rotary_fraction: float = 1.0, base: float = 10000.0, scaling=None):
         super().__init__()
         self.rotary_dim = int(round(head_dim * rotary_fraction))   # checked by RoPESettings.check
         self.base, self.head_dim = base, head_dim
         self.kind, self.scaling = scaling if scaling else (None, None)   # (method name, settings)
-        self.length_dependent = bool(self.kind) and self.scaling.length_dependent
+        self.length_dependent = bool(self.kind) and self.scaling.length_dependent   # dynamic: re-rotate keys
         inv, self.attention_scale = rope_inv_freq(self.rotary_dim, base, self.kind, self.scaling)
         self.register_buffer("inv_freq", inv, persistent=False)
-        self.freq_len = 0   # the length the current frequencies were computed for (dynamic)
-        self.n_cached = 0
-        self.register_buffer("cos", torch.empty(0, self.rotary_dim // 2), persistent=False)
-        self.register_buffer("sin", torch.empty(0, self.rotary_dim // 2), persistent=False)
-        self.register_buffer("rows", torch.empty(0, 4, head_dim), persistent=False)   # see grown()
         r2 = self.rotary_dim // 2                       # channel j's partner: j + r2, j - r2, or itself
         perm = torch.cat([torch.arange(r2, 2 * r2), torch.arange(r2), torch.arange(2 * r2, head_dim)])
         self.register_buffer("partner", perm, persistent=False)
         # P[partner[j], j] = 1: with it, a row's (mul, add) become the rotation matrix of one position
         self.register_buffer("partner_onehot", torch.eye(head_dim)[perm].T.contiguous(), persistent=False)
-        self.at = None   # (pos, q mul, q add, k mul, k add) of this forward, or (pos, q M, k M) at one position: prepare()
-
-    @property
-    def cache_rotated_keys(self):
-        return not self.length_dependent   # dynamic NTK: angles change with the length, re-rotate
-
-    @property
-    def static_decoding(self):
-        return not self.length_dependent   # dynamic NTK: the tables change with the length
 
     @classmethod
     def from_config(cls, cfg, s, scaling=None):
@@ -140,76 +124,52 @@ class RoPE(PositionalEncoding):
     def method_label(self):
         return rope_scaling.label(self.kind, self.scaling) if self.kind else ""
 
-    def angles(self, positions):
+    def angles(self, positions, inv_freq):
         """(T, r/2) float64 angles m * theta_j."""
-        return positions.to(torch.float64)[:, None] * self.inv_freq.to(torch.float64)
+        return positions.to(torch.float64)[:, None] * inv_freq.to(torch.float64)
 
-    def set_length(self, n_positions):
-        if self.length_dependent:  # dynamic: frequencies follow the length past the original one
-            n_freq = max(n_positions, self.scaling.rope_original_max_position)
-            if n_freq != self.freq_len:
-                inv, self.attention_scale = rope_inv_freq(self.rotary_dim, self.base, self.kind, self.scaling, n_freq)
-                self.inv_freq, self.freq_len, self.n_cached = inv.to(self.inv_freq.device), n_freq, 0
-        if n_positions > self.n_cached:  # tables grow on the host, never inside rotate
-            n = max(n_positions, 2 * self.n_cached)
-            a = self.angles(torch.arange(n, device=self.inv_freq.device))
-            self.cos, self.sin = self._scaled(a.cos()), self._scaled(a.sin())
-            self.n_cached = n
-            self.grown()
+    def frequencies(self, ctx):
+        """(inv_freq, attention_scale) of this forward: fixed, or (dynamic) those of the positions in play."""
+        if not self.length_dependent:
+            return self.inv_freq, self.attention_scale
+        n = max(ctx.n_positions, self.scaling.rope_original_max_position)
+        inv, scale = rope_inv_freq(self.rotary_dim, self.base, self.kind, self.scaling, n)
+        return inv.to(self.inv_freq.device), scale
 
-    def grown(self):
-        """The tables grew: rebuild the rows of the inference rotation, (n, 4, D): at every position,
-        for queries then keys, a multiplier [cos, cos, 1] and an addend factor [-sin, sin, 0] over
-        the channels, so rotating is x * mul + x[partner] * add: one gather of a row, three
-        elementwise ops, the same work at any position."""
-        pos = torch.arange(self.n_cached, device=self.inv_freq.device)
-        rest = self.head_dim - self.rotary_dim
-        rows = []
-        for is_key in (False, True):
-            cos, sin = self.tables(pos, is_key)                                   # (n, r/2) each
-            mul = torch.cat([cos, cos, torch.ones(len(pos), rest, device=pos.device)], -1)
-            add = torch.cat([-sin, sin, torch.zeros(len(pos), rest, device=pos.device)], -1)
-            rows += [mul, add]
-        self.rows = torch.stack(rows, 1)                                           # (n, 4, D)
+    def tables(self, pos, key, ctx):
+        """(cos, sin) at positions pos (T,), (T, r/2) float32 each, the attention scale folded in."""
+        inv, scale = self.frequencies(ctx)
+        a = self.angles(pos, inv)
+        return (a.cos() * scale).float(), (a.sin() * scale).float()
 
-    def _scaled(self, table):
-        return (table * self.attention_scale).float()
+    def rows(self, pos, key, ctx):
+        """(T, 2, D) rows of the inference rotation: a multiplier [cos, cos, 1] and an addend factor
+        [-sin, sin, 0] over the channels, so rotating is x * mul + x[partner] * add (three elementwise ops)."""
+        cos, sin = self.tables(pos, key, ctx)
+        rest = torch.ones(len(pos), self.head_dim - self.rotary_dim, device=pos.device)
+        return torch.stack([torch.cat([cos, cos, rest], -1), torch.cat([-sin, sin, rest * 0], -1)], 1)
 
-    def tables(self, pos, is_key):
-        return self.cos[pos], self.sin[pos]                      # (T, r/2) each
+    def matrix(self, pos, key, ctx):
+        """The rotation at one position as a matrix, RoFormer's R_{Theta,m} (eq. 15):
+        M[i, j] = mul_j [i = j] + add_j [i = partner(j)], so rotating x is one product x @ M. For an
+        eager decode step; under torch.compile the elementwise form stays: inductor fuses it, and the
+        product was slower there (measured: section 10 of benchmarks/cpu-2core-quiet.md)."""
+        mul, add = self.rows(pos, key, ctx)[0]                                     # (D,) each
+        return torch.diag_embed(mul) + self.partner_onehot * add[None, :]          # (D, D)
 
-    def prepare(self, pos):
-        """At inference, gather the rows of this forward's positions once, for every layer's q and k.
-        A single position (an eager decode step) gets its rotation as a matrix, RoFormer's R_{Theta,m}
-        (eq. 15): M[i, j] = mul_j [i = j] + add_j [i = partner(j)], so rotating x is one product x @ M
-        instead of three elementwise ops per q and per k in every layer. Under torch.compile the
-        elementwise form stays: inductor fuses it, and the product was slower there (measured:
-        section 10 of benchmarks/cpu-2core-quiet.md)."""
-        self.at = None
-        if not torch.is_grad_enabled():
-            rows = self.rows[pos]                                                  # (T, 4, D)
-            if len(pos) == 1 and not torch.compiler.is_compiling():
-                mul, add = rows[0, 0::2], rows[0, 1::2]                            # (2, D) each: q, k
-                m = torch.diag_embed(mul) + self.partner_onehot * add[:, None, :]              # (2, D, D)
-                self.at = (pos, *m.unbind(0))                                      # M of q, of k
-            else:
-                self.at = (pos, *rows.unbind(1))                                   # 4 x (T, D)
-
-    def rotate(self, x, pos, is_key=False):
-        at = self.at
-        if at is not None and at[0] is pos:  # inference: what prepare() made for this forward's positions
-            if len(at) == 3:  # one position: x @ M, M its rotation matrix
-                m = at[1 + is_key]
-                return (x.reshape(-1, x.shape[-1]) @ (m if m.dtype == x.dtype else m.to(x.dtype))).view(x.shape)
-            mul, add = at[3:] if is_key else at[1:3]
-        elif x.requires_grad:  # training: the custom autograd rotation, which saves only the tables
-            cos, sin = self.tables(pos, is_key)
+    def rotate(self, x, ctx, key=False):
+        """Tables are computed once per forward for every layer (ctx.once), from the positions."""
+        pos = ctx.k_pos if key and self.length_dependent else ctx.q_pos
+        if x.requires_grad:  # training: the custom autograd rotation, which saves only the tables
+            cos, sin = ctx.once((id(self), key, "tables"), lambda: self.tables(pos, key, ctx))
             return rotate_half_split(x, cos, sin)
-        else:  # other positions (keys cached raw): gather them here
-            mul, add = self.rows[pos, 2 * is_key:2 * is_key + 2].unbind(1)       # (T, D) each
+        if len(pos) == 1 and not torch.compiler.is_compiling():  # one position: x @ M
+            m = ctx.once((id(self), key, "matrix"), lambda: self.matrix(pos, key, ctx))
+            return (x.reshape(-1, x.shape[-1]) @ m.to(x.dtype)).view(x.shape)
+        mul, add = ctx.once((id(self), key, "rows"), lambda: self.rows(pos, key, ctx)).unbind(1)   # (T, D) each
         return torch.addcmul(x * mul.to(x.dtype), x.index_select(-1, self.partner), add.to(x.dtype))
 
     def rotate_at(self, x, positions):
         """Rotate x (B, H, T, D) at any, possibly fractional, positions (T,), without tables."""
-        a = self.angles(positions)
-        return rotate_half_split(x, self._scaled(a.cos()), self._scaled(a.sin()))
+        a = self.angles(positions, self.inv_freq)
+        return rotate_half_split(x, (a.cos() * self.attention_scale).float(), (a.sin() * self.attention_scale).float())

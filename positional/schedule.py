@@ -1,5 +1,5 @@
 """Per-layer schedules: which positional encoding and which attention window each layer has,
-built and checked in one place (GPT.__init__ and config.py both call build_layers).
+checked in one place (check_layers: config.py calls it, GPT.__init__ through build_layers).
 
 Two model keys, each a comma pattern repeated over the n_layer layers (and cut at n_layer,
 as Gemma 3's 5:1 pattern over 26 or 62 layers); "" gives every layer pos_encoding / window:
@@ -20,7 +20,6 @@ any layer, so it cannot be given to some layers only.
 from typing import NamedTuple
 
 import positional
-from positional.base import PositionalEncoding
 
 ATTENTIONS = ("softmax", "linear")
 
@@ -77,15 +76,15 @@ def check_shape(cfg, windows):
                          f"got {cfg.norm!r}, {cfg.mlp!r}, {cfg.mlp_hidden}")
 
 
-def check_linear(cfg, encodings, windows):
+def check_linear(cfg, chosen, windows):
     """Linear attention never forms the score matrix and sums keys once: what it refuses."""
-    for pe in encodings.values():
-        if pe.needs_score_matrix:
+    for cls, _, scaling in chosen.values():
+        if cls.needs_score_matrix:
             ok = ", ".join(n for n, c in positional.REGISTRY.items() if not c.needs_score_matrix)
-            raise ValueError(f"the {pe.name} encoding acts on the attention score matrix, which linear attention "
+            raise ValueError(f"the {cls.name} encoding acts on the attention score matrix, which linear attention "
                              f"never forms; use one of {ok}, or attention=softmax")
-        if not pe.cache_rotated_keys:
-            raise ValueError(f"the {pe.name} encoding re-rotates cached keys, which linear attention's running "
+        if scaling is not None and scaling[1].length_dependent:
+            raise ValueError(f"the {cls.name} encoding re-rotates cached keys, which linear attention's running "
                              f"sums cannot; drop its rope_scaling or use attention=softmax")
     if any(windows):
         raise ValueError("linear attention has no window; set window=0 (or attention=softmax)")
@@ -97,22 +96,28 @@ def check_linear(cfg, encodings, windows):
                          "attention=softmax")
 
 
-def build_layers(cfg):
-    """(schedule: [Layer] per layer, {name: encoding}, the main one first): the one place a model
-    config is validated (config.py and GPT both call it). One-line ValueError."""
+def check_layers(cfg):
+    """(schedule: [Layer] per layer, {name: (class, settings, scaling)}, the main one first): the one
+    place a model config is validated, nothing built (config.py calls it; GPT through build_layers).
+    One-line ValueError."""
     schedule = layer_schedule(cfg)
     windows = [layer.window for layer in schedule]
     check_shape(cfg, windows)
-    encodings = {}
-    for name in positional.encodings_in_play(cfg.pos_encoding, cfg.layer_encodings):
-        encodings[name] = positional.build(cfg, name)
-        embeds = type(encodings[name]).embed is not PositionalEncoding.embed
-        if embeds and any(layer.encoding != name for layer in schedule):
+    chosen = {name: positional.chosen(cfg, name) for name in positional.encodings_in_play(cfg.pos_encoding,
+                                                                                          cfg.layer_encodings)}
+    for name, (cls, _, _) in chosen.items():
+        if cls.overrides("embed") and any(layer.encoding != name for layer in schedule):
             raise ValueError(f"the {name} encoding acts on the token embeddings, before any layer, so it cannot "
                              f"be given to some layers only; use it for every layer or not at all")
     if cfg.attention == "linear":
-        check_linear(cfg, encodings, windows)
-    return schedule, encodings
+        check_linear(cfg, chosen, windows)
+    return schedule, chosen
+
+
+def build_layers(cfg):
+    """(schedule: [Layer] per layer, {name: encoding}, the main one first), checked (check_layers)."""
+    schedule, chosen = check_layers(cfg)
+    return schedule, {name: positional.make(cfg, *c) for name, c in chosen.items()}
 
 
 def pattern_label(schedule):

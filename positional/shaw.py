@@ -44,7 +44,6 @@ class ShawSettings(Settings):
 class Shaw(PositionalEncoding):
     name = "shaw"
     Settings = ShawSettings
-    scores_by_query_block = True
 
     def __init__(self, n_layer: int, head_dim: int, max_distance: int = 16, values: bool = True):
         super().__init__()
@@ -70,7 +69,11 @@ class Shaw(PositionalEncoding):
             return None
         return F.one_hot(self.distances(q_pos, k_pos), self.max_distance + 1).to(dtype)
 
-    def attention_logits(self, q, k, ctx, layer):
+    def attend(self, q, k, v, ctx, layer):
+        y, probs = ctx.softmax(self.logits(q, k, ctx, layer), v)
+        return y if self.value_emb is None else y + self.values(probs, ctx, layer)
+
+    def logits(self, q, k, ctx, layer):
         q_pos, k_pos = ctx.q_pos, ctx.k_pos
         B, H, Tq, D = q.shape
         Tk, scale = k.shape[2], 1.0 / math.sqrt(D)
@@ -84,9 +87,8 @@ class Shaw(PositionalEncoding):
                                k.reshape(B * H, Tk, D).transpose(1, 2), beta=scale, alpha=scale)
         return scores.view(B, H, Tq, Tk)                                     # (q.k + q.w^K[d]) / sqrt(D)
 
-    def attention_values(self, probs, ctx, layer):
-        if self.value_emb is None:
-            return None
+    def values(self, probs, ctx, layer):
+        """sum_j p_ij w^V[d_ij]: (B, H, Tq, D)."""
         q_pos, k_pos = ctx.q_pos, ctx.k_pos
         B, H = probs.shape[:2]
         e = self.one_hot(q_pos, k_pos, B * H, probs.dtype)

@@ -25,9 +25,9 @@ def sinusoidal_table(n_positions: int, dim: int, base: float = 10000.0, position
     if positions is None:
         positions = torch.arange(n_positions)
     pos = positions.to(torch.float64)[:, None]                                # (T, 1)
-    inv = base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)       # (ceil(dim/2),)
+    inv = base ** (-torch.arange(0, dim, 2, dtype=torch.float64, device=pos.device) / dim)   # (ceil(dim/2),)
     angles = pos * inv                                                        # (T, ceil(dim/2))
-    table = torch.empty(len(positions), 2 * inv.numel(), dtype=torch.float64)
+    table = torch.empty(len(positions), 2 * inv.numel(), dtype=torch.float64, device=pos.device)
     table[:, 0::2] = torch.sin(angles)
     table[:, 1::2] = torch.cos(angles)
     return table[:, :dim].float()
@@ -39,17 +39,11 @@ class Sinusoidal(PositionalEncoding):
     def __init__(self, n_embd: int, base: float = 10000.0):
         super().__init__()
         self.n_embd, self.base = n_embd, base
-        self.register_buffer("table", sinusoidal_table(0, n_embd, base), persistent=False)
         self.register_buffer("gain", torch.tensor(0.02 * math.sqrt(2.0)), persistent=False)
 
     @classmethod
     def from_config(cls, cfg, s):
         return cls(cfg.n_embd)
 
-    def set_length(self, n_positions):
-        if n_positions > len(self.table):  # grow the cached table (on the host, once per forward)
-            n = max(n_positions, 2 * len(self.table))
-            self.table = sinusoidal_table(n, self.n_embd, self.base).to(self.table.device)
-
-    def embed(self, pos):
-        return self.gain * self.table[pos]  # (T, C)
+    def embed(self, x, ctx):  # the rows of this forward's positions, computed (no table kept)
+        return x + self.gain * sinusoidal_table(0, self.n_embd, self.base, positions=ctx.q_pos)  # (B, T, C) + (T, C)

@@ -46,7 +46,6 @@ def queries_at_the_end(q_pos, k_pos):
 
 class TransformerXL(PositionalEncoding):
     name = "transformer_xl"
-    scores_by_query_block = True
 
     def __init__(self, n_layer: int, n_head: int, n_embd: int):
         super().__init__()
@@ -54,33 +53,27 @@ class TransformerXL(PositionalEncoding):
         self.w_r = nn.Parameter(torch.randn(n_layer, n_embd, n_embd) * 0.02)   # (L, C, C): r = R @ W_R
         self.u = nn.Parameter(torch.randn(n_head, n_embd // n_head) * 0.02)   # (H, D) content bias
         self.v = nn.Parameter(torch.randn(n_head, n_embd // n_head) * 0.02)   # (H, D) position bias
-        self.register_buffer("table", sinusoidal_table(0, n_embd), persistent=False)   # (n, C) R_0 .. R_{n-1}
-        self.n_positions = 0
 
     @classmethod
     def from_config(cls, cfg, s):
         return cls(cfg.n_layer, cfg.n_head, cfg.n_embd)
 
-    def set_length(self, n_positions):
-        if n_positions > len(self.table):  # grown on the host, once per forward
-            n = max(n_positions, 2 * len(self.table))
-            self.table = sinusoidal_table(n, self.n_embd).to(self.table.device)
-        self.n_positions = n_positions     # distances i - j never reach it
+    def table(self, a, b):
+        """(b - a, C) R_a .. R_{b-1}."""
+        return sinusoidal_table(0, self.n_embd, positions=torch.arange(a, b, device=self.u.device))
 
     def rows(self, layer, dtype, ctx):
-        """r_d = W_R R_d for d < n_positions, (n, C): projected once per forward and layer (ctx.scratch),
-        or kept in the cache for a generation, where only new rows are projected."""
-        n, w, cache = self.n_positions, self.w_r[layer].to(dtype), ctx.cache
+        """r_d = W_R R_d for d < n_positions (distances i - j never reach it), (n, C): projected once per
+        forward and layer (ctx.once), or kept in the cache for a generation, where only new rows are projected."""
+        n, w, cache = ctx.n_positions, self.w_r[layer].to(dtype), ctx.cache
         if cache is None:
-            key = (id(self), layer)
-            if key not in ctx.scratch:
-                ctx.scratch[key] = self.table[:n].to(dtype) @ w
-            return ctx.scratch[key]
-        r = cache.state(self, layer, lambda: self.table[:n].to(dtype) @ w)
+            table = ctx.once((id(self), "table"), lambda: self.table(0, n).to(dtype))
+            return ctx.once((id(self), layer), lambda: table @ w)
+        r = cache.state(self, layer, lambda: self.table(0, n).to(dtype) @ w)
         if len(r) < n:  # a reference generation past its rows: grown by doubling
             with torch.no_grad():
-                m = min(max(n, 2 * len(r)), len(self.table))
-                r = cache.states[(id(self), layer)] = torch.cat([r, self.table[len(r):m].to(dtype) @ w])
+                more = self.table(len(r), max(n, 2 * len(r))).to(dtype) @ w
+                r = cache.states[(id(self), layer)] = torch.cat([r, more])
         return r
 
     def shifted(self, qv, r, Tk):
@@ -98,7 +91,10 @@ class TransformerXL(PositionalEncoding):
         return P.as_strided((B, H, Tq, Tk), (H * Tq * (Tk + 1), Tq * (Tk + 1), Tk, 1),
                             P.storage_offset() + Tk - 1 - (Tk - Tq))
 
-    def attention_logits(self, q, k, ctx, layer):
+    def attend(self, q, k, v, ctx, layer):
+        return ctx.softmax(self.logits(q, k, ctx, layer), v)[0]
+
+    def logits(self, q, k, ctx, layer):
         B, _, Tq, D = q.shape
         Tk = k.shape[2]
         qv = q + self.v[:, None].to(q.dtype)                                        # (B, H, Tq, D)

@@ -26,8 +26,8 @@ from .rope import RoPE, RoPESettings
 
 def xpos_scale(positions, head_dim: int, scale_base: float = 512.0) -> torch.Tensor:
     """(len(positions), head_dim // 2) query scales zeta_j^(m / scale_base); keys use 1/scale."""
-    zeta = (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim + 0.4) / 1.4
     pos = torch.as_tensor(positions).to(torch.float64)[:, None]
+    zeta = (torch.arange(0, head_dim, 2, dtype=torch.float64, device=pos.device) / head_dim + 0.4) / 1.4
     return (zeta ** (pos / scale_base)).float()
 
 
@@ -58,18 +58,13 @@ class XPos(RoPE):
         super().__init__(head_dim, rotary_fraction, base, scaling)
         self.scale_base = scale_base
         self.max_positions = max_finite_positions(scale_base)  # where float32 scales stop being finite
-        self.register_buffer("scale", torch.empty(0, self.rotary_dim // 2), persistent=False)
 
     @classmethod
     def from_config(cls, cfg, s, scaling=None):
         return cls(cfg.n_embd // cfg.n_head, s.rotary_fraction, s.rope_base, s.xpos_scale_base, scaling)
 
-    def grown(self):
-        pos = torch.arange(self.n_cached, device=self.inv_freq.device)
-        self.scale = xpos_scale(pos, self.rotary_dim, self.scale_base).to(pos.device)
-        super().grown()
-
-    def tables(self, pos, is_key):
-        s = self.scale[pos]                                      # (T, r/2)
-        s = 1.0 / s if is_key else s
-        return self.cos[pos] * s, self.sin[pos] * s
+    def tables(self, pos, key, ctx):
+        cos, sin = super().tables(pos, key, ctx)
+        s = xpos_scale(pos, self.rotary_dim, self.scale_base)                   # (T, r/2)
+        s = 1.0 / s if key else s
+        return cos * s, sin * s

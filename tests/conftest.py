@@ -9,6 +9,7 @@ import torch
 from data.shakespeare_char.prepare import prepare as prepare_char
 from training.config import model_config
 from model import GPT
+from positional.base import Ctx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -65,3 +66,13 @@ def tiny_run(tiny_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny_run")
     train.main([*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={out}", "--max_iters=10"])
     return out
+
+
+def rotate(pe, x, pos, key=False):
+    """pe.rotate of x (B, H, T, D) at positions pos (T,): a query, or a key rotated before it is cached."""
+    return pe.rotate(x, Ctx(pos, pos), key=key)
+
+
+def embedded(pe, pos, n_embd):
+    """(T, C) what pe.embed adds to zero token embeddings at positions pos (T,)."""
+    return pe.embed(torch.zeros(1, len(pos), n_embd), Ctx(pos, pos))[0]

@@ -50,10 +50,11 @@ def test_static_generation_draws_the_reference_tokens(name, kw):
 
 
 def test_static_path_is_taken_where_the_encodings_allow_it(monkeypatch):
-    """The capability decides, not the name: an encoding that says static_decoding = False gets the reference path."""
+    """The capability decides, not the name: a length_dependent encoding gets the reference path."""
     model = tiny_gpt("alibi")
     assert decode.Decoder(model).static
-    monkeypatch.setattr(type(model.pe), "static_decoding", False)
+    assert not decode.Decoder(tiny_gpt("rope", rope_scaling="dynamic", rope_factor=2.0)).static
+    monkeypatch.setattr(type(model.pe), "length_dependent", True)
     assert not decode.Decoder(model).static and not decode.Decoder(model, compile=True).compile
     assert not decode.Decoder(tiny_gpt("rope", attention="linear")).static
 

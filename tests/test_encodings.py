@@ -5,7 +5,7 @@ import torch
 import positional
 from model import MLP, GPTConfig
 from positional.alibi import alibi_slopes
-from tests.conftest import tiny_gpt
+from tests.conftest import embedded, rotate, tiny_gpt
 
 ALL = list(positional.REGISTRY)
 RELATIVE = ["t5", "alibi", "rope", "xpos"]
@@ -13,8 +13,7 @@ RELATIVE = ["t5", "alibi", "rope", "xpos"]
 
 def logits_between(pe, q, k, q_pos, k_pos):
     """Attention logits (B, H, Tq, Tk) as the model forms them, before the causal mask."""
-    pe.set_length(int(max(q_pos.max(), k_pos.max())) + 1)
-    s = pe.rotate(q, q_pos) @ pe.rotate(k, k_pos, is_key=True).transpose(-1, -2)
+    s = rotate(pe, q, q_pos) @ rotate(pe, k, k_pos, key=True).transpose(-1, -2)
     b = pe.dense_bias(q_pos, k_pos)
     return s if b is None else s + b
 
@@ -33,27 +32,24 @@ def test_relative_scores_invariant_to_shift(name, shift):
 @pytest.mark.parametrize("name", ["learned", "sinusoidal"])
 def test_absolute_embeddings_do_depend_on_position(name):
     pe = tiny_gpt(name).pe
-    pe.set_length(8)
-    e = pe.embed(torch.arange(8))
+    e = embedded(pe, torch.arange(8), 32)
     assert e.shape == (8, 32) and not torch.allclose(e[0], e[5])
 
 
 def test_rope_preserves_norms_and_is_identity_at_zero():
     pe = tiny_gpt("rope").pe
     x = torch.randn(2, 4, 10, 8)
-    pe.set_length(1000)
     pos = torch.arange(990, 1000)
-    torch.testing.assert_close(pe.rotate(x, pos).norm(dim=-1), x.norm(dim=-1))
-    torch.testing.assert_close(pe.rotate(x[:, :, :1], torch.tensor([0])), x[:, :, :1])
+    torch.testing.assert_close(rotate(pe, x, pos).norm(dim=-1), x.norm(dim=-1))
+    torch.testing.assert_close(rotate(pe, x[:, :, :1], torch.tensor([0])), x[:, :, :1])
 
 
 def test_rope_matches_explicit_2d_rotations():
     """Half-split pairing: channel j pairs with j + d/2 and turns by m * base^(-2j/d)."""
     pe = positional.RoPE(head_dim=4, base=100.0)
-    pe.set_length(4)
     x = torch.tensor([1.0, 2.0, 3.0, 4.0]).view(1, 1, 1, 4)
     m = 3
-    out = pe.rotate(x, torch.tensor([m])).flatten()
+    out = rotate(pe, x, torch.tensor([m])).flatten()
     want = []
     for j, theta in enumerate([1.0, 0.1]):
         a, b = x.flatten()[j], x.flatten()[j + 2]
@@ -64,9 +60,8 @@ def test_rope_matches_explicit_2d_rotations():
 
 def test_partial_rotary_leaves_the_rest_untouched():
     pe = tiny_gpt("rope", rotary_fraction=0.5).pe
-    pe.set_length(50)
     x = torch.randn(1, 4, 5, 8)
-    y = pe.rotate(x, torch.arange(40, 45))
+    y = rotate(pe, x, torch.arange(40, 45))
     assert torch.equal(y[..., 4:], x[..., 4:]) and not torch.allclose(y[..., :4], x[..., :4])
 
 
@@ -238,3 +233,45 @@ def test_block_keys_shape_the_model_as_llama_does():
         tiny_gpt("rope", n_kv_head=3)
     with pytest.raises(ValueError, match="norm must be layernorm or rmsnorm"):
         tiny_gpt("rope", norm="rms")
+
+
+# ---- no state written by a forward ------------------------------------------------------------
+VARIANTS = {**{n: (n, {}) for n in ALL}, "dynamic": ("rope", dict(rope_scaling="dynamic", rope_factor=2.0)),
+            "rerope": ("rope", dict(rope_scaling="rerope")), "rope_window": ("rope", dict(window=4, sinks=1))}
+
+
+def held(pe):
+    """Everything an encoding module holds: its plain attributes (the train/eval flag aside), and its
+    parameters' and buffers' values."""
+    plain = {k: v for m in pe.modules() for k, v in vars(m).items() if not k.startswith("_") and k != "training"}
+    tensors = {n: t.detach().clone() for n, t in [*pe.named_parameters(), *pe.named_buffers()]}
+    return plain, tensors
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("mode", ["eval", "train", "cache"])
+def test_a_forward_writes_nothing_on_the_encoding(variant, mode):
+    """What a generation keeps is the cache's: no forward (training with its backward, evaluation, a
+    prefill and cached steps, a static generation) changes an attribute, parameter or buffer of an
+    encoding, so no later call can read what an earlier one wrote."""
+    name, kw = VARIANTS[variant]
+    model = tiny_gpt(name, **kw)
+    pes = list(model.encodings.values())
+    before = [held(pe) for pe in pes]
+    idx = torch.randint(0, 40, (2, 20))
+    if mode == "train":
+        model.train()(idx, idx)[1].backward()
+    elif mode == "eval":
+        with torch.no_grad():
+            model(idx)
+    else:
+        model.setup_cache(2, 24)
+        with torch.no_grad():
+            model(idx[:, :12]), model(idx[:, 12:13])
+        model.clear_cache()
+        model.generate(idx[:, :5], 6, top_k=5, generator=torch.Generator().manual_seed(0))
+    for pe, (plain, tensors) in zip(pes, before):
+        now_plain, now_tensors = held(pe)
+        assert now_plain.keys() == plain.keys()
+        assert all(now_plain[k] is v or now_plain[k] == v for k, v in plain.items())
+        assert now_tensors.keys() == tensors.keys() and all(torch.equal(now_tensors[n], t) for n, t in tensors.items())

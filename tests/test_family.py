@@ -15,17 +15,16 @@ from positional.base import Ctx
 from positional.fire import fire_input
 from positional.kerple import kerple_bias
 from positional.sinusoidal import sinusoidal_table
-from tests.conftest import TINY_ARGS, run_py, tiny_gpt
+from tests.conftest import TINY_ARGS, rotate, run_py, tiny_gpt
 
 NEW = ["shaw", "transformer_xl", "kerple", "fire"]
 
 
 def logits(pe, q, k, q_pos, k_pos, layer=0):
     """Pre-softmax logits (B, H, Tq, Tk) as the model forms them (before the mask)."""
-    pe.set_length(int(max(q_pos.max(), k_pos.max())) + 1)
-    s = pe.attention_logits(q, k, Ctx(q_pos, k_pos), layer)
+    s = pe.logits(q, k, Ctx(q_pos, k_pos), layer) if pe.overrides("attend") else None
     if s is None:
-        s = pe.rotate(q, q_pos) @ pe.rotate(k, k_pos, is_key=True).transpose(-1, -2) / math.sqrt(q.shape[-1])
+        s = rotate(pe, q, q_pos) @ rotate(pe, k, k_pos, key=True).transpose(-1, -2) / math.sqrt(q.shape[-1])
     b = pe.dense_bias(q_pos, k_pos)
     return s if b is None else s + b
 
@@ -80,7 +79,7 @@ def test_shaw_matches_the_papers_formulas(max_distance):
         want_e, want_z = shaw_reference(q, k, v, pe.key_emb[layer], pe.value_emb[layer], q_pos, k_pos, max_distance)
         e = logits(pe, q, k, q_pos, k_pos, layer).masked_fill(~visible(q_pos, k_pos), float("-inf"))
         p = e.softmax(-1)
-        z = p @ v + pe.attention_values(p, Ctx(q_pos, k_pos), layer)
+        z = p @ v + pe.values(p, Ctx(q_pos, k_pos), layer)
         torch.testing.assert_close(e, want_e)
         torch.testing.assert_close(z, want_z, rtol=1e-5, atol=1e-5)
 
@@ -95,7 +94,10 @@ def test_shaw_full_range_gives_every_distance_its_own_vector():
 
 def test_shaw_without_values_and_its_size():
     model = tiny_gpt("shaw", shaw_values=False, shaw_max_distance=5)
-    assert model.pe.attention_values(torch.rand(1, 4, 2, 3), Ctx(torch.arange(1, 3), torch.arange(3)), 0) is None
+    q, k, v = torch.randn(1, 4, 2, 8), torch.randn(1, 4, 3, 8), torch.randn(1, 4, 3, 8)
+    ctx = Ctx(torch.arange(1, 3), torch.arange(3))
+    p = model.pe.logits(q, k, ctx, 0).masked_fill(~ctx.visible(), float("-inf")).softmax(-1)
+    torch.testing.assert_close(model.pe.attend(q, k, v, ctx, 0), p @ v)                # no value term
     assert sum(p.numel() for p in model.pe.parameters()) == 2 * 6 * 8     # layers x (k+1) x head_dim
     assert sum(p.numel() for p in tiny_gpt("shaw", shaw_max_distance=5).pe.parameters()) == 2 * 2 * 6 * 8
 
@@ -190,10 +192,14 @@ def test_needs_score_matrix_is_derived_from_the_hooks():
 
 
 # ---- linear attention ----------------------------------------------------------------------
+def at(pos):
+    return Ctx(pos, pos)
+
+
 def quadratic_linear_attention(q, k, v, pe, pos):
     """The same attention written with the explicit causal (T, T) matrices."""
     fq, fk = feature_map(q), feature_map(k)
-    num = pe.rotate(fq, pos) @ pe.rotate(fk, pos, is_key=True).transpose(-1, -2)   # (B, H, T, T)
+    num = rotate(pe, fq, pos) @ rotate(pe, fk, pos, key=True).transpose(-1, -2)   # (B, H, T, T)
     den = fq @ fk.transpose(-1, -2)
     causal = torch.tril(torch.ones(len(pos), len(pos), dtype=torch.bool))
     num, den = num * causal, den * causal
@@ -205,13 +211,12 @@ def test_linear_prefix_sums_equal_quadratic_form(name):
     pe = tiny_gpt(name).pe
     q, k, v = torch.randn(3, 2, 4, 12, 8, dtype=torch.float64).unbind(0)
     pos = torch.arange(20, 32)
-    pe.set_length(32)
     want = quadratic_linear_attention(q, k, v, pe, pos)
     for chunk in (1, 5, 64):                                                # pure recurrence, chunked, one chunk
-        y, _ = causal_linear_attention(q, k, v, pe, pos, chunk=chunk)
+        y, _ = causal_linear_attention(q, k, v, pe, at(pos), chunk=chunk)
         torch.testing.assert_close(y, want.to(y.dtype), rtol=1e-5, atol=1e-6)
-    y1, state = causal_linear_attention(q[:, :, :5], k[:, :, :5], v[:, :, :5], pe, pos[:5], chunk=3)   # two calls
-    y2, _ = causal_linear_attention(q[:, :, 5:], k[:, :, 5:], v[:, :, 5:], pe, pos[5:], state)
+    y1, state = causal_linear_attention(q[:, :, :5], k[:, :, :5], v[:, :, :5], pe, at(pos[:5]), chunk=3)   # two calls
+    y2, _ = causal_linear_attention(q[:, :, 5:], k[:, :, 5:], v[:, :, 5:], pe, at(pos[5:]), state)
     torch.testing.assert_close(torch.cat([y1, y2], 2), y, rtol=1e-5, atol=1e-6)
 
 
@@ -219,11 +224,10 @@ def test_linear_prefix_sums_equal_quadratic_form(name):
 def test_linear_rope_invariant_to_shifting_positions(name):
     pe = tiny_gpt(name).pe
     q, k, v = torch.randn(3, 2, 4, 10, 8).unbind(0)
-    pe.set_length(1100)
-    a, _ = causal_linear_attention(q, k, v, pe, torch.arange(0, 10))
-    b, _ = causal_linear_attention(q, k, v, pe, torch.arange(1000, 1010))
+    a, _ = causal_linear_attention(q, k, v, pe, at(torch.arange(0, 10)))
+    b, _ = causal_linear_attention(q, k, v, pe, at(torch.arange(1000, 1010)))
     torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
-    c, _ = causal_linear_attention(q, k.flip(2), v, pe, torch.arange(0, 10))
+    c, _ = causal_linear_attention(q, k.flip(2), v, pe, at(torch.arange(0, 10)))
     assert not torch.allclose(a, c)                                          # but order matters
 
 

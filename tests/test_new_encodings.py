@@ -15,7 +15,7 @@ from positional.alibi import alibi_slopes
 from positional.cope import CoPE, cope_positions, interpolate
 from positional.fox import FoX
 from positional.resonance import resonance
-from tests.conftest import TINY_ARGS, run_py, tiny_gpt
+from tests.conftest import TINY_ARGS, rotate, run_py, tiny_gpt
 from tests.test_window import test_bounded_cache_decodes_4x_the_window_like_a_recompute as window_cache_check
 
 NEW = ["p_rope", "resonance_rope", "fox", "cope"]
@@ -23,10 +23,9 @@ NEW = ["p_rope", "resonance_rope", "fox", "cope"]
 
 def scores(pe, q, k, q_pos, k_pos, layer=0):
     """Pre-softmax logits (B, H, Tq, Tk) as the model forms them (before the mask)."""
-    pe.set_length(int(max(q_pos.max(), k_pos.max())) + 1)
-    s = pe.attention_logits(q, k, Ctx(q_pos, k_pos), layer)
+    s = pe.logits(q, k, Ctx(q_pos, k_pos), layer) if pe.overrides("attend") else None
     if s is None:
-        s = pe.rotate(q, q_pos) @ pe.rotate(k, k_pos, is_key=True).transpose(-1, -2) / math.sqrt(q.shape[-1])
+        s = rotate(pe, q, q_pos) @ rotate(pe, k, k_pos, key=True).transpose(-1, -2) / math.sqrt(q.shape[-1])
     b = pe.dense_bias(q_pos, k_pos)
     return s if b is None else s + b
 
@@ -55,24 +54,21 @@ def test_p_rope_keeps_the_highest_frequencies_and_zeroes_the_rest():
     """D = 8, base 10^4: RoPE's theta = 1, 0.1, 0.01, 0.001; p = 0.5 keeps 1 and 0.1."""
     pe = tiny_gpt("p_rope", n_embd=16, n_head=2, p_rope_fraction=0.5).pe
     m = torch.tensor([5.0])
-    torch.testing.assert_close(pe.angles(m)[0], torch.tensor([5.0, 0.5, 0.0, 0.0], dtype=torch.float64))
-    pe.set_length(8)
+    torch.testing.assert_close(pe.angles(m, pe.inv_freq)[0], torch.tensor([5.0, 0.5, 0.0, 0.0], dtype=torch.float64))
     x = torch.arange(1.0, 9.0)
-    torch.testing.assert_close(pe.rotate(x.view(1, 1, 1, 8), torch.tensor([5])).flatten(), turn(x, [1, 0.1, 0, 0], 5))
-    y = pe.rotate(x.view(1, 1, 1, 8), torch.tensor([7])).flatten()
+    torch.testing.assert_close(rotate(pe, x.view(1, 1, 1, 8), torch.tensor([5])).flatten(), turn(x, [1, 0.1, 0, 0], 5))
+    y = rotate(pe, x.view(1, 1, 1, 8), torch.tensor([7])).flatten()
     assert torch.equal(y[[2, 3, 6, 7]], x[[2, 3, 6, 7]])          # pairs (2, 6) and (3, 7) are position-free
     scaled = tiny_gpt("p_rope", n_embd=16, n_head=2, p_rope_fraction=0.5, rope_scaling="linear", rope_factor=4.0).pe
-    torch.testing.assert_close(scaled.angles(m)[0], torch.tensor([1.25, 0.125, 0.0, 0.0], dtype=torch.float64))
+    torch.testing.assert_close(scaled.angles(m, scaled.inv_freq)[0], torch.tensor([1.25, 0.125, 0.0, 0.0], dtype=torch.float64))
 
 
 def test_p_rope_ends_are_rope_and_nope():
     x, pos = torch.randn(1, 4, 6, 8), torch.arange(10, 16)
     full, rope, nope = (tiny_gpt(n, **kw).pe for n, kw in
                         [("p_rope", {"p_rope_fraction": 1.0}), ("rope", {}), ("p_rope", {"p_rope_fraction": 0.0})])
-    for pe in (full, rope, nope):
-        pe.set_length(16)
-    torch.testing.assert_close(full.rotate(x, pos), rope.rotate(x, pos))
-    assert torch.equal(nope.rotate(x, pos), x)
+    torch.testing.assert_close(rotate(full, x, pos), rotate(rope, x, pos))
+    assert torch.equal(rotate(nope, x, pos), x)
 
 
 def test_p_rope_is_not_partial_rotary():
@@ -80,11 +76,9 @@ def test_p_rope_is_not_partial_rotary():
     (frequencies over the rotated width 4); p_rope 0.5 pairs (0, 4), (1, 5) at theta = 1, 0.1."""
     partial = tiny_gpt("rope", n_embd=16, n_head=2, rotary_fraction=0.5).pe
     p = tiny_gpt("p_rope", n_embd=16, n_head=2, p_rope_fraction=0.5).pe
-    for pe in (partial, p):
-        pe.set_length(8)
     x, m = torch.arange(1.0, 9.0), 3
-    a = partial.rotate(x.view(1, 1, 1, 8), torch.tensor([m])).flatten()
-    b = p.rotate(x.view(1, 1, 1, 8), torch.tensor([m])).flatten()
+    a = rotate(partial, x.view(1, 1, 1, 8), torch.tensor([m])).flatten()
+    b = rotate(p, x.view(1, 1, 1, 8), torch.tensor([m])).flatten()
     want = x.clone()
     want[:4] = turn(x[:4], [1.0, 0.01], m)
     torch.testing.assert_close(a, want)
@@ -110,9 +104,10 @@ def test_resonance_rounds_each_wavelength_to_whole_tokens():
 
 def test_resonance_angles_repeat_every_rounded_wavelength():
     pe = tiny_gpt("resonance_rope", n_embd=16, n_head=2).pe
-    a = pe.angles(torch.tensor([0, 6, 63, 628]))
+    a = pe.angles(torch.tensor([0, 6, 63, 628]), pe.inv_freq)
     assert abs(math.sin(a[1, 0])) < 1e-9 and abs(math.sin(a[2, 1])) < 1e-9 and abs(math.sin(a[3, 2])) < 1e-9
-    plain = tiny_gpt("rope", n_embd=16, n_head=2).pe.angles(torch.tensor([6]))
+    rope = tiny_gpt("rope", n_embd=16, n_head=2).pe
+    plain = rope.angles(torch.tensor([6]), rope.inv_freq)
     assert abs(math.sin(plain[0, 0])) > 0.2                          # RoPE's 6.28-token wavelength does not
 
 
@@ -120,21 +115,17 @@ def test_resonance_angles_repeat_every_rounded_wavelength():
 def test_resonance_rounds_after_the_scaling_method(scaling):
     """The wavelengths of the scaled frequencies are whole numbers (dynamic: at a length past L)."""
     pe = tiny_gpt("resonance_rope", rope_scaling=scaling, rope_factor=4.0).pe
-    pe.set_length(200)
-    theta = pe.angles(torch.tensor([1]))[0]
+    theta = pe.angles(torch.tensor([1]), pe.inv_freq)[0]
     wavelength = 2 * math.pi / theta
     torch.testing.assert_close(wavelength, wavelength.round())
     scaled = tiny_gpt("rope", rope_scaling=scaling, rope_factor=4.0).pe
-    scaled.set_length(200)
-    torch.testing.assert_close(theta, resonance(scaled.angles(torch.tensor([1]))[0]))
+    torch.testing.assert_close(theta, resonance(scaled.angles(torch.tensor([1]), scaled.inv_freq)[0]))
     assert not torch.allclose(theta, pe.inv_freq)
 
 
 # ---- FoX --------------------------------------------------------------------------------------
 def fox_logits(pe, x, q, k, q_pos, k_pos, layer=0, cache=None):
-    ctx = Ctx(q_pos, k_pos, cache=cache)
-    pe.layer_input(x, ctx, layer)
-    return pe.attention_logits(q, k, ctx, layer)
+    return pe.logits(q, k, Ctx(q_pos, k_pos, cache=cache, x=x), layer)
 
 
 def test_fox_bias_is_the_sum_of_log_gates_in_between():
@@ -175,7 +166,6 @@ def test_fox_decoding_continues_the_running_sum():
     pe.weight.data.normal_()
     x, q, k = torch.randn(1, 7, 4), torch.randn(1, 2, 7, 3), torch.randn(1, 2, 7, 3)
     pos = torch.arange(7)
-    pe.set_length(7)
     full = fox_logits(pe, x, q, k, pos, pos)
     cache = KVCache(1, 1, 2, 3, 7, 0, 0, torch.float32, "cpu")
     fox_logits(pe, x[:, :3], q[:, :, :3], k[:, :, :3], pos[:3], pos[:3], cache=cache)
@@ -209,7 +199,7 @@ def test_cope_logits_match_a_reference_loop():
     pe = CoPE(n_layer=1, head_dim=D, max_position=P)
     pe.emb.data.normal_()
     q, k = torch.randn(1, 1, T, D), torch.randn(1, 1, T, D)
-    got = pe.attention_logits(q, k, Ctx(torch.arange(T), torch.arange(T)), 0)[0, 0]
+    got = pe.logits(q, k, Ctx(torch.arange(T), torch.arange(T)), 0)[0, 0]
     e = pe.emb[0].detach()
     for i in range(T):
         gates = [torch.sigmoid(q[0, 0, i] @ k[0, 0, t] / 2) for t in range(T)]
@@ -226,7 +216,7 @@ def test_cope_window_hides_keys_from_the_count():
     window; the sink counts only the visible keys: p_70 = g_70 + g_75 + g_76 + g_77."""
     windowed = tiny_gpt("cope", window=3, sinks=1).pe                            # the window comes with ctx
     q, k, pos = torch.randn(1, 4, 8, 8), torch.randn(1, 4, 8, 8), torch.arange(8)
-    a, b = windowed.attention_logits(q, k, Ctx(pos, pos, 3, 1), 0), windowed.attention_logits(q, k, Ctx(pos, pos), 0)
+    a, b = windowed.logits(q, k, Ctx(pos, pos, 3, 1), 0), windowed.logits(q, k, Ctx(pos, pos), 0)
     torch.testing.assert_close(a[..., 7, 5:], b[..., 7, 5:])
     qi, e = q[0, :, 7], windowed.emb[0].detach()                                  # (H, D), (P + 1, D)
     g = torch.sigmoid((k[0] @ qi[:, :, None])[..., 0] / math.sqrt(8))              # (H, T) gates of query 7
@@ -275,7 +265,7 @@ def test_qk_norm_gives_the_encoding_unit_rms_queries_and_keys(monkeypatch):
     model = tiny_gpt("rope", qk_norm=True)
     seen = []
     rotate = model.pe.rotate
-    monkeypatch.setattr(model.pe, "rotate", lambda x, pos, is_key=False: seen.append(x) or rotate(x, pos, is_key))
+    monkeypatch.setattr(model.pe, "rotate", lambda x, ctx, key=False: seen.append(x) or rotate(x, ctx, key))
     with torch.no_grad():
         model(torch.randint(0, 40, (2, 12)))
     assert len(seen) == 4                                                      # q and k of 2 layers

@@ -64,13 +64,16 @@ def test_expected_logits_bias_and_embedding_by_hand():
 
 class AffineLogits(NoPE):
     """Logits q.k / sqrt(D) + <w, k> - c * distance: a linear term whose mean is 0."""
-    def attention_logits(self, q, k, ctx, layer):
+    def attend(self, q, k, v, ctx, layer):
+        return ctx.softmax(self.logits(q, k, ctx, layer), v)[0]
+
+    def logits(self, q, k, ctx, layer):
         dist = (ctx.q_pos[:, None] - ctx.k_pos[None, :]).float()                # (Tq, Tk)
         w = torch.arange(k.shape[-1], dtype=k.dtype)
         return q @ k.transpose(-1, -2) / math.sqrt(k.shape[-1]) + (k @ w)[..., None, :] - 0.5 * dist
 
 
-def test_expected_logits_through_attention_logits():
+def test_expected_logits_through_own_logits():
     D = 8
     want = math.sqrt(D) - 0.5 * torch.arange(20.0)
     torch.testing.assert_close(plot.expected_logits(AffineLogits(), 20, D), want, atol=1e-5, rtol=1e-5)
@@ -131,7 +134,7 @@ def test_cli(tmp_path):
 
 
 def test_expected_logits_of_transformer_xl_with_several_heads():
-    """expected_logits feeds one-head q, k to attention_logits; Transformer-XL broadcasts them
+    """expected_logits feeds one-head q, k to its logits; Transformer-XL broadcasts them
     to its heads. Its mean over heads equals the mean of per-head logits formed by hand."""
     from positional.transformer_xl import TransformerXL
     torch.manual_seed(0)
@@ -144,6 +147,6 @@ def test_expected_logits_of_transformer_xl_with_several_heads():
     q = torch.randn(3, 1, 1, D)
     k = q.expand(-1, 1, n, D)
     ctx = Ctx(torch.tensor([n - 1]), torch.arange(n))
-    ref = pe.attention_logits(q.expand(-1, 4, -1, -1), k.expand(-1, 4, -1, -1), ctx, 0)
+    ref = pe.logits(q.expand(-1, 4, -1, -1), k.expand(-1, 4, -1, -1), ctx, 0)
     assert got.shape == (n,) and torch.isfinite(got).all()
-    torch.testing.assert_close(pe.attention_logits(q, k, ctx, 0), ref)
+    torch.testing.assert_close(pe.logits(q, k, ctx, 0), ref)

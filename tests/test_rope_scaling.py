@@ -13,7 +13,7 @@ from positional.base import Ctx
 from positional.rerope import ReRoPE
 from positional.rope import RoPE, rope_inv_freq
 from positional.rope_scaling import METHODS
-from tests.conftest import tiny_gpt
+from tests.conftest import rotate, tiny_gpt
 
 # head_dim 8, base 16: theta_j = 16^(-2j/8) = 2^-j
 PLAIN = torch.tensor([1.0, 0.5, 0.25, 0.125], dtype=torch.float64)
@@ -97,12 +97,12 @@ def test_factor_one_is_plain_rope(kind):
 
 def test_yarn_scale_is_folded_into_the_tables():
     pe = RoPE(8, base=16.0, scaling=("yarn", settings("yarn", factor=4.0, original_max_position=32)))
-    pe.set_length(10)
     a = torch.arange(10, dtype=torch.float64)[:, None] * pe.inv_freq
     m = 0.1 * math.log(4) + 1
-    torch.testing.assert_close(pe.cos, (a.cos() * m).float())
+    pos = torch.arange(10)
+    torch.testing.assert_close(pe.tables(pos, False, Ctx(pos, pos))[0], (a.cos() * m).float())
     q, k = torch.randn(1, 1, 1, 8), torch.randn(1, 1, 1, 8)   # logits scale by m^2 at distance 0
-    s = (pe.rotate(q, torch.tensor([3])) * pe.rotate(k, torch.tensor([3]), is_key=True)).sum()
+    s = (rotate(pe, q, torch.tensor([3])) * rotate(pe, k, torch.tensor([3]), key=True)).sum()
     assert s.item() == pytest.approx(m ** 2 * (q * k).sum().item(), rel=1e-5)
 
 
@@ -113,7 +113,7 @@ def test_rerope_logits_use_capped_distances(leak):
     pe, plain = ReRoPE(D, base=16.0, window=w, leak=leak), RoPE(D, base=16.0)
     q, k = torch.randn(1, 2, 10, D, dtype=torch.float64), torch.randn(1, 2, 10, D, dtype=torch.float64)
     pos = torch.arange(10)
-    got = pe.attention_logits(pe.rotate(q, pos), pe.rotate(k, pos, is_key=True), Ctx(pos, pos), layer=0)
+    got = pe.logits(rotate(pe, q, pos), rotate(pe, k, pos, key=True), Ctx(pos, pos), layer=0)
     for i in range(10):
         for j in range(i + 1):
             rel = i - j if i - j < w else (w if leak is None else w + (i - j - w) / leak)
@@ -163,7 +163,7 @@ def test_dynamic_cached_decoding_equals_recomputing_the_prefix(pos):
     each decoding step equals a fresh forward over the whole prefix (exactly for one layer:
     deeper layers' cached values keep the frequencies of their own step)."""
     model = tiny_gpt(pos, n_layer=1, block_size=8, rope_scaling="dynamic", rope_factor=2.0)
-    assert not model.pe.cache_rotated_keys
+    assert model.pe.length_dependent
     idx = torch.randint(0, 40, (1, 24))
     with torch.no_grad():
         model.setup_cache(1, 24)
@@ -189,7 +189,7 @@ def test_factor_must_be_positive(factor):
         load_config(["--rope_scaling=linear", f"--rope_factor={factor}"])
 
 
-@pytest.mark.parametrize("name", [n for n, c in positional.REGISTRY.items() if not c.supports_rope_scaling])
+@pytest.mark.parametrize("name", [n for n, c in positional.REGISTRY.items() if not issubclass(c, RoPE)])
 def test_scaling_refused_for_non_rotary_encodings(name):
     with pytest.raises(ValueError, match=f"needs a rotary encoding .*this model uses '{name}'"):
         positional.build(GPTConfig(pos_encoding=name, rope_scaling="yarn", pos_settings={"rope_factor": 4.0}))

@@ -68,14 +68,17 @@ def test_old_flat_checkpoint_args_are_upgraded():
     new = upgrade_model_args(old)
     assert new["pos_settings"] == dict(rope_base=10000.0, rotary_fraction=1.0, rerope_window=32, rerope_leak=8.0)
     pe = GPT(GPTConfig(**new)).pe
-    assert (pe.name, pe.window, pe.leak, pe.needs_score_matrix, pe.cache_rotated_keys) == \
+    assert (pe.name, pe.window, pe.leak, pe.needs_score_matrix, pe.length_dependent) == \
         ("leaky_rerope", 32, 8.0, True, False)
 
 
 def test_rerope_is_an_encoding_class_with_class_capabilities():
     from positional.rerope import ReRoPE
     from positional.rope import RoPE
-    assert ReRoPE.needs_score_matrix and not ReRoPE.cache_rotated_keys
+    from positional.base import Ctx
+    assert ReRoPE.needs_score_matrix and not ReRoPE.length_dependent
+    x, pos = torch.randn(1, 2, 3, 8), torch.arange(5, 8)
+    assert torch.equal(ReRoPE(8).rotate(x, Ctx(pos, pos), key=True), x)   # keys cached raw, rotated in its logits
     assert not RoPE.needs_score_matrix and "rerope" not in positional.rope_scaling.METHODS
 
 

@@ -25,7 +25,7 @@ from data.loader import DOCUMENTS
 from positional import sampling as position_sampling
 import positional
 from model import GPTConfig
-from positional.schedule import build_layers
+from positional.schedule import check_layers
 
 
 class ConfigError(ValueError):
@@ -213,7 +213,7 @@ def as_bool(what, value):
 def check_model(cfg: GPTConfig):
     """Raise a one-line ConfigError if the model config cannot be built."""
     try:
-        build_layers(cfg)
+        check_layers(cfg)
     except ValueError as e:
         raise ConfigError(str(e)) from None
 

@@ -12,7 +12,7 @@ At n = L the bracket is 1, so the base grows continuously from b. Attention scal
 Settings: rope_factor (s > 0), rope_original_max_position (L). Needs seq_len.
 
 Because the angles depend on n, keys are cached *before* rotation and re-rotated at
-every step (the encoding reports cache_rotated_keys = False). The values cached in
+every step (the encoding reports length_dependent = True). The values cached in
 layers above the first were computed at the length of their own step, as in every
 dynamic-NTK implementation: a decode step equals a recompute of the whole prefix
 exactly for one layer, and for deeper models once the text is past L only
