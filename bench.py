@@ -1,4 +1,4 @@
-"""Benchmark every positional encoding on this machine; print one table, write JSON.
+"""Benchmark every positional encoding on this machine; print one table, write JSON (docs/speed.md).
 
     python bench.py                                  # the default config (configs/base.py shape)
     python bench.py --block_size=256 --batch_size=16 --sections=train
@@ -7,31 +7,17 @@
     python bench.py --sections=decode --decode_threads=1,2 --rounds=3 --nanogpt=/path/to/nanoGPT
 
 Sections (--sections=peak,train,gen,eval,decode; all but decode by default):
-  peak   the machine's float32 matrix-multiply peak, measured here (and again every training
-         round; the best is kept), so that MFU means something on a CPU too
-  train  one training step (forward, backward, AdamW step) per encoding, all in this
-         process, alternating between encodings over --rounds rounds (and --variants); the median, tokens/s,
-         the ratio to `none`, achieved FLOP/s and the fraction of the measured peak; also the
-         best round, the least disturbed by other processes on a shared machine, and the
-         median CPU time of this process per step (with --threads=1 it does not count the
-         time other processes hold the core: the steadiest ratio on a shared machine)
-  gen    tokens/s generating --gen_tokens new tokens with the KV cache, against recomputing
-         the full context for every token (nanoGPT's way), with the same seed; and whether
-         the two texts are identical
+  peak   the machine's float32 matrix-multiply peak, measured here (MFU means something on a CPU)
+  train  one training step per encoding (and --variants), alternating over --rounds rounds: the
+         median, tokens/s, the ratio to `none`, FLOP/s and MFU, the best round, and the median
+         CPU time per step (with --threads=1 the steadiest ratio on a shared machine)
+  gen    tokens/s generating with the KV cache against recomputing the context, same seed
   eval   time and peak memory of one no-grad forward pass at 1x, 4x and 16x block_size
-  decode tokens/s generating --gen_tokens tokens from one token at each --decode_shapes shape
-         (LxHxC:block; vocabulary --decode_vocab), per encoding: the reference step, the static
-         step (model.py), compiled; nanoGPT's generate side by side when --nanogpt names a
-         nanoGPT checkout (its model.py is imported from there, never copied here); in this
-         process, for each --decode_threads thread count; and where a step's time goes
-         (bench_decode.py); with --decode_window every model attends to the last W tokens
+  decode tokens/s per encoding and --decode_shapes shape, nanoGPT's generate beside it
+         (measure/bench_decode.py)
 
-Memory on CPU is the growth of the process's peak resident set (VmHWM, reset through
-/proc/self/clear_refs) over the resident set just before the pass, after malloc_trim has
-returned freed heap pages to the OS (Linux; elsewhere it is left out); on CUDA it is
-torch.cuda.max_memory_allocated. Timings on a shared machine are noisy: compare ratios
-within one run. FLOPs follow nanoGPT/PaLM: 6N per token plus 12 * L * C * T for attention
-(training), a third of that for a forward pass.
+Timings on a shared machine are noisy: compare ratios within one run. FLOPs follow
+nanoGPT/PaLM: 6N per token plus 12 * L * C * T for attention (training), a third for a forward.
 """
 import ctypes
 import dataclasses
@@ -41,7 +27,6 @@ import os
 import statistics
 import sys
 import time
-from contextlib import nullcontext
 from types import SimpleNamespace
 
 import torch
@@ -49,10 +34,9 @@ from torch.nn import functional as F
 
 import positional
 from measure import bench_decode
-from training.cli import fail, help_text, parse, pick_device, pick_dtype
+from training.cli import autocast, fail, help_text, parse, pick_device, pick_dtype
 from training.config import ConfigError, coerce, parse_override
 from model import GPT, GPTConfig
-
 
 
 def relative_encodings():
@@ -97,9 +81,7 @@ def options():
 
 
 def parse_args(argv=None):
-    """-> namespace of options. --dtype: autocast dtype (float32 or bfloat16; auto as train.py);
-    --compile=True also times each encoding compiled (rows '+c') and compiles the eval pass;
-    --eval_lengths: multiples of block_size."""
+    """-> namespace of options."""
     doc = lambda: help_text(__doc__, "python bench.py [--key=value ...]", options(), [options])  # noqa: E731
     opts, _, _ = parse(sys.argv[1:] if argv is None else argv, options(), doc=doc)
     args = SimpleNamespace(**opts)
@@ -160,12 +142,6 @@ def build(args, pos, compile=False, overrides=None):
     return (torch.compile(model) if compile else model), model
 
 
-def autocast(args):
-    if args.dtype == "float32":
-        return nullcontext()
-    return torch.autocast(device_type=args.device.split(":")[0], dtype=torch.bfloat16)
-
-
 def matmul_peak(device, n=1024, reps=10):
     """Best float32 matmul FLOP/s over reps (n x n) @ (n x n) products."""
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
@@ -200,7 +176,7 @@ def bench_train(args, peak):
     names = list(runs)
 
     def step(model, opt):
-        with autocast(args):
+        with autocast(args.device, args.dtype):
             _, loss = model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -263,7 +239,7 @@ def bench_gen(args):
             gen = torch.Generator(device=args.device).manual_seed(args.seed)
             sync(args.device)
             t = time.perf_counter()
-            with autocast(args):
+            with autocast(args.device, args.dtype):
                 if mode == "cache":
                     texts[mode] = model.generate(prompt, args.gen_tokens, generator=gen)
                 else:
@@ -285,7 +261,8 @@ def _rss_kib(field):
 
 
 def measure_pass(fn, device):
-    """(seconds, peak bytes) of fn()."""
+    """(seconds, peak bytes) of fn(). CUDA: max_memory_allocated; CPU (Linux): the growth of the
+    peak resident set (VmHWM, reset through /proc/self/clear_refs, after malloc_trim)."""
     gc.collect()
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
@@ -328,7 +305,7 @@ def bench_eval(args):
                 res[f"{m}x"] = None  # a position table ends at block_size
                 continue
             idx = torch.randint(args.vocab_size, (args.batch_size, T), device=args.device)
-            with torch.no_grad(), autocast(args):
+            with torch.no_grad(), autocast(args.device, args.dtype):
                 model(idx[:, :args.block_size])  # warm up
                 dt, peak = measure_pass(lambda: model(idx), args.device)
             res[f"{m}x"] = dict(T=T, s=dt, peak_bytes=peak)

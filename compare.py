@@ -1,27 +1,20 @@
 """Train every positional encoding on the same recipe, measure each past its training length,
-and write one report folder. The config's `suite` picks what is measured:
+and write one report folder (docs/comparison.md, docs/tasks.md). The config's `suite` picks
+what is measured:
 
     python compare.py configs/compare.py                          # "lm": perplexity against length
     python compare.py configs/compare.py --only=rope,alibi --seeds=1 --finetune_iters=0
     python compare.py configs/tasks/quick.py                      # "tasks": accuracy against length
     python compare.py configs/tasks/quick.py --tasks=copy --encodings=none,alibi --jobs=1
 
-Each run is train.py in a subprocess with the shared training keys (any key of train.py
---help) and its own --pos_encoding (--task), --seed and --out_dir=<out_root>[/<task>]/<enc>-s<seed>;
-`jobs` runs side by side. Restartable: a finished run is not trained again, a shorter one
-resumes, one of another recipe is refused before anything starts, and measurements are
-cached in the run's folder (results.json, context.json, scores.json).
-
-lm: evaluation.evaluate_checkpoint at every eval length, also with each RoPE extension
-method of rope_scalings; with --finetune_iters=N the papers' protocol (PI: Chen et al. 2023;
-YaRN: Peng et al. 2023): each encoding that takes scaling is fine-tuned from a copy of its
-checkpoint (<run>-ft-<method>) for N iterations at finetune_factor x L, with each frequency
-method and without ("direct", PI's control), at learning rate min_lr and the same tokens per
-iteration, reported as "<enc>+<method> ft"; --context_use=True adds context_use.measure of
-each run and of context_labels (a label of a run this call does not make is skipped).
-compare_report.py writes report.md, runs.csv, eval.csv and the PNGs.
-tasks: tasks/score.py (as evaluate.py scores a task checkpoint) at `multiples` x L; tasks/report.py
-writes the tables, plots, heatmap, MRR ranking and wall time.
+Each run is train.py in a subprocess with the shared training keys and its own --pos_encoding
+(--task), --seed and --out_dir=<out_root>[/<task>]/<enc>-s<seed>; `jobs` run side by side.
+Restartable: a finished run is not trained again, a shorter one resumes, one of another recipe
+is refused before anything starts, and measurements are cached in the run's folder.
+lm: evaluation.evaluate_checkpoint at every eval length, with each method of rope_scalings, and
+with --finetune_iters=N the papers' fine-tune at finetune_factor x L (PI: Chen et al. 2023; YaRN:
+Peng et al. 2023) reported as "<enc>+<method> ft"; --context_use=True adds context_use.measure.
+tasks: tasks/score.py at `multiples` x L, reported by tasks/report.py.
 """
 import json
 import os
@@ -102,6 +95,8 @@ def parse(argv):
             raise ConfigError(f"need --{key} >= {low}" + (" (0: cores / jobs)" if key == "threads" else "")
                               + f", got {settings[key]}")
     settings["seed_list"] = [cfg.seed + i for i in range(settings["seeds"])]
+    settings["eval_device"] = pick_device(settings["eval_device"])
+    settings["eval_dtype"] = pick_dtype(settings["eval_dtype"], settings["eval_device"].split(":")[0])
     settings["threads"] = settings["threads"] or max(1, (os.cpu_count() or 1) // settings["jobs"])
     settings["encodings"] = names(settings)
     (check_lm if settings["suite"] == "lm" else check_tasks)(settings, train_keys, cfg)
@@ -284,8 +279,7 @@ def evaluate_run(run_dir, enc, settings, data_dir, ckpt, label=None):
         return rows, False
     variants = [(label or enc, None)] + [(f"{enc}+{m}", {"rope_scaling": m, "rope_factor": key["rope_factor"]})
                                          for m in key["rope_scalings"]]
-    rows, device = [], pick_device(settings["eval_device"])
-    dtype = pick_dtype(settings["eval_dtype"], device.split(":")[0])
+    rows, device, dtype = [], settings["eval_device"], settings["eval_dtype"]
     for label, overrides in variants:
         got = evaluation.evaluate_checkpoint(run_dir, key["eval_lengths"], mode=key["eval_mode"], overrides=overrides,
                                              tokens_per_point=key["eval_tokens"], device=device, data_dir=data_dir,
@@ -374,9 +368,7 @@ def context_run(enc, run_dir, settings, data_dir, train_len):
     out = cached(path, key)
     if out is not None:
         return out
-    device = pick_device(settings["eval_device"])
-    dtype = pick_dtype(settings["eval_dtype"], device.split(":")[0])
-    out = {}
+    device, dtype, out = settings["eval_device"], settings["eval_dtype"], {}
     for label, (folder, overrides) in sources.items():
         ckpt = checkpoint.load(folder)
         model = checkpoint.build_model(ckpt, overrides, device, strict=False)

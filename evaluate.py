@@ -10,22 +10,11 @@ method: Press et al. 2022, "Train Short, Test Long", https://arxiv.org/abs/2108.
     python evaluate.py out-code --documents=200                  # per document: the first L tokens of each
     python evaluate.py out-code --data=my_src/ --documents=100   # your files, with the checkpoint's tokenizer
 
-Options (cli.py's convention; --help lists them with their defaults). Every point scores
-the first tokens_per_point tokens of the split, the same at every length; training's val
-loss averages random batches, so the two differ a little. Every row gives bits per byte too.
-
-The model is the checkpoint's: only evaluation-time keys (config.EVAL_KEYS: --rope_scaling
-and its settings, --window, --sinks, --logn_scaling, --layer_windows) may be given, and
-override the checkpoint's; any other model key is refused. --rope_scaling takes a comma
-list; "base" means none. A scaling is skipped, with a note, for the checkpoints
-whose encoding does not take it, and refused if no checkpoint given takes it.
-Writes extrapolation.{csv,md,png} to --report_dir, and refuses to replace those of an
-earlier call unless --overwrite=True.
-
-Context use (context_use.py), for every checkpoint and method: --context_gain=True scores
-the same tokens with contexts of 1, 2, 4, 8, 16 x block_size (stride block_size // 2) and
-writes context_gain.{csv,md}; --per_position=True writes the mean loss at each position of
-sequences of 16 x block_size as per_position.{csv,png}.
+Every point scores the first tokens_per_point tokens of the split, the same at every length.
+The model is the checkpoint's: only evaluation-time keys (config.EVAL_KEYS) may override it;
+--rope_scaling takes a comma list ("base": none). Writes extrapolation.{csv,md,png} to
+--report_dir (--overwrite=True to replace an earlier one); --context_gain and --per_position add
+context_use.py's measures. docs/extrapolation.md says more.
 """
 import os
 import sys

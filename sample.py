@@ -7,25 +7,11 @@
     python sample.py --out_dir=out-alibi --window=256 --sinks=4 --max_new_tokens=100000
     python sample.py --out_dir=out-rope --max_new_tokens=2000 --window=0       # the raw model past its length
 
-Options (cli.py's convention; --help lists them with their defaults). The model is the
-checkpoint's: only evaluation-time keys may be given (config.EVAL_KEYS: rope_scaling and its
-settings, window, sinks, logn_scaling, layer_windows); a key that would change the trained
-model (pos_encoding, n_layer, ...) is refused in one line.
-
-Decoding runs model.py's static step (fixed-shape KV cache, positions as a tensor);
---compile=True compiles that step once (seconds of compilation, then about twice the
-tokens/s on a CPU with the default window; see README, Speed). On a CPU --threads=0 (the
-default) decodes on model.DECODE_THREADS thread(s) (model.py says why: the safe choice on a
-shared machine, measured); OMP_NUM_THREADS or --threads=N choose otherwise. The last line on
-stderr gives tokens/s, and with --compile=True how long the compilation took.
-
-Generation uses the KV cache and goes past the training block_size for every encoding.
-The rule past it, for every encoding: each token attends to the last block_size tokens
-(window = block_size, said in one line on stderr), so every attention distance stays inside
-the trained range, unless --window is given (--window=0: the raw model, no window).
-An encoding with a position table (`learned`) re-encodes a sliding window of its last
-block_size tokens instead. With a window the KV cache is bounded (a ring, model.KVCache).
-The tokenizer comes from the checkpoint, so this works from any folder.
+The model is the checkpoint's: only evaluation-time keys (config.EVAL_KEYS) may be given.
+Decoding runs model.py's static step (--compile=True compiles it once). Past the training
+block_size every token attends to the last block_size tokens unless --window is given
+(--window=0: the raw model); an encoding with a position table re-encodes a sliding window.
+The tokenizer comes from the checkpoint. docs/sampling.md says more.
 """
 import sys
 import time
@@ -102,6 +88,22 @@ def report(tokens, seconds, decoder, threads):
           file=sys.stderr)
 
 
+def streamer(decode, out):
+    """on_token for generate: writes each token's text as soon as it is whole. A byte-level token can
+    end inside a UTF-8 character (decode gives U+FFFD for the part); such tokens wait, up to 4 of them,
+    for the rest of the character."""
+    pending = []
+
+    def write(tok):
+        pending.append(tok)
+        text = decode(pending)
+        if not text.endswith("\ufffd") or len(pending) >= 4:
+            out.write(text)
+            out.flush()
+            pending.clear()
+    return write
+
+
 def main(argv):
     try:
         args, overrides = parse_args(argv)
@@ -129,7 +131,7 @@ def main(argv):
               "encoding or attention); decoding runs eager]", file=sys.stderr)
     gen = torch.Generator(device=device).manual_seed(args["seed"])
     x = torch.tensor(ids, dtype=torch.long, device=device)[None]                  # (1, T)
-    printer = lambda tok: (sys.stdout.write(decode([tok])), sys.stdout.flush())  # noqa: E731
+    printer = streamer(decode, sys.stdout)
     t = time.perf_counter()
     with autocast(device, dtype):
         for _ in range(args["num_samples"]):  # one at a time, so that each streams as it is written

@@ -1,27 +1,19 @@
-"""Train a GPT with the positional encoding of your choice.
+"""Train a GPT with the positional encoding of your choice (docs/training.md).
 
     python train.py configs/rope.py                          # one process, CPU or one GPU
     python train.py configs/alibi.py --max_iters=500 --n_layer=2
     torchrun --standalone --nproc_per_node=4 train.py configs/rope.py   # DDP
     python train.py --help                                   # every key, its default and meaning
 
-A config file (configs/) and --key=value overrides apply in order; `python train.py` with
-no arguments trains nothing: it prints this usage and the configs, and exits 2 (Config's
-defaults alone are a 10M-parameter, hours-long run; name them to mean them). Shortening a
-run with --max_iters moves lr_decay_iters and warmup_iters with it (config.follow_schedule,
-said in one line) unless they are set on the command line too.
+A config file (configs/) and --key=value overrides apply in order; with no arguments it prints
+the usage and the configs and exits 2 (the defaults alone are an hours-long run). A shorter
+--max_iters moves lr_decay_iters and warmup_iters with it (config.follow_schedule) unless set too.
+Read it top to bottom, as nanoGPT's: main() checks what a user can get wrong (load_run) before
+anything is written; train() sets up and runs the loop; the pieces of one iteration follow.
 
-Read it top to bottom, as nanoGPT's: main() checks everything a user can get wrong
-(load_run) before anything is written; train() sets up the processes, the device, the
-model and the optimizer, then runs the loop; the pieces of one iteration (step,
-estimate_loss, save) follow it. Devices, processes and random states are in runtime.py,
-log.jsonl and wandb in runlog.py. Nothing here depends on which encoding is trained:
-that lives in positional/.
-
-Exit status: 0 done; 2 bad input (one line, before anything is written); 1 a non-finite
-loss or weights, or a checkpoint the disk refused (the last good checkpoint is kept); 130/143 stopped by SIGINT/SIGTERM
-after saving the step it reached (resume with --init_from=resume). One process per
-out_dir (guard.py); ckpt.pt is replaced atomically (checkpoint.py).
+Exit status: 0 done; 2 bad input; 1 a non-finite loss or weights, or a refused checkpoint write
+(the last good checkpoint is kept); 130/143 stopped by SIGINT/SIGTERM after saving (resume with
+--init_from=resume).
 """
 import glob
 import math
@@ -81,11 +73,6 @@ def lr_at(it, cfg):
     return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (cfg.learning_rate - cfg.min_lr)
 
 
-def resume_hint(argv):
-    args = [a for a in argv if not a.startswith("--init_from=")]
-    return shlex.join(["python", "train.py", *args, "--init_from=resume"])
-
-
 def load_run(cfg):
     """Everything a user can get wrong is checked here, before any training starts."""
     torch.manual_seed(cfg.seed)  # the model's initial weights depend on the seed alone
@@ -108,7 +95,8 @@ def load_run(cfg):
         ensure_prepared(cfg.data_dir, cfg.dataset)
         data = TokenData(os.path.join(cfg.data_dir, cfg.dataset))
     data.check(cfg.block_size)
-    check_documents(cfg, data)
+    if cfg.documents != "stream":   # aligned and masked rows need the dataset's document boundaries
+        data.document_starts("train", cfg.block_size)
     cfg.vocab_size = data.vocab_size or 50304  # nanoGPT's padded GPT-2 vocabulary when there is no meta.pkl
     if ckpt is not None and ckpt["model_args"]["vocab_size"] != cfg.vocab_size:
         raise ConfigError(f"checkpoint has vocab_size={ckpt['model_args']['vocab_size']}, dataset "
@@ -127,13 +115,6 @@ def load_run(cfg):
         raise ConfigError(f"{path} already exists and a scratch run would overwrite it; resume it with "
                           f"--init_from=resume, start over with --overwrite=True, or use another --out_dir")
     return ckpt, data, model
-
-
-def check_documents(cfg, data):
-    """documents=aligned or masked needs the dataset's document boundaries (data/prepare.py)."""
-    if cfg.documents == "stream":
-        return
-    data.document_starts("train", cfg.block_size)
 
 
 USAGE = "python train.py [CONFIG_FILE] [--key=value ...]"
@@ -399,8 +380,10 @@ def save(cfg, model, optimizer, st, data, data_gen, rt, val_loss):
 
 def say_stopped(signum, st, cfg, argv, rt):
     if rt.master:
+        resume = shlex.join(["python", "train.py", *(a for a in argv if not a.startswith("--init_from=")),
+                             "--init_from=resume"])
         print(f"stopped by {signal.Signals(signum).name} at iter {st.iter_num}: saved "
-              f"{checkpoint.path_in(cfg.out_dir)}; resume with:\n  {resume_hint(argv)}", flush=True)
+              f"{checkpoint.path_in(cfg.out_dir)}; resume with:\n  {resume}", flush=True)
 
 
 def stop_nonfinite(what, at, st, rt):

@@ -7,10 +7,6 @@
 from configs.base import *
 
 block_size = 64
-batch_size = 32
-n_layer = 4
-n_head = 4
-n_embd = 128
 max_iters = 500
 lr_decay_iters = 500
 warmup_iters = 50

@@ -1,21 +1,12 @@
 """bench.py's decode section: tokens/s of generation per encoding, at model shapes given as
-LxHxC:block, against nanoGPT's generate in the same process and thread count.
+LxHxC:block, against nanoGPT's generate in the same process and thread count (docs/speed.md).
 
-For each shape, every model (random init, seed fixed) generates --gen_tokens tokens from one
-token (temperature 0.8, top-k 200, as the issue's recipe), in rounds; within a round every
-encoding and mode runs once, in turn, so a disturbance hits them alike; the median is kept.
-Modes: `reference` (GPT.forward with the growing KVCache, the path before the static step),
-`static` (model.py's static step, eager), `compiled` (the same step, torch.compile'd; its
-compilation runs in a warm-up generation outside the timing), and `nanogpt`: nanoGPT's own
-GPT.generate (it re-runs the context cropped to block_size at every token), imported from
-the folder given by --nanogpt (a checkout; its code is never part of this repository). Its
-model has nanoGPT's shape conventions (learned positions, bias=False as ours).
-
-Per shape, the step breakdown: a static eager step at half the generation length (the
-average), against what it must at least do: its matrix products (every Linear of the model,
-one token), the attention over the cached keys (SDPA, every layer), and sampling; the rest
-is the host overhead of the step (Python, small ops: positions, mask, bias, rotation, cache
-writes, reshapes).
+Every model (random init, seed fixed) generates --gen_tokens tokens from one token, in rounds
+that alternate encodings and modes; the median is kept. Modes: `reference` (GPT.forward with
+the growing cache), `static` (model.py's static step), `compiled` (that step compiled, outside
+the timing) and `nanogpt` (nanoGPT's GPT.generate, imported from the --nanogpt checkout). The
+step breakdown times a static eager step at half the length against its matrix products, its
+attention over the cached keys and sampling; the rest is host overhead.
 """
 import importlib.util
 import os

@@ -127,15 +127,13 @@ def draw_all(out, head_dim=128, n_head=8, length=1024, bases=(1e4, 1e5, 1e6), ch
 
 
 def git_commit():
+    """The commit of this code, "-dirty" with uncommitted changes; "unknown" outside git."""
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=10)
+        out = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=40", "--exclude=*"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-    if head.returncode != 0:
-        return "unknown"
-    return head.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+    return out.stdout.strip() if out.returncode == 0 else "unknown"
 
 
 def collect(results):

@@ -1,25 +1,12 @@
 """Perplexity against evaluation length, past the training length (Press et al. 2022,
 "Train Short, Test Long", https://arxiv.org/abs/2108.12409, section 2 and appendix B):
-the library behind evaluate.py and compare.py.
+the library behind evaluate.py and compare.py (docs/extrapolation.md).
 
-Two modes, as in the ALiBi paper:
-  nonoverlap  the text is cut into windows of the evaluation length L; every token is
-              scored, the first ones of each window with little context;
-  sliding     windows of length L advance by the stride s; only the last s tokens of each
-              window are scored (all L of the first), so every token has L - s or more
-              tokens of context. With s = L the two modes are the same computation.
-Every (checkpoint, method, length) scores the same tokens: the first N targets of the
-split, N = max(tokens_per_point, longest length), so numbers compare across lengths and
-runs, and a long length costs no more scored tokens than a short one. Training's val
-loss averages random batches instead, so the two differ a little. An encoding with a
-position table (`learned`) gets "n/a" rows past it.
-
-A third mode, per document (the YaRN authors' eval/perplexity.py; documents=N): at each length L,
-the first L targets of each document that holds at least L + 1 tokens (at most N of them),
-averaged over the documents; each row counts its documents. Every row also gives bits per byte,
-the loss over the UTF-8 bytes of the scored targets (data/tokenizer.py), so tokenizers compare.
-The text is the checkpoint's dataset split, or (data=PATH) a dataset folder prepared with the
-checkpoint's tokenizer, or files tokenized with it, one document each (data/prepare.py reads them).
+Modes: nonoverlap (windows of the length L, every token scored); sliding (windows advance by
+the stride s, only their last s tokens scored); documents=N (the YaRN authors' eval: the first
+L targets of each document of at least L + 1 tokens). Every (checkpoint, method, length) scores
+the same first N targets of the split, N = max(tokens_per_point, longest length). Every row
+also gives bits per byte (data/tokenizer.py), so tokenizers compare.
 """
 import csv
 import math

@@ -5,11 +5,9 @@
     python -m measure.plots --out=plots/ --head_dim=64 --length=4096 --bases=1e4,5e5
     python -m measure.plots --out=plots/ --entropy=out-rope,out-ssmax --length=1024     # attention entropy only
 
-Options (cli.py's convention; --help lists them with their defaults). --entropy draws only
-the attention-entropy picture, over `length` tokens of each checkpoint's validation data,
-with and without log-n scaling.
-The numbers and figures are positional/plot.py's, drawn for every encoding by
-compare_report.draw_all (the set compare.py's report shows).
+--entropy draws only the attention-entropy picture, over `length` tokens of each checkpoint's
+validation data, with and without log-n scaling. The figures are positional/plot.py's, drawn
+for every encoding by compare_report.draw_all (the set compare.py's report shows).
 """
 import contextlib
 import math

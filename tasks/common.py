@@ -48,11 +48,6 @@ def assemble(length, question, answer):
     return Example(ids, [False] * (k + len(question)) + [True] * len(answer))
 
 
-def after_last(ids, token):
-    """The tokens after the last `token` (the answer part of a sequence whose answer follows it)."""
-    return ids[len(ids) - ids[::-1].index(token):]
-
-
 def strip_pad(ids):
     """The sequence without its leading PAD tokens."""
     i = 0

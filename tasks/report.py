@@ -152,7 +152,7 @@ def write_comparison(results, failed, settings, train_len, wall_s, command):
     return path
 
 
-def write_scores(out, report_dir, plots=True):
+def write_scores(out, report_dir):
     """task_scores.{json,csv,md,png} (and passkey_grid.{csv,png}) of tasks.score.score_checkpoints'
     result into report_dir; returns the markdown's path."""
     os.makedirs(report_dir, exist_ok=True)
@@ -164,22 +164,19 @@ def write_scores(out, report_dir, plots=True):
                               for r in run["rows"]])
     title = f"{out['task']}: trained at length <= {out['train_len']}, {out['samples']} samples per point"
     md = [f"# {title}", "", "Exact match (%):", "", table(series, lengths), "",
-          "Per-token accuracy (%):", "", table(series, lengths, "token")]
-    if plots:
-        plot_accuracy(path + ".png", series, lengths, out["train_len"], title)
-        md += ["", "![accuracy](task_scores.png)"]
+          "Per-token accuracy (%):", "", table(series, lengths, "token"), "", "![accuracy](task_scores.png)"]
+    plot_accuracy(path + ".png", series, lengths, out["train_len"], title)
     for d, run in out["runs"].items():
         if "grid" in run:
             gpath = os.path.join(report_dir, f"passkey_grid{'' if len(out['runs']) == 1 else '_' + os.path.basename(d)}")
             write_csv(gpath + ".csv", run["grid"])
             md += ["", f"{d}: passkey effective context window {run['effective_window']} tokens "
                    f"(PI's rule: the largest length with >= 20% retrieval at every length up to it, every depth)"]
-            if plots:
-                depths = sorted({r["depth"] for r in run["grid"]})
-                panel = {f"depth {dp:g}": [next(r["exact"] for r in run["grid"] if r["length"] == n and r["depth"] == dp)
-                                           for n in lengths] for dp in depths}
-                plot_heatmap(gpath + ".png", {d: panel}, lengths, "passkey retrieval, length x depth")
-                md += [f"![grid]({os.path.basename(gpath)}.png)"]
+            depths = sorted({r["depth"] for r in run["grid"]})
+            panel = {f"depth {dp:g}": [next(r["exact"] for r in run["grid"] if r["length"] == n and r["depth"] == dp)
+                                       for n in lengths] for dp in depths}
+            plot_heatmap(gpath + ".png", {d: panel}, lengths, "passkey retrieval, length x depth")
+            md += [f"![grid]({os.path.basename(gpath)}.png)"]
     with open(path + ".md", "w") as f:
         f.write("\n".join(md) + "\n")
     return path + ".md"

@@ -8,10 +8,9 @@ window of Chen et al. 2023 (PI, https://arxiv.org/abs/2306.15595, section 3.2).
     rows = score_lengths(model, task, [32, 64, 128])
     out = score_checkpoints(["out-task-copy"])      # what evaluate.py and compare.py call
 
-Decoding: the question is fed as given; each answer token is the model's argmax, fed back
-for the next step (MQAR's queries, between answers, are given). Every point scores the same
-`samples` examples (seeds fixed by length and index, never drawn in training), in batches
-of at most `batch_tokens` tokens. An encoding with a position table gets None past it.
+Each answer token is the model's argmax, fed back for the next step; every point scores the
+same `samples` examples (seeds never drawn in training). An encoding with a position table gets
+None past it (docs/tasks.md).
 """
 import torch
 

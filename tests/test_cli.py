@@ -297,3 +297,17 @@ def test_a_missing_checkpoint_suggests_the_config_of_its_folder(tmp_path, monkey
     assert "python train.py configs/alibi.py --out_dir=out-alibi" in err
     err = one_line_error(sample.main, ["--out_dir=out-mine"], capsys)
     assert "python train.py configs/<encoding>.py --out_dir=out-mine" in err
+
+
+def test_sample_streams_characters_split_across_byte_tokens():
+    import io
+    from data.tokenizer import byte_tokenizer
+    encode, decode, _ = byte_tokenizer(256, 257)
+    ids = encode("héllo, wörld: ✓")                       # é, ö: 2 bytes; ✓: 3 bytes
+    out = io.StringIO()
+    write = sample.streamer(decode, out)
+    seen = []
+    for tok in ids:
+        write(tok)
+        seen.append(out.getvalue())
+    assert out.getvalue() == "héllo, wörld: ✓" and "\ufffd" not in "".join(seen)

@@ -1,18 +1,10 @@
-"""Saving and loading checkpoints without ever leaving a half-written ckpt.pt.
+"""Saving and loading checkpoints without ever leaving a half-written ckpt.pt (docs/reliability.md).
 
-save() writes to a temporary file in the same folder, flushes and fsyncs it, then
-renames it over the target: a crash at any moment leaves either the old or the new
-checkpoint on disk, never a mix. load() turns every way a file can be unusable into
-one sentence (CheckpointError) and never modifies the file.
-
-Safe loading: ckpt.pt holds only tensors, plain containers, numbers, strings and None
-(the RNG states too: runtime.rng_state stores numpy's as a tensor), so it is read with
-torch.load(weights_only=True), which runs no pickled code. Checkpoints written before
-that (tests/legacy) hold numpy's RNG state as a pickled ndarray; when weights_only
-refuses a file, the globals its pickle names are listed without unpickling it, and it is
-read again with weights_only=True allowing exactly the numpy names of LEGACY_GLOBALS.
-Anything else (os.system behind a __reduce__, a custom class) is refused in one line that
-names the file and the global: no path ever unpickles arbitrary objects.
+save() writes a temporary file in the same folder, fsyncs it and renames it over the target.
+load() turns every way a file can be unusable into one sentence (CheckpointError). Files are read
+with torch.load(weights_only=True); older checkpoints (tests/legacy) pickle numpy's RNG state, so
+exactly the numpy names of LEGACY_GLOBALS are allowed, listed first without unpickling; any other
+global is refused in one line.
 
 The one loader of trained runs, used by sample, evaluate, compare and the plots:
     model, ckpt = load_model(out_dir, {"window": 64}, device)   # config.model_config + weights

@@ -2,13 +2,10 @@
 
     python sample.py --out_dir=out-rope --compile=True --dtype=bfloat16
 
-- Every option is `--key=value`, read as train.py reads it (config.parse_override: a Python
-  literal, else the bare word) and typed by the option's default: an int is accepted for a
-  float; a string option keeps the raw text (--start=123 is the prompt "123").
-- Booleans are True/False/true/false/1/0; anything else (`--compile=ture`) is refused.
-- device `auto`: cuda, then mps, then cpu. dtype `auto`: bfloat16 where CUDA supports it,
-  else float32; float16 and float32 may be asked for by name.
-- Bad input is one line `error: ...` on stderr and exit status 2 (`fail`).
+Every option is `--key=value`, read as train.py reads it (config.parse_override) and typed by
+the option's default; a string option keeps the raw text (--start=123 is the prompt "123").
+Booleans are True/False/true/false/1/0. device `auto`: cuda, then mps, then cpu; dtype `auto`:
+bfloat16 where CUDA supports it, else float32. Bad input is one line `error: ...`, exit 2.
 """
 import ast
 import difflib

@@ -2,14 +2,11 @@
 
     python train.py configs/rope.py --max_iters=500 --n_layer=2
 
-A config file is plain Python whose public top-level names are config keys (as in
-nanoGPT), loaded with importlib rather than exec. Every key is checked: an unknown key
-gets the closest valid one suggested, a value of the wrong type is refused.
-
-Keys are the fields of Config below, plus each encoding's settings under their flat
-names (rope_base, t5_num_buckets, rope_factor, ...: declared next to the encoding in
-positional/). Settings are gathered into GPTConfig.pos_settings for the chosen
-pos_encoding and rope_scaling; a setting of another encoding is refused in one line.
+A config file is plain Python whose public top-level names are keys (as in nanoGPT), loaded
+with importlib. Keys are the fields of Config plus each encoding's flat settings (rope_base,
+t5_num_buckets, ...: declared in positional/), gathered into GPTConfig.pos_settings. Every key
+is checked: an unknown one gets the closest suggested, a wrong type or another encoding's
+setting is refused in one line (docs/training.md).
 """
 import ast
 import dataclasses
@@ -79,18 +76,11 @@ class Config(GPTConfig):
     pose_chunks: int = 2                   # pose: chunks per sequence
 
     def validate(self):
-        checks = [
-            (self.block_size >= 1, f"block_size must be >= 1, got {self.block_size}"),
-            (self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}"),
-            (self.n_layer >= 1, f"n_layer must be >= 1, got {self.n_layer}"),
-            (self.gradient_accumulation_steps >= 1,
-             f"gradient_accumulation_steps must be >= 1, got {self.gradient_accumulation_steps}"),
-            (self.learning_rate >= 0, f"learning_rate must be >= 0, got {self.learning_rate}"),
-            (0 <= self.min_lr, f"min_lr must be >= 0, got {self.min_lr}"),
-            (self.max_iters >= 0, f"max_iters must be >= 0, got {self.max_iters}"),
+        lows = {"block_size": 1, "batch_size": 1, "n_layer": 1, "gradient_accumulation_steps": 1, "learning_rate": 0,
+                "min_lr": 0, "max_iters": 0, "eval_iters": 1, "eval_interval": 1}
+        checks = [(getattr(self, k) >= low, f"{k} must be >= {low}, got {getattr(self, k)}") for k, low in lows.items()]
+        checks += [
             (0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}"),
-            (self.eval_iters >= 1, f"eval_iters must be >= 1, got {self.eval_iters}"),
-            (self.eval_interval >= 1, f"eval_interval must be >= 1, got {self.eval_interval}"),
             (self.init_from in ("scratch", "resume"), f"init_from must be 'scratch' or 'resume', got {self.init_from!r}"),
             (self.on_nonfinite in ("stop", "skip"), f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}"),
             (self.dtype in ("auto", "float32", "bfloat16", "float16"),
@@ -345,12 +335,19 @@ def describe(cfg) -> str:
     return "\n".join(f"  {k} = {v!r}" for k, v in dataclasses.asdict(cfg).items())
 
 
+def _classes(args):
+    """The settings classes of model_args' encoding, rope_scaling and layer encodings."""
+    try:
+        return positional.settings_classes(args["pos_encoding"], args.get("rope_scaling", ""),
+                                           args.get("layer_encodings", ""))[1]
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
 def _older_values(args):
     """Settings added after a checkpoint was written take the value that checkpoint was made
     with (a settings class's older_values, e.g. NTK-by-parts' turns ramp), not today's default."""
-    _, classes = positional.settings_classes(args["pos_encoding"], args.get("rope_scaling", ""),
-                                             args.get("layer_encodings", ""))
-    return {k: v for c in classes for k, v in getattr(c, "older_values", {}).items()}
+    return {k: v for c in _classes(args) for k, v in getattr(c, "older_values", {}).items()}
 
 
 def upgrade_model_args(model_args: dict) -> dict:
@@ -368,9 +365,7 @@ def upgrade_model_args(model_args: dict) -> dict:
     flat = {**_older_values(args), **{k: v for k, v in model_args.items() if k in SETTINGS}}
     if args.get("rope_scaling") in positional.LOGIT_METHODS and not flat.get("rerope_window"):
         flat["rerope_window"] = max(1, (flat.get("rope_original_max_position") or args["block_size"]) // 2)
-    _, classes = positional.settings_classes(args["pos_encoding"], args.get("rope_scaling", ""),
-                                             args.get("layer_encodings", ""))
-    in_play = {f.name for c in classes for f in dataclasses.fields(c)}
+    in_play = {f.name for c in _classes(args) for f in dataclasses.fields(c)}
     args["pos_settings"] = positional.resolve(args["pos_encoding"], args.get("rope_scaling", ""),
                                               {k: v for k, v in flat.items() if k in in_play},
                                               layer_encodings=args.get("layer_encodings", ""))
@@ -393,11 +388,7 @@ def model_config(model_args: dict, overrides: dict = None, strict: bool = True) 
     fields, given = split_settings({k: coerce(k, v) for k, v in overrides.items()})
     args.update(fields)
     if not strict:
-        try:
-            _, classes = positional.settings_classes(args["pos_encoding"], args["rope_scaling"], args["layer_encodings"])
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
-        in_play = {f.name for c in classes for f in dataclasses.fields(c)}
+        in_play = {f.name for c in _classes(args) for f in dataclasses.fields(c)}
         given = {k: v for k, v in given.items() if k in in_play}
     args["pos_settings"] = resolve_settings(args["pos_encoding"], args["rope_scaling"], given, args["pos_settings"],
                                             args["layer_encodings"])

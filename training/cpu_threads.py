@@ -1,17 +1,10 @@
-"""How many intra-op threads a CPU process computes with (sample.py, evaluate.py; issue #14).
+"""How many intra-op threads a CPU process computes with (sample.py, evaluate.py).
 
-Torch's default is one thread per core. For the small models of this repository that is not
-always the fastest: a batch-1 decode step is dozens of kernels too small to split between
-threads, and when another process holds a core, a thread that waits for it stalls every
-kernel (issue #14 saw 124 s with two threads against 6-7 s with one). So the count is
-chosen, in this order: --threads=N; OMP_NUM_THREADS when set; the caller's fixed default
-(decoding: decode.DECODE_THREADS); else one thread per core that other processes leave idle
-now: the machine's CPU use sampled over 0.1 s (Linux /proc/stat; this process sleeps
-meanwhile, so what is busy is someone else), at least one. Elsewhere: torch's default.
-
-Why sampled and not timed: timing a batch with each count (tried first) picked right, but on
-a 3-second evaluation the timing cost more than it saved (benchmarks/cpu-2core-quiet.md,
-section 7); the 1-minute load average would count this user's own earlier runs as load.
+Torch's default, one per core, is not always the fastest for small models: a thread that waits
+for a core another process holds stalls every kernel. In order: --threads=N; OMP_NUM_THREADS;
+the caller's default (decoding: model.DECODE_THREADS); else one per core that other processes
+leave idle, sampled from /proc/stat over 0.1 s (timing each count cost more than it saved on a
+short evaluation: benchmarks/cpu-2core-quiet.md, section 7).
 """
 import os
 import time

@@ -1,19 +1,11 @@
-"""Two guards that keep an unattended training run from losing work.
+"""Two guards that keep an unattended training run from losing work (docs/reliability.md).
 
-OutDirLock: one training process per out_dir. An exclusive fcntl.flock on
-out_dir/train.lock; the kernel drops it when the process dies (even by SIGKILL), so
-there are no stale locks to clean up. A second process on the same folder gets a
-one-line OutDirBusy error instead of racing the first one for ckpt.pt. The lock file
-itself stays on disk: deleting it while another process waits on it would let two
-processes hold "the" lock on two different files. flock is advisory and local to one
-machine (on NFS it may not be shared between hosts).
+OutDirLock: one training process per out_dir, an exclusive fcntl.flock on out_dir/train.lock
+that the kernel drops when the process dies, so no stale locks; a second process gets a one-line
+OutDirBusy error. The lock file stays on disk (deleting it would let two processes lock two files).
 
-StopSignal: SIGINT and SIGTERM ask the loop to stop instead of killing it. The handler
-only records the signal; the loop finishes the step in progress, saves a checkpoint at
-that step and exits with 128 + the signal number (130, 143), the shell's convention for
-"stopped by a signal", so a job script can tell an interrupted run from a finished one.
-A second Ctrl-C stops at once (KeyboardInterrupt): ckpt.pt is written atomically, so
-the last saved checkpoint survives that too.
+StopSignal: SIGINT and SIGTERM only record the signal; the loop finishes its step, saves and exits
+with 128 + the signal number. A second Ctrl-C stops at once (KeyboardInterrupt).
 """
 import os
 import signal
