@@ -1,8 +1,8 @@
 """Export a trained model to Hugging Face transformers or a safetensors release, or import one.
 
-    python export.py out-rope --to=hf --out=hf-rope              # a transformers folder: GPT-NeoX (rope), GPT-2 (learned)
+    python export.py out-rope --to=hf --out=hf-rope              # a transformers folder: GPT-NeoX/Llama (rope), GPT-2
     python export.py out-rope --to=safetensors                   # out-rope/model.safetensors + config.json
-    python export.py --from=hf hf-pythia --out=out-imported      # a local transformers folder -> out-imported/ckpt.pt
+    python export.py --from=hf hf-pythia --out=out-imported      # a local GPT-2/GPT-NeoX/Llama folder -> ckpt.pt
     python export.py --from=safetensors out-rope --out=out-copy  # a release folder back into a checkpoint
 
 The conversion is interop/hf.py (which encodings map onto which architecture, and how);

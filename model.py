@@ -49,6 +49,13 @@ class GPTConfig:
     ssmax: bool = False             # SSMax: logits scaled by s_h log(n), n the keys a query sees, s_h learned
     layer_encodings: str = ""       # per-layer encodings, a comma pattern ("rope,rope,rope,none"); positional/schedule.py
     layer_windows: str = ""         # per-layer windows, a comma pattern ("32,0"; 0 global); "" = `window` everywhere
+    norm: str = "layernorm"         # or "rmsnorm" (Llama): the blocks' and the final normalisation
+    norm_eps: float = 1e-5
+    mlp: str = "gelu"               # or "swiglu" (Llama): silu(gate) * up
+    mlp_hidden: int = 0             # the MLP's hidden size; 0: 4C (gelu), or Llama's 8C/3 up to a multiple of 256 (swiglu)
+    n_kv_head: int = 0              # key/value heads, each shared by n_head / n_kv_head queries (GQA); 0: n_head
+    tie_embeddings: bool = True     # lm_head shares wte's weight
+    parallel_residual: bool = False   # GPT-NeoX: x + attn(ln_1(x)) + mlp(ln_2(x))
 
 
 # ---- attention ------------------------------------------------------------------------------
@@ -197,22 +204,22 @@ def attend(q, k, v, plan):
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: GPTConfig, layer: int):
         super().__init__()
-        self.n_head, self.n_embd, self.layer = cfg.n_head, cfg.n_embd, layer
+        self.n_head, self.n_kv_head, self.layer = cfg.n_head, cfg.n_kv_head or cfg.n_head, layer
         D = cfg.n_embd // cfg.n_head
         self.q_norm = nn.RMSNorm(D, eps=1e-6) if cfg.qk_norm else None   # one gain (D,) shared by the heads
         self.k_norm = nn.RMSNorm(D, eps=1e-6) if cfg.qk_norm else None
         trained = max(2, cfg.max_position or cfg.block_size)
         self.logn_length = trained if cfg.logn_scaling else 0
         self.ssmax = nn.Parameter(ssmax_init(cfg.n_head, trained)) if cfg.ssmax else None   # s_h: (H,)
-        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
+        self.c_attn = nn.Linear(cfg.n_embd, cfg.n_embd + 2 * self.n_kv_head * D, bias=cfg.bias)   # q, k, v
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.resid_dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x, pe, plan):
         B, T, C = x.shape
-        pos, cache = plan.q_pos, plan.cache
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+        pos, cache, D, G = plan.q_pos, plan.cache, C // self.n_head, self.n_head // self.n_kv_head
+        q, k, v = self.c_attn(x).split([C, C // G, C // G], dim=2)
+        q, k, v = (t.view(B, T, -1, D).transpose(1, 2) for t in (q, k, v))    # (B, H, T, D); k, v: (B, H / G, T, D)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.logn_length:
@@ -228,6 +235,8 @@ class CausalSelfAttention(nn.Module):
         else:  # keys cached raw: rotate all of them at their positions, every call
             k, v = cache.write(self.layer, k, v)
             k = pe.rotate(k, plan, key=True)
+        if G > 1:  # grouped-query attention: key/value head j serves query heads jG .. jG + G - 1
+            k, v = k.repeat_interleave(G, dim=1), v.repeat_interleave(G, dim=1)       # (B, H, Tk, D)
         y = self.attend_own_scores(q, k, v, pe, plan)
         if y is None:
             y = attend(q, k, v, plan)
@@ -252,25 +261,32 @@ class CausalSelfAttention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=cfg.bias)
-        self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        self.gated = gated = cfg.mlp == "swiglu"     # c_fc's rows: the gate's, then the up projection's
+        hidden = cfg.mlp_hidden or (256 * math.ceil(8 * cfg.n_embd // 3 / 256) if gated else 4 * cfg.n_embd)
+        self.c_fc = nn.Linear(cfg.n_embd, (1 + gated) * hidden, bias=cfg.bias)
+        self.c_proj = nn.Linear(hidden, cfg.n_embd, bias=cfg.bias)
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x):
-        return self.dropout(self.c_proj(F.gelu(self.c_fc(x))))
+        h = self.c_fc(x)                                            # (B, T, hidden); gated: (B, T, 2 hidden)
+        return self.dropout(self.c_proj(F.silu(h.chunk(2, -1)[0]) * h.chunk(2, -1)[1] if self.gated else F.gelu(h)))
+
+
+def norm(cfg):
+    return (nn.RMSNorm(cfg.n_embd, eps=cfg.norm_eps) if cfg.norm == "rmsnorm"
+            else nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps, bias=cfg.bias))
 
 
 class Block(nn.Module):
     def __init__(self, cfg: GPTConfig, layer: int):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.ln_1 = norm(cfg)
         self.attn = (LinearSelfAttention if cfg.attention == "linear" else CausalSelfAttention)(cfg, layer)
-        self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
-        self.mlp = MLP(cfg)
+        self.ln_2, self.mlp, self.parallel = norm(cfg), MLP(cfg), cfg.parallel_residual
 
     def forward(self, x, pe, plan):
-        x = x + self.attn(self.ln_1(x), pe, plan)
-        return x + self.mlp(self.ln_2(x))
+        y = x + self.attn(self.ln_1(x), pe, plan)
+        return y + self.mlp(self.ln_2(x if self.parallel else y))   # parallel: both branches read x
 
 
 # ---- caches ---------------------------------------------------------------------------------
@@ -288,13 +304,13 @@ class KVCache(nn.Module):
     sinks + (p - sinks) % period: memory bounded however long the text. slot_pos (S,) holds each slot's
     position (EMPTY for none yet), so the mask, the window and the biases come from true positions and
     cached decoding equals the windowed forward exactly (keys are not re-numbered, unlike StreamingLLM).
-    A call may bring up to `chunk` tokens to a ring without overwriting a key its queries see (longer
-    calls are split). Keys are attended in slot order, unless `ordered` (CoPE counts keys in order): a
-    ring's slots are then handed over rotated into position order. `filled`: the leading slots a call
-    attends to (a host int; a compiled step takes it as a symbolic size). k{i}, v{i}: (B, H, S, D), one
-    buffer per layer (a compiled step writing into a view of one (L, ...) buffer copied it whole).
-    What the encodings keep for a generation (Transformer-XL's rows, FoX's sums) is in `states`, made by
-    state(owner, name, make) and dropped by reset()."""
+    slot_doc: each slot's document id (GPT.forward's doc). A call may bring up to `chunk` tokens to a ring
+    without overwriting a key its queries see (longer calls are split). Keys are attended in slot order,
+    unless `ordered` (CoPE counts keys in order): a ring's slots are then handed over rotated into position
+    order. `filled`: the leading slots a call attends to (a host int; a compiled step takes it as a symbolic
+    size). k{i}, v{i}: (B, H, S, D), one buffer per layer (a compiled step writing into a view of one
+    (L, ...) buffer copied it whole). What the encodings keep for a generation (Transformer-XL's rows, FoX's
+    sums) is in `states`, made by state(owner, name, make) and dropped by reset()."""
 
     def __init__(self, n_layer, batch, n_head, head_dim, max_len, sinks, period, dtype, device, ordered=False,
                  chunk=16):
@@ -307,6 +323,7 @@ class KVCache(nn.Module):
                 self.register_buffer(f"{name}{i}", torch.zeros(batch, n_head, size, head_dim, dtype=dtype,
                                                                device=device), persistent=False)
         self.register_buffer("slot_pos", torch.full((size,), EMPTY, dtype=torch.long, device=device), persistent=False)
+        self.register_buffer("slot_doc", torch.zeros(size, dtype=torch.long, device=device), persistent=False)
         self.max_len, self.n_positions = float("inf") if period else max_len, max_len   # a ring: any position
         self.sinks, self.period, self.size, self.chunk = sinks, period, size, chunk
         self.slot, self.filled, self.order, self.length, self.states = None, size, None, 0, {}
@@ -322,17 +339,20 @@ class KVCache(nn.Module):
             self.states[key] = make()
         return self.states[key]
 
-    def begin(self, pos):
-        """Place this call's positions pos (T,) in their slots."""
+    def begin(self, pos, doc=None):
+        """Place this call's positions pos (T,) in their slots, and its document ids doc (T,) if given."""
         self.slot = pos if not self.period else torch.where(pos < self.sinks, pos,
                                                             self.sinks + (pos - self.sinks) % self.period)
         self.slot_pos.index_copy_(0, self.slot, pos)
+        if doc is not None:
+            self.slot_doc.index_copy_(0, self.slot, doc)
         if self.ordered:  # the oldest ring slot is the one the next position will take
             oldest = (pos[-1:] + 1 - self.sinks) % self.period
             self.order = torch.cat([self.sink_slots, self.sinks + (oldest + self.ring) % self.period])
 
-    def key_positions(self, T):
-        return self.slot_pos.index_select(0, self.order) if self.ordered else self.slot_pos[:self.filled]
+    def key_positions(self, T, of=None):  # or, given slot_doc, the attended keys' document ids
+        of = self.slot_pos if of is None else of
+        return of.index_select(0, self.order) if self.ordered else of[:self.filled]
 
     def write(self, layer, k, v):
         """k, v (B, H, T, D) into this call's slots; returns the attended slots (B, H, S, D)."""
@@ -363,9 +383,10 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.drop = nn.Dropout(cfg.dropout)
         self.h = nn.ModuleList([Block(cfg, i) for i in range(cfg.n_layer)])
-        self.ln_f = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.ln_f = norm(cfg)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.wte.weight  # weight tying
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.wte.weight
         self.kv_cache = None
         self.flex = {"error": None}  # FlexAttention (CUDA) is given up for this model after a failure
         own = {m for pe in self.encodings.values() for m in pe.modules()}  # encodings initialise their own parameters
@@ -416,7 +437,7 @@ class GPT(nn.Module):
         number of positions fit); None: where that is smaller. Layers with different windows: one slot
         per position, the windows acting through the mask."""
         cfg, p = self.config, self.wte.weight
-        dtype, H, D = dtype or p.dtype, cfg.n_head, cfg.n_embd // cfg.n_head
+        dtype, H, D = dtype or p.dtype, cfg.n_kv_head or cfg.n_head, cfg.n_embd // cfg.n_head
         if cfg.attention == "linear":
             return LinearAttentionCache(cfg.n_layer, batch, H, D, dtype, p.device)
         windows = {layer.window for layer in self.schedule}
@@ -447,23 +468,21 @@ class GPT(nn.Module):
     def forward(self, idx, targets=None, pos=None, doc=None):
         """idx: (B, T) token ids -> logits (B, T, vocab), and the loss if targets are given. With a cache
         set up, idx continues the cached sequence. pos: (T,) training positions (position_sampling),
-        increasing; None: contiguous from the cache offset. doc: (T,) document ids (no cache): keys of
-        another document are hidden, and pos may restart at each document (increasing within one)."""
+        increasing; None: contiguous from the cache offset. doc: (T,) document ids, kept with the keys in a
+        cache: keys of another document are hidden, and pos may restart at each one (without a cache)."""
         B, T = idx.shape
         cache = self.kv_cache
         if cache is not None and cache.period and T > cache.chunk:  # a ring takes at most `chunk` tokens a call
-            logits = torch.cat([self(idx[:, s:s + cache.chunk])[0] for s in range(0, T, cache.chunk)], 1)
-            return logits, None if targets is None else F.cross_entropy(logits.flatten(0, 1).float(), targets.view(-1),
-                                                                        ignore_index=-1)
-        pos, end = self.positions(T, cache, pos, doc, idx.device)                    # (T,), last + 1
-        if cache is not None:
-            cache.filled = min(end, getattr(cache, "size", end))
-        logits = self.run(idx, pos, end, cache, None if doc is None else doc.to(idx.device))   # (B, T, vocab)
-        if cache is not None:
-            cache.advance(T)
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+            logits = torch.cat([self(idx[:, s:s + cache.chunk], doc=None if doc is None else doc[s:s + cache.chunk])[0]
+                                for s in range(0, T, cache.chunk)], 1)
+        else:
+            pos, end = self.positions(T, cache, pos, doc, idx.device)                # (T,), last + 1
+            if cache is not None:
+                cache.filled = min(end, getattr(cache, "size", end))
+            logits = self.run(idx, pos, end, cache, None if doc is None else doc.to(idx.device))   # (B, T, vocab)
+            if cache is not None:
+                cache.advance(T)
+        loss = None if targets is None else F.cross_entropy(logits.float().flatten(0, 1), targets.view(-1), ignore_index=-1)
         return logits, loss
 
     def run(self, idx, pos, n_positions, cache=None, doc=None):
@@ -472,7 +491,7 @@ class GPT(nn.Module):
         check (forward does those)."""
         encodings = self.encodings
         if cache is not None:
-            cache.begin(pos)
+            cache.begin(pos, doc)
         plans = self.plans(pos, cache, encodings, doc, n_positions)
         x = self.drop(self.pe.embed(self.wte(idx), next(iter(plans.values()))))     # (B, T, C)
         for block, layer in zip(self.h, self.schedule):
@@ -482,8 +501,8 @@ class GPT(nn.Module):
     def positions(self, T, cache, pos, doc, device):
         """(T,) positions of this call and the last one + 1, checked on the host."""
         start = cache.length if cache is not None else 0
-        if (pos is not None or doc is not None) and cache is not None:
-            raise ValueError("explicit positions are for training, without a KV cache (document ids too): clear the cache")
+        if pos is not None and cache is not None:
+            raise ValueError("explicit positions are for training, without a KV cache: clear the cache")
         if doc is not None and self.config.attention == "linear":
             raise ValueError("document ids need softmax attention (linear attention sums every earlier key)")
         if doc is not None and (doc.shape != (T,) or doc.is_floating_point()):
@@ -513,13 +532,15 @@ class GPT(nn.Module):
         encoding share its score bias (every layer attends to the same key positions)."""
         cfg, plans, biases = self.config, {}, {}
         k_pos = cache.key_positions(len(pos)) if cache is not None else pos                  # (Tk,)
+        k_doc = cache.key_positions(len(pos), cache.slot_doc) if cache is not None and doc is not None else None
         for layer in self.schedule:
             if layer in plans:
                 continue
             if layer.encoding not in biases:
                 biases[layer.encoding] = encodings[layer.encoding].dense_bias(pos, k_pos)     # (H, Tq, Tk) or None
-            plan = AttentionPlan(pos, k_pos, layer.window, cfg.sinks, causal=cache is None, doc=doc, cache=cache,
-                                 n_positions=n_positions, bias=biases[layer.encoding], dropout=cfg.dropout if self.training else 0.0, flex=self.flex)
+            plan = AttentionPlan(pos, k_pos, layer.window, cfg.sinks, causal=cache is None, doc=doc, k_doc=k_doc,
+                                 cache=cache, n_positions=n_positions, bias=biases[layer.encoding],
+                                 dropout=cfg.dropout if self.training else 0.0, flex=self.flex)
             plan.key_counts = plan.visible().sum(-1).float() if cfg.ssmax else None
             plans[layer] = plan
         return plans

@@ -1,15 +1,18 @@
 """posgpt <-> Hugging Face transformers folders (config.json + model.safetensors), by hand:
 no transformers needed to convert, only to run the result.
 
-    learned -> GPT2LMHeadModel     exact GELU ("gelu"), LayerNorm eps 1e-5, tied embeddings
-    rope    -> GPTNeoXForCausalLM  use_parallel_residual=False, rotary_pct = rotary_fraction,
-                                   the rope_scaling method as transformers' rope_type
+    learned -> GPT2LMHeadModel     exact GELU ("gelu"), LayerNorm, tied embeddings
+    rope    -> GPTNeoXForCausalLM  LayerNorm + GELU; parallel_residual as use_parallel_residual,
+                                   rotary_pct = rotary_fraction, tied or untied (embed_out)
+    rope    -> LlamaForCausalLM    rmsnorm + swiglu (the model keys of a Llama-style block), n_kv_head
+                                   as num_key_value_heads, tied or untied, whole-head rotation
 
-posgpt's block is GPT-2's (pre-LayerNorm, attention then MLP, 4C GELU MLP, tied embeddings),
-so only the names and layouts differ: GPT-2's Conv1D stores weights transposed (in, out);
+Only the names and layouts differ: GPT-2's Conv1D stores weights transposed (in, out);
 GPT-NeoX's query_key_value interleaves q, k, v per head ((H, 3, D) rows where posgpt has
-(3, H, D)); bias=False is written as zero biases and read back as bias=False when every bias
-is zero. RoPE pairs are half-split in both (GPT-NeoX's rotate_half).
+(3, H, D)); Llama's q_proj, k_proj, v_proj (and gate_proj, up_proj) are posgpt's c_attn (c_fc)
+rows in that order. bias=False is written as zero biases to GPT-2 and GPT-NeoX (and as
+attention_bias=mlp_bias=false to Llama) and read back as bias=False when every bias is zero.
+RoPE pairs are half-split in all three (rotate_half; Llama's released weights are permuted to it).
 
 Scaling, written both as transformers v5 reads it (`rope_parameters`, rope_theta and
 partial_rotary_factor inside) and v4 (`rope_scaling`, rotary_pct, rotary_emb_base): the methods
@@ -30,9 +33,10 @@ from positional.rope_scaling import METHODS
 from positional.rope_scaling.hf import KEYS, TYPES, from_hf
 from training.config import upgrade_model_args
 
-NEOX, GPT2 = "GPTNeoXForCausalLM", "GPT2LMHeadModel"
-ARCHITECTURE = {"learned": GPT2, "rope": NEOX}          # posgpt encoding -> transformers architecture
-SUPPORTED = {GPT2: "learned", NEOX: "rope (use_parallel_residual=False)"}
+NEOX, GPT2, LLAMA = "GPTNeoXForCausalLM", "GPT2LMHeadModel", "LlamaForCausalLM"
+MODEL_TYPES = {GPT2: "gpt2", NEOX: "gpt_neox", LLAMA: "llama"}
+ARCHITECTURE = {"learned": GPT2, "rope": NEOX}          # posgpt encoding -> architecture (rope: or LLAMA, by its block)
+SUPPORTED = {GPT2: "learned", NEOX: "rope, layernorm + gelu", LLAMA: "rope, rmsnorm + swiglu"}
 HF_KEYS = {  # rope_type -> the keys transformers' RoPE init reads (modeling_rope_utils, v5.24)
     "linear": ("factor",),
     "dynamic": ("factor",),
@@ -40,36 +44,53 @@ HF_KEYS = {  # rope_type -> the keys transformers' RoPE init reads (modeling_rop
              "mscale", "mscale_all_dim"),
     "llama3": ("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"),
 }
-LLAMA_STYLE = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo", "smollm3")
-# model keys whose default is the only value a GPT-2 / GPT-NeoX block has
+# model keys whose default is the only value every architecture has, then those fixed by each architecture
 PLAIN = dict(window=0, sinks=0, attention="softmax", qk_norm=False, logn_scaling=False, ssmax=False,
              layer_encodings="", layer_windows="")
+FIXED = {GPT2: dict(norm="layernorm", mlp="gelu", n_kv_head=0, tie_embeddings=True, parallel_residual=False),
+         NEOX: dict(norm="layernorm", mlp="gelu", n_kv_head=0),
+         LLAMA: dict(norm="rmsnorm", mlp="swiglu", parallel_residual=False)}
+HEAD = {NEOX: "embed_out.weight", LLAMA: "lm_head.weight"}     # an untied output embedding
 
 
 class InteropError(ValueError):
     """A model or folder that cannot be converted (one line)."""
 
 
-# ---- the names: (posgpt weight, HF weight, layout) per module; biases follow their weight --------
+# ---- the names: (posgpt weight, HF weight(s), layout, has_bias) per module; biases follow their weight --
 
-def names(arch, n_layer):
-    """[(posgpt name, HF name, layout, has_bias)]; layout None, "T" (Conv1D) or "qkv" (per-head q, k, v)."""
+def names(arch, n_layer, tied=True):
+    """[(posgpt name, HF name, layout, has_bias)]; layout None, "T" (Conv1D) or "qkv" (per-head q, k, v).
+    A tuple of HF names: their rows stacked in posgpt's one matrix (q, k, v; SwiGLU's gate, up)."""
     if arch == GPT2:
         top = [("wte.weight", "transformer.wte.weight", None, False),
                ("pe.wpe.weight", "transformer.wpe.weight", None, False),
                ("ln_f.weight", "transformer.ln_f.weight", None, True)]
-        layer = [("ln_1", "ln_1", None), ("attn.c_attn", "attn.c_attn", "T"), ("attn.c_proj", "attn.c_proj", "T"),
-                 ("ln_2", "ln_2", None), ("mlp.c_fc", "mlp.c_fc", "T"), ("mlp.c_proj", "mlp.c_proj", "T")]
+        layer = [("ln_1", "ln_1", None, True), ("attn.c_attn", "attn.c_attn", "T", True),
+                 ("attn.c_proj", "attn.c_proj", "T", True), ("ln_2", "ln_2", None, True),
+                 ("mlp.c_fc", "mlp.c_fc", "T", True), ("mlp.c_proj", "mlp.c_proj", "T", True)]
         prefix = "transformer.h"
-    else:
+    elif arch == NEOX:
         top = [("wte.weight", "gpt_neox.embed_in.weight", None, False),
                ("ln_f.weight", "gpt_neox.final_layer_norm.weight", None, True)]
-        layer = [("ln_1", "input_layernorm", None), ("attn.c_attn", "attention.query_key_value", "qkv"),
-                 ("attn.c_proj", "attention.dense", None), ("ln_2", "post_attention_layernorm", None),
-                 ("mlp.c_fc", "mlp.dense_h_to_4h", None), ("mlp.c_proj", "mlp.dense_4h_to_h", None)]
+        layer = [("ln_1", "input_layernorm", None, True), ("attn.c_attn", "attention.query_key_value", "qkv", True),
+                 ("attn.c_proj", "attention.dense", None, True), ("ln_2", "post_attention_layernorm", None, True),
+                 ("mlp.c_fc", "mlp.dense_h_to_4h", None, True), ("mlp.c_proj", "mlp.dense_4h_to_h", None, True)]
         prefix = "gpt_neox.layers"
-    return top + [(f"h.{i}.{a}.weight", f"{prefix}.{i}.{b}.weight", how, True)
-                  for i in range(n_layer) for a, b, how in layer]
+    else:  # RMSNorm has no bias; the linear layers have one where attention_bias / mlp_bias say so
+        top = [("wte.weight", "model.embed_tokens.weight", None, False), ("ln_f.weight", "model.norm.weight", None, False)]
+        layer = [("ln_1", "input_layernorm", None, False),
+                 ("attn.c_attn", tuple(f"self_attn.{n}_proj" for n in "qkv"), None, True),
+                 ("attn.c_proj", "self_attn.o_proj", None, True), ("ln_2", "post_attention_layernorm", None, False),
+                 ("mlp.c_fc", ("mlp.gate_proj", "mlp.up_proj"), None, True), ("mlp.c_proj", "mlp.down_proj", None, True)]
+        prefix = "model.layers"
+    head = [] if tied else [("lm_head.weight", HEAD[arch], None, False)]
+    return top + head + [(f"h.{i}.{a}.weight", tuple(f"{prefix}.{i}.{n}.weight" for n in b) if isinstance(b, tuple) else
+                          f"{prefix}.{i}.{b}.weight", how, bias) for i in range(n_layer) for a, b, how, bias in layer]
+
+
+def bias_name(theirs):
+    return tuple(bias_name(n) for n in theirs) if isinstance(theirs, tuple) else theirs[:-len("weight")] + "bias"
 
 
 def relayout(t, how, n_head, to_hf):
@@ -82,19 +103,45 @@ def relayout(t, how, n_head, to_hf):
     return t
 
 
+def pieces(t, theirs, q_rows):
+    """{HF name: tensor} of a posgpt tensor: stacked rows split as q (q_rows), k, v, or gate, up in halves."""
+    if isinstance(theirs, str):
+        return {theirs: t}
+    first = q_rows if len(theirs) == 3 else t.shape[0] // 2
+    rest = (t.shape[0] - first) // (len(theirs) - 1)
+    return dict(zip(theirs, (p.contiguous() for p in t.split([first] + [rest] * (len(theirs) - 1)))))
+
+
+def stacked(tensors, theirs):
+    """posgpt's tensor of HF tensors, or None if one is missing."""
+    parts = [tensors.get(n) for n in ((theirs,) if isinstance(theirs, str) else theirs)]
+    return None if any(p is None for p in parts) else torch.cat([p.float() for p in parts])
+
+
 # ---- export ------------------------------------------------------------------------------------------
+
+def target(args):
+    """The transformers architecture a posgpt model would be: GPT-2 for learned, Llama for a rope model
+    with a Llama-style block, GPT-NeoX for the other rope models; None for the other encodings."""
+    arch = ARCHITECTURE.get(args["pos_encoding"])
+    return LLAMA if arch == NEOX and (args["norm"] == "rmsnorm" or args["mlp"] == "swiglu") else arch
+
 
 def export_problem(model_args):
     """Why this model has no transformers counterpart (one line), or None."""
     args = upgrade_model_args(model_args)
-    if args["pos_encoding"] not in ARCHITECTURE:
+    arch = target(args)
+    if arch is None:
         return (f"{args['pos_encoding']} has no transformers architecture "
-                f"({', '.join(f'{a} takes {e}' for e, a in ARCHITECTURE.items())})")
-    odd = [f"{k}={args[k]!r}" for k, v in PLAIN.items() if args[k] != v]
+                f"({', '.join(f'{a} takes {e}' for a, e in SUPPORTED.items())})")
+    args = dict(args, n_kv_head=0 if args["n_kv_head"] == args["n_head"] else args["n_kv_head"])
+    odd = [f"{k}={args[k]!r}" for k, v in {**PLAIN, **FIXED[arch]}.items() if args[k] != v]
     if odd:
-        return f"{', '.join(odd)} has no counterpart in transformers' GPT-2 / GPT-NeoX"
+        return f"{', '.join(odd)} has no counterpart in transformers' {arch}"
     s, kind, head_dim = args["pos_settings"], args["rope_scaling"], args["n_embd"] // args["n_head"]
     fraction = s.get("rotary_fraction", 1.0)
+    if arch == LLAMA and fraction != 1.0:
+        return f"rotary_fraction={fraction} has no counterpart in transformers' {LLAMA} (it rotates whole heads)"
     if int(head_dim * fraction) != int(round(head_dim * fraction)):
         return f"rotary_fraction {fraction} of head_dim {head_dim} rounds differently in GPT-NeoX"
     if kind and kind not in HF_KEYS:
@@ -128,29 +175,37 @@ def to_hf(model_args, state_dict):
     if problem:
         raise InteropError(problem)
     args = upgrade_model_args(model_args)
-    C, H, L, V = args["n_embd"], args["n_head"], args["n_layer"], args["vocab_size"]
-    arch = ARCHITECTURE[args["pos_encoding"]]
+    C, H, L, V, eps = args["n_embd"], args["n_head"], args["n_layer"], args["vocab_size"], args["norm_eps"]
+    arch, tied, kv = target(args), args["tie_embeddings"], args["n_kv_head"] or H
+    hidden = state_dict["h.0.mlp.c_proj.weight"].shape[1]
     if arch == GPT2:
-        config = dict(model_type="gpt2", n_embd=C, n_head=H, n_layer=L, n_positions=args["block_size"], n_inner=None,
-                      activation_function="gelu", layer_norm_epsilon=1e-5, scale_attn_weights=True)
+        config = dict(model_type="gpt2", n_embd=C, n_head=H, n_layer=L, n_positions=args["block_size"],
+                      n_inner=None if hidden == 4 * C else hidden, activation_function="gelu", layer_norm_epsilon=eps,
+                      scale_attn_weights=True)
     else:
         rope, max_pos = rope_parameters(args)
-        config = dict(model_type="gpt_neox", hidden_size=C, num_attention_heads=H, num_hidden_layers=L,
-                      intermediate_size=4 * C, hidden_act="gelu", layer_norm_eps=1e-5, use_parallel_residual=False,
-                      attention_bias=True, max_position_embeddings=max_pos, rope_parameters=rope,
-                      rotary_pct=rope["partial_rotary_factor"], rotary_emb_base=rope["rope_theta"])
+        config = dict(hidden_size=C, num_attention_heads=H, num_hidden_layers=L, intermediate_size=hidden,
+                      max_position_embeddings=max_pos, rope_parameters=rope)
+        if arch == NEOX:
+            config.update(model_type="gpt_neox", hidden_act="gelu", layer_norm_eps=eps, attention_bias=True,
+                          use_parallel_residual=args["parallel_residual"], rotary_pct=rope["partial_rotary_factor"],
+                          rotary_emb_base=rope["rope_theta"])
+        else:
+            config.update(model_type="llama", num_key_value_heads=kv, head_dim=C // H, hidden_act="silu",
+                          rms_norm_eps=eps, attention_bias=args["bias"], mlp_bias=args["bias"],
+                          rope_theta=rope["rope_theta"])
         if rope["rope_type"] != "default":
             config["rope_scaling"] = {k: v for k, v in rope.items() if k not in ("rope_theta", "partial_rotary_factor")}
-    config.update(architectures=[arch], vocab_size=V, tie_word_embeddings=True, bos_token_id=None,
+    config.update(architectures=[arch], vocab_size=V, tie_word_embeddings=tied, bos_token_id=None,
                   eos_token_id=None, dtype="float32")
     tensors = {}
-    for ours, theirs, how, has_bias in names(arch, L):
+    for ours, theirs, how, has_bias in names(arch, L, tied):
         w = state_dict[ours].float()
-        tensors[theirs] = relayout(w, how, H, True)
-        if has_bias:
+        tensors.update(pieces(relayout(w, how, H, True), theirs, C))
+        if has_bias and (arch != LLAMA or args["bias"]):   # GPT-2 and GPT-NeoX always have biases
             b = state_dict.get(ours[:-len("weight")] + "bias")
             b = torch.zeros(w.shape[0]) if b is None else b.float()
-            tensors[theirs[:-len("weight")] + "bias"] = relayout(b, how, H, True)
+            tensors.update(pieces(relayout(b, how, H, True), bias_name(theirs), C))
     return config, tensors
 
 
@@ -178,53 +233,56 @@ def read_folder(path):
 def architecture(config, path):
     arch = (config.get("architectures") or [""])[0]
     kind = config.get("model_type", "")
-    if kind in LLAMA_STYLE or (kind == "gpt_neox" and config.get("use_parallel_residual", True)):
-        what = "GPT-NeoX's parallel residual" if kind == "gpt_neox" else f"{arch or kind} (RMSNorm, SwiGLU, GQA)"
-        raise InteropError(f"{path}: {what} needs the Llama-style block keys (norm, mlp, n_kv_head, tie_embeddings, "
-                           f"parallel_residual), not built yet; supported now: GPT-2, GPT-NeoX with "
-                           f"use_parallel_residual=false")
-    for name, model_type in ((GPT2, "gpt2"), (NEOX, "gpt_neox")):
+    for name, model_type in MODEL_TYPES.items():
         if arch == name or kind == model_type:
             return name
     raise InteropError(f"{path}: architecture {arch or kind or '(none named)'} is not supported; supported: "
                        f"{', '.join(f'{a} ({e})' for a, e in SUPPORTED.items())}")
 
 
-def encoding_of(arch):
-    return next(e for e, a in ARCHITECTURE.items() if a == arch)
+def rope_args(c, theta, fraction):
+    """(method, settings) of a config's RoPE, from v5's rope_parameters or v4's rope_scaling; theta and
+    fraction: where v4 kept the base and the rotary fraction, (key, default)."""
+    rp = dict(c.get("rope_parameters") or c.get("rope_scaling") or {})
+    rp.setdefault("rope_theta", c.get(*theta))
+    rp.setdefault("partial_rotary_factor", c.get(*fraction))
+    kind = rp.get("rope_type", rp.get("type"))
+    method = TYPES[kind][0] if kind in TYPES else ""   # from_hf refuses an unknown type below
+    if method and "original_max_position_embeddings" in TYPES[kind][1]:
+        # L: max_position_embeddings for the length-following method, else by default (as transformers)
+        L = c["max_position_embeddings"]
+        rp["original_max_position_embeddings"] = L if METHODS[method][1].length_dependent else rp.get(
+            "original_max_position_embeddings", L)
+    return from_hf(rp)
 
 
 def model_args_of(arch, c):
-    """posgpt model_args of a transformers config (GPT-2 or GPT-NeoX)."""
+    """posgpt model_args of a transformers config (GPT-2, GPT-NeoX or Llama)."""
     if arch == GPT2:
-        args = dict(n_layer=c["n_layer"], n_head=c["n_head"], n_embd=c["n_embd"], block_size=c["n_positions"],
-                    pos_encoding=encoding_of(GPT2), rope_scaling="", settings={})
-        check = {"n_inner": (c.get("n_inner"), (None, 4 * c["n_embd"])),
-                 "layer_norm_epsilon": (c.get("layer_norm_epsilon", 1e-5), (1e-5,)),
-                 "scale_attn_by_inverse_layer_idx": (c.get("scale_attn_by_inverse_layer_idx", False), (False,)),
+        C = c["n_embd"]
+        args = dict(n_layer=c["n_layer"], n_head=c["n_head"], n_embd=C, block_size=c["n_positions"],
+                    pos_encoding="learned", rope_scaling="", settings={}, norm_eps=c.get("layer_norm_epsilon", 1e-5),
+                    mlp_hidden=0 if c.get("n_inner") in (None, 4 * C) else c["n_inner"])
+        check = {"scale_attn_by_inverse_layer_idx": (c.get("scale_attn_by_inverse_layer_idx", False), (False,)),
                  "activation_function": (c.get("activation_function", "gelu_new"), ("gelu", "gelu_new"))}
+        return args, check
+    C, H = c["hidden_size"], c["num_attention_heads"]
+    args = dict(n_layer=c["num_hidden_layers"], n_head=H, n_embd=C, block_size=c["max_position_embeddings"],
+                pos_encoding="rope")
+    if arch == NEOX:
+        method, settings = rope_args(c, ("rotary_emb_base", 10000.0), ("rotary_pct", 0.25))
+        hidden = c.get("intermediate_size") or 4 * C
+        args.update(norm_eps=c.get("layer_norm_eps", 1e-5), mlp_hidden=0 if hidden == 4 * C else hidden,
+                    parallel_residual=c.get("use_parallel_residual", True))
+        check = {"hidden_act": (c.get("hidden_act", "gelu"), ("gelu",))}
     else:
-        rp = dict(c.get("rope_parameters") or c.get("rope_scaling") or {})
-        rp.setdefault("rope_theta", c.get("rotary_emb_base", 10000.0))
-        rp.setdefault("partial_rotary_factor", c.get("rotary_pct", 0.25))
-        kind = rp.get("rope_type", rp.get("type"))
-        method = TYPES[kind][0] if kind in TYPES else ""   # from_hf refuses an unknown type below
-        if method and "original_max_position_embeddings" in TYPES[kind][1]:
-            # L: max_position_embeddings for the length-following method, else by default (as transformers)
-            L = c["max_position_embeddings"]
-            rp["original_max_position_embeddings"] = L if METHODS[method][1].length_dependent else rp.get(
-                "original_max_position_embeddings", L)
-        method, settings = from_hf(rp)
-        args = dict(n_layer=c["num_hidden_layers"], n_head=c["num_attention_heads"], n_embd=c["hidden_size"],
-                    block_size=c["max_position_embeddings"], pos_encoding=encoding_of(NEOX), rope_scaling=method,
-                    settings=settings)
-        check = {"intermediate_size": (c.get("intermediate_size"), (4 * c["hidden_size"],)),
-                 "layer_norm_eps": (c.get("layer_norm_eps", 1e-5), (1e-5,)),
-                 "hidden_act": (c.get("hidden_act", "gelu"), ("gelu",))}
-    for key, (have, ok) in check.items():
-        if have not in ok:
-            raise InteropError(f"{key}={have!r} has no posgpt counterpart (posgpt takes {' or '.join(map(repr, ok))})")
-    return args
+        method, settings = rope_args(c, ("rope_theta", 10000.0), ("partial_rotary_factor", 1.0))
+        kv = c.get("num_key_value_heads") or H
+        args.update(norm="rmsnorm", mlp="swiglu", mlp_hidden=c["intermediate_size"], n_kv_head=0 if kv == H else kv,
+                    norm_eps=c.get("rms_norm_eps", 1e-6))
+        check = {"hidden_act": (c.get("hidden_act", "silu"), ("silu",)),
+                 "head_dim": (c.get("head_dim") or C // H, (C // H,))}
+    return dict(args, rope_scaling=method, settings=settings), check
 
 
 def from_hf_folder(path):
@@ -233,31 +291,36 @@ def from_hf_folder(path):
     arch = architecture(config, path)
     if arch == GPT2:  # the first GPT-2 releases name the base model's weights without "transformer."
         tensors = {k if k.startswith(("transformer.", "lm_head.")) else f"transformer.{k}": v for k, v in tensors.items()}
-    a = model_args_of(arch, config)
-    missing = [theirs for _, theirs, _, _ in names(arch, a["n_layer"]) if theirs not in tensors]
+    a, check = model_args_of(arch, config)
+    for key, (have, ok) in check.items():
+        if have not in ok:
+            raise InteropError(f"{key}={have!r} has no posgpt counterpart (posgpt takes {' or '.join(map(repr, ok))})")
+    # untied: an output embedding saved that differs from the input one, or that the config says is untied
+    head, wte = tensors.get(HEAD.get(arch, "")), tensors.get(names(arch, 0)[0][1])
+    tied = head is None or (wte is not None and config.get("tie_word_embeddings", True) and torch.equal(head, wte))
+    entries = names(arch, a["n_layer"], tied)
+    missing = [n for _, theirs, _, _ in entries for n in ((theirs,) if isinstance(theirs, str) else theirs)
+               if n not in tensors]
     if missing:
         raise InteropError(f"{path}: the weights lack {missing[0]}" + (f" and {len(missing) - 1} more" if
                                                                          len(missing) > 1 else ""))
-    H, V = a["n_head"], config["vocab_size"]
+    H = a["n_head"]
     state, biases = {}, []
-    for ours, theirs, how, has_bias in names(arch, a["n_layer"]):
-        state[ours] = relayout(tensors[theirs].float(), how, H, False)
+    for ours, theirs, how, has_bias in entries:
+        state[ours] = relayout(stacked(tensors, theirs), how, H, False)
         if has_bias:
-            b = tensors.get(theirs[:-len("weight")] + "bias")
-            b = torch.zeros(state[ours].shape[0]) if b is None else relayout(b.float(), how, H, False)
+            b = stacked(tensors, bias_name(theirs))   # a missing bias (Llama's attention_bias=false): zeros
+            b = torch.zeros(state[ours].shape[0]) if b is None else relayout(b, how, H, False)
             state[ours[:-len("weight")] + "bias"] = b
             biases.append(b)
-    out = tensors.get("embed_out.weight", tensors.get("lm_head.weight"))
-    if out is not None and not torch.equal(out.float(), state["wte.weight"]):
-        raise InteropError(f"{path}: untied input and output embeddings need the Llama-style block keys "
-                           f"(tie_embeddings), not built yet")
     bias = any(bool(b.any()) for b in biases)
     if not bias:
         state = {k: v for k, v in state.items() if not k.endswith(".bias")}
-    state["lm_head.weight"] = state["wte.weight"]
+    if tied:
+        state["lm_head.weight"] = state["wte.weight"]
     settings = a.pop("settings")
-    args = dict(a, vocab_size=V, bias=bias, pos_settings=positional.resolve(a["pos_encoding"], a["rope_scaling"],
-                                                                             settings))
+    args = dict(a, vocab_size=config["vocab_size"], bias=bias, tie_embeddings=tied,
+                pos_settings=positional.resolve(a["pos_encoding"], a["rope_scaling"], settings))
     note = None
     if config.get("activation_function") == "gelu_new":
         note = (f"note: {path} uses gelu_new (tanh GELU); posgpt's MLP is exact GELU, as nanoGPT's with GPT-2's "

@@ -1,6 +1,6 @@
 """The safetensors release form of a checkpoint, and the tokenizer files transformers reads.
 
-    out-rope/model.safetensors   the weights (float as trained; the tied lm_head stored once, as wte)
+    out-rope/model.safetensors   the weights (float as trained; a tied lm_head stored once, as wte)
     out-rope/config.json         {"format": "posgpt", "model_args": {...}, "tokenizer": {...}}
 
 No pickle anywhere: safetensors and JSON. read_release gives back what build_model needs.
@@ -33,7 +33,8 @@ def write_release(model_args, state_dict, tokenizer, folder):
     """model.safetensors + config.json of a posgpt model in `folder`."""
     from safetensors.torch import save_file
     os.makedirs(folder, exist_ok=True)
-    tensors = {k: v.contiguous() for k, v in state_dict.items() if k != "lm_head.weight"}   # tied to wte
+    tied = model_args.get("tie_embeddings", True)
+    tensors = {k: v.contiguous() for k, v in state_dict.items() if k != "lm_head.weight" or not tied}
     save_file(tensors, os.path.join(folder, "model.safetensors"), metadata={"format": FORMAT})
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump({"format": FORMAT, "model_args": model_args, "tokenizer": jsonable(tokenizer)}, f, indent=2)
@@ -46,7 +47,7 @@ def is_release(config):
 def read_release(config, tensors):
     """(model_args, state_dict, tokenizer entry) of a release folder's config.json and weights."""
     state = dict(tensors)
-    state["lm_head.weight"] = state["wte.weight"]
+    state.setdefault("lm_head.weight", state["wte.weight"])   # tied: stored once
     return config["model_args"], state, from_json(config.get("tokenizer"))
 
 

@@ -75,7 +75,8 @@ class Ctx:
     window: int = 0                     # > 0: a query sees keys less than `window` behind it...
     sinks: int = 0                      # ...and the first `sinks` positions
     causal: bool = False                # the keys are the queries' own positions, in order (no cache)
-    doc: torch.Tensor = None            # (T,) document ids of the forward's tokens (no cache), or None
+    doc: torch.Tensor = None            # (T,) document ids of the forward's tokens, or None
+    k_doc: torch.Tensor = None          # (Tk,) the keys' ids with a cache (None: the keys are doc's own tokens)
     cache: object = None                # the generation's cache, or None
     n_positions: int = 0                # positions in play (of the forward, or of a static generation); 0: from k_pos
     x: torch.Tensor = None              # (B, T, C) the input of the layer attending now (set by the model)
@@ -89,7 +90,8 @@ class Ctx:
     def visible(self):
         """(Tq, Tk) bool: the keys each query sees."""
         doc = self.doc
-        q_doc, k_doc = (None, None) if doc is None else (doc[self.rows], doc[:len(self.k_pos)])
+        k_doc = doc[:len(self.k_pos)] if self.k_doc is None and doc is not None else self.k_doc
+        q_doc = None if doc is None else doc[self.rows]
         return visible_keys(self.q_pos, self.k_pos, self.window, self.sinks, q_doc, k_doc)
 
     def softmax(self, scores, v):

@@ -69,6 +69,11 @@ def check_shape(cfg, windows):
         raise ValueError(f"sinks={cfg.sinks} needs a window (sinks stay visible past it): add --window=W")
     if cfg.attention not in ATTENTIONS:
         raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}, got {cfg.attention!r}")
+    if cfg.n_kv_head < 0 or cfg.n_head % (cfg.n_kv_head or cfg.n_head):
+        raise ValueError(f"n_kv_head={cfg.n_kv_head} must divide n_head={cfg.n_head} (0: n_head, no grouping)")
+    if cfg.norm not in ("layernorm", "rmsnorm") or cfg.mlp not in ("gelu", "swiglu") or cfg.mlp_hidden < 0:
+        raise ValueError(f"norm must be layernorm or rmsnorm, mlp gelu or swiglu, mlp_hidden >= 0 (0: the default); "
+                         f"got {cfg.norm!r}, {cfg.mlp!r}, {cfg.mlp_hidden}")
 
 
 def check_linear(cfg, chosen, windows):
@@ -86,6 +91,9 @@ def check_linear(cfg, chosen, windows):
     if cfg.qk_norm or cfg.logn_scaling or cfg.ssmax:
         raise ValueError("qk_norm, logn_scaling and ssmax are options of softmax attention; drop them "
                          "or use attention=softmax")
+    if cfg.n_kv_head not in (0, cfg.n_head):
+        raise ValueError("n_kv_head (grouped-query attention) is an option of softmax attention; drop it or use "
+                         "attention=softmax")
 
 
 def check_layers(cfg):

@@ -1,6 +1,5 @@
 """Documents in training and evaluation: aligned and masked rows (data/loader.py), the masked train
 step (train.py), bits per byte, per-document evaluation, --data, and the whole path end to end."""
-import inspect
 import json
 import math
 import os
@@ -17,6 +16,7 @@ from data.documents import prepare
 from measure.evaluation import evaluate_checkpoint
 from model import GPT
 from tests.conftest import TINY_ARGS, run_py
+from training import checkpoint
 from training.checkpoint import load_model
 from tests.inproc import one_line_error, train_error
 
@@ -89,16 +89,13 @@ def doc_args(data_dir, out):
             "--max_iters=4", "--eval_interval=2", "--eval_iters=2"]
 
 
-def test_masked_train_step_calls_the_model_once_per_row(doc_data, tmp_path, monkeypatch, capsys):
+def test_masked_train_step_calls_the_model_once_per_row(doc_data, tmp_path, monkeypatch):
     real = GPT.forward
-    if "doc" not in inspect.signature(real).parameters:   # today's model: refused in one line
-        err = train_error(doc_args(doc_data, tmp_path / "refused") + ["--documents=masked"], capsys)
-        assert err == "error: documents=masked needs the model's document mask; use --documents=aligned until then"
     calls = []
 
-    def forward(self, idx, targets=None, pos=None, doc=None):   # the document mask's interface
+    def forward(self, idx, targets=None, pos=None, doc=None):
         calls.append((idx.shape, pos, doc))
-        return real(self, idx, targets)
+        return real(self, idx, targets, pos, doc)
 
     monkeypatch.setattr(GPT, "forward", forward)
     train.main(doc_args(doc_data, tmp_path / "masked") + ["--documents=masked", "--batch_size=3"])
@@ -165,7 +162,7 @@ def test_evaluating_on_data_of_another_tokenizer_is_refused(doc_run, doc_data, t
                           f"the checkpoint's (char, ")
 
 
-def test_end_to_end_bpe_folder_aligned_training_sample_and_per_document_bits_per_byte(tmp_path):
+def test_end_to_end_bpe_folder_masked_training_sample_and_per_document_bits_per_byte(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     for i in range(16):
@@ -175,8 +172,8 @@ def test_end_to_end_bpe_folder_aligned_training_sample_and_per_document_bits_per
     assert (tmp_path / "data" / "code" / "tokenizer.json").exists()
     out, env = tmp_path / "out", {"OMP_NUM_THREADS": "1"}
     r = run_py("train.py", *TINY_ARGS, f"--data_dir={tmp_path / 'data'}", "--dataset=code", f"--out_dir={out}",
-               "--documents=aligned", "--max_iters=6", "--eval_interval=3", env=env)
-    assert "val bits/byte" in r.stdout
+               "--documents=masked", "--max_iters=6", "--eval_interval=3", env=env)
+    assert "val bits/byte" in r.stdout and checkpoint.load(out)["config"]["documents"] == "masked"
     os.rename(tmp_path / "data", tmp_path / "gone")   # sample and evaluate need the checkpoint alone
     r = run_py("sample.py", f"--out_dir={out}", "--start=def func_", "--max_new_tokens=20", "--device=cpu", env=env)
     assert r.stdout.startswith("def func_")

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import positional
-from model import GPTConfig
+from model import MLP, GPTConfig
 from positional.alibi import alibi_slopes
 from tests.conftest import embedded, rotate, tiny_gpt
 
@@ -101,15 +101,57 @@ def test_causality(name):
 
 
 @pytest.mark.parametrize("name", ALL)
-def test_kv_cache_matches_full_forward(name):
-    model = tiny_gpt(name)
+@pytest.mark.parametrize("kw", [{}, dict(window=6, sinks=1, ssmax=True)], ids=["full", "window"])
+def test_documents_see_only_themselves_with_the_kv_cache(name, kw):
+    """With the cache, document ids are kept with the keys: a prefill and single-token steps give the
+    logits of one forward with the same ids, and changing any token of an earlier document leaves the
+    later documents' logits unchanged (up to FoX's rounding: its cached sums run on across documents)."""
+    model = tiny_gpt(name, block_size=160, **kw)
+    idx = torch.randint(0, 40, (2, 24))
+    changed = idx.clone()
+    changed[:, 3], changed[:, 12] = (idx[:, 3] + 1) % 40, (idx[:, 12] + 1) % 40       # in documents 0 and 1
+    spans = [(0, 10)] + [(t, t + 1) for t in range(10, 24)]                             # prefill into document 1
+
+    def cached(x):
+        model.setup_cache(2, 32)
+        out = torch.cat([model(x[:, a:b], doc=DOCS[a:b])[0] for a, b in spans], dim=1)
+        assert model.kv_cache.length == 24
+        model.clear_cache()
+        return out
+
+    with torch.no_grad():
+        full, a, b = model(idx, doc=DOCS)[0], cached(idx), cached(changed)
+    torch.testing.assert_close(a, full, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(a[:, 16:], b[:, 16:], rtol=0, atol=1e-6)
+    assert not torch.allclose(a[:, 7:16], b[:, 7:16])
+
+
+BLOCKS = {"gpt2": {}, "llama": dict(norm="rmsnorm", mlp="swiglu", n_kv_head=2, tie_embeddings=False),
+          "neox": dict(parallel_residual=True, bias=True)}
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("block", BLOCKS)
+def test_kv_cache_matches_full_forward(name, block):
+    """Prefill and decode equal one forward, with GPT-2's block, a Llama block (GQA: the cache holds the
+    2 key/value heads) and GPT-NeoX's parallel residual."""
+    model = tiny_gpt(name, **BLOCKS[block])
     idx = torch.randint(0, 40, (2, 24))
     with torch.no_grad():
         full = model(idx)[0]
-        model.setup_cache(2, 32)
+        cache = model.setup_cache(2, 32)
         chunks = [idx[:, :5], idx[:, 5:8]] + [idx[:, t:t + 1] for t in range(8, 24)]   # prefill, a chunk, then singles
         out = torch.cat([model(c)[0] for c in chunks], dim=1)
     torch.testing.assert_close(out, full, rtol=1e-5, atol=1e-5)
+    assert cache.k0.shape[1] == (2 if block == "llama" else 4)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_static_decoding_with_grouped_query_attention(name):
+    """The static step (a cache of n_kv_head heads) generates what the reference step does."""
+    model = tiny_gpt(name, block_size=64, **BLOCKS["llama"])
+    prompt = torch.randint(0, 40, (2, 5))
+    assert torch.equal(model.generate(prompt, 20, top_k=1), model.generate(prompt, 20, top_k=1, static=False))
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -177,6 +219,20 @@ def test_documents_see_only_themselves(name, kw):
     assert torch.equal(first[:, 100:], second[:, 100:]) and not torch.equal(first[:, 60:100], second[:, 60:100])
     logits, loss = model(x, x, doc=docs)
     loss.backward()
+
+
+def test_block_keys_shape_the_model_as_llama_does():
+    """SwiGLU's hidden size is Llama's (8C/3 up to a multiple of 256: 11008 at C = 4096), mlp_hidden
+    overrides it; untied embeddings are two tables; bad keys are one line each."""
+    with torch.device("meta"):
+        assert MLP(GPTConfig(n_embd=4096, mlp="swiglu")).c_fc.weight.shape == (2 * 11008, 4096)
+        assert MLP(GPTConfig(n_embd=64, mlp="swiglu", mlp_hidden=96)).c_proj.weight.shape == (64, 96)
+    m = tiny_gpt("rope", tie_embeddings=False, norm="rmsnorm")
+    assert m.lm_head.weight is not m.wte.weight and isinstance(m.ln_f, torch.nn.RMSNorm)
+    with pytest.raises(ValueError, match="n_kv_head=3 must divide n_head=4"):
+        tiny_gpt("rope", n_kv_head=3)
+    with pytest.raises(ValueError, match="norm must be layernorm or rmsnorm"):
+        tiny_gpt("rope", norm="rms")
 
 
 # ---- no state written by a forward ------------------------------------------------------------

@@ -1,9 +1,11 @@
 """posgpt <-> Hugging Face transformers (interop/hf.py, export.py): float32 logits parity within
 1e-4 on random sequences, both directions, for models built from configs with random weights
-(never downloaded): GPT-2 <-> learned, GPT-NeoX (use_parallel_residual=False) <-> rope at
-rotary fractions 0.25 and 1, and with linear, dynamic, yarn and llama3 scaling at 4x the
-original length. Export -> import -> export is bitwise; an imported model's evaluate.py loss is
-transformers' loss on the same tokens; bad input is one line each."""
+(never downloaded): GPT-2 <-> learned, GPT-NeoX <-> rope at rotary fractions 0.25 and 1, and
+with linear, dynamic, yarn and llama3 scaling at 4x the original length, with and without the
+parallel residual (Pythia's, untied); Llama with grouped-query attention and untied embeddings
+<-> rope + rmsnorm + swiglu + n_kv_head, with each scaling. Export -> import -> export is
+bitwise; an imported model's evaluate.py loss is transformers' loss on the same tokens; bad
+input is one line each."""
 import csv
 import dataclasses
 import json
@@ -14,7 +16,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, GPTNeoXConfig, \
-    GPTNeoXForCausalLM
+    GPTNeoXForCausalLM, LlamaConfig, LlamaForCausalLM
 
 import export
 from data.tokenizer import tokenizer_from
@@ -43,11 +45,22 @@ def randomize(model, seed=0):
     return model.eval()
 
 
-def hf_neox(folder, rotary_pct=1.0, scaling=None, vocab_size=V, **kw):
+def hf_neox(folder, rotary_pct=1.0, scaling=None, vocab_size=V, parallel=False, **kw):
+    """parallel: Pythia's block (use_parallel_residual, untied embed_out)."""
     c = GPTNeoXConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
                       hidden_act="gelu", rotary_pct=rotary_pct, max_position_embeddings=ORIG, rope_scaling=scaling,
-                      use_parallel_residual=False, tie_word_embeddings=True, **kw)
+                      use_parallel_residual=parallel, tie_word_embeddings=not parallel, **kw)
     model = randomize(GPTNeoXForCausalLM(c))
+    model.save_pretrained(folder)
+    return model
+
+
+def hf_llama(folder, scaling=None, tied=False, bias=False):
+    """A Llama with grouped-query attention (4 query heads, 2 key/value heads), untied by default."""
+    c = LlamaConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                    intermediate_size=48, max_position_embeddings=ORIG, rope_scaling=scaling, rms_norm_eps=1e-5,
+                    tie_word_embeddings=tied, attention_bias=bias, mlp_bias=bias, bos_token_id=None, eos_token_id=None)
+    model = randomize(LlamaForCausalLM(c))
     model.save_pretrained(folder)
     return model
 
@@ -84,6 +97,32 @@ def test_import_gpt_neox_gives_the_same_logits(tmp_path, fraction, method):
     if method:  # the method matters at 4x: without it the logits are off by far more than the tolerance
         plain = checkpoint.load_model(tmp_path / "out", {"rope_scaling": ""}, strict=False)[0]
         assert logits_diff(hf, plain) > 1e-3
+
+
+@pytest.mark.parametrize("fraction", [0.25, 1.0])
+def test_import_pythia_block_gives_the_same_logits(tmp_path, fraction):
+    hf = hf_neox(tmp_path / "hf", fraction, parallel=True)
+    model = import_(tmp_path / "hf", tmp_path / "out")
+    assert model.config.parallel_residual and not model.config.tie_embeddings
+    assert logits_diff(hf, model) <= 1e-4
+    serial = checkpoint.load_model(tmp_path / "out", {"parallel_residual": False}, strict=False)[0]
+    assert logits_diff(hf, serial) > 1e-3         # the parallel residual matters
+
+
+@pytest.mark.parametrize("method", SCALINGS)
+def test_import_llama_gives_the_same_logits(tmp_path, method):
+    hf = hf_llama(tmp_path / "hf", SCALINGS[method])
+    model = import_(tmp_path / "hf", tmp_path / "out")
+    c = model.config
+    assert (c.norm, c.mlp, c.mlp_hidden, c.n_kv_head, c.tie_embeddings, c.bias) == ("rmsnorm", "swiglu", 48, 2, False,
+                                                                                    False)
+    assert c.rope_scaling == method and logits_diff(hf, model) <= 1e-4
+
+
+def test_import_llama_with_biases_and_tied_embeddings(tmp_path):
+    hf = hf_llama(tmp_path / "hf", tied=True, bias=True)
+    model = import_(tmp_path / "hf", tmp_path / "out")
+    assert model.config.tie_embeddings and model.config.bias and logits_diff(hf, model) <= 1e-4
 
 
 def test_import_gpt2_gives_the_same_logits(tmp_path):
@@ -125,6 +164,26 @@ def test_export_rope_runs_in_transformers_and_round_trips_bitwise(tmp_path, frac
     assert files(tmp_path / "hf") == files(tmp_path / "hf2")
 
 
+BLOCKS = {"pythia": (dict(parallel_residual=True, tie_embeddings=False, bias=True), "GPTNeoXForCausalLM"),
+          "llama": (dict(norm="rmsnorm", mlp="swiglu", n_kv_head=2, tie_embeddings=False), "LlamaForCausalLM"),
+          "llama-tied": (dict(norm="rmsnorm", mlp="swiglu", mlp_hidden=40, bias=True), "LlamaForCausalLM")}
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+@pytest.mark.parametrize("method", ["", "yarn", "llama3"])
+def test_export_block_keys_run_in_transformers_and_round_trip_bitwise(tmp_path, block, method):
+    keys, arch = BLOCKS[block]
+    settings = dict(keys, rope_scaling=method, rope_factor=4.0) if method else keys
+    model = posgpt_run(tmp_path / "run", **settings)
+    export.main([str(tmp_path / "run"), "--to=hf", f"--out={tmp_path / 'hf'}"])
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    assert type(hf).__name__ == arch and logits_diff(hf, model) <= 1e-4
+    back = import_(tmp_path / "hf", tmp_path / "back")
+    assert {k: getattr(back.config, k) for k in keys} == keys
+    export.main([str(tmp_path / "back"), "--to=hf", f"--out={tmp_path / 'hf2'}"])
+    assert files(tmp_path / "hf") == files(tmp_path / "hf2")
+
+
 def test_export_learned_is_gpt2_and_its_tokenizer_goes_along(tmp_path):
     model = posgpt_run(tmp_path / "run", "learned")
     export.main([str(tmp_path / "run"), "--to=hf", f"--out={tmp_path / 'hf'}"])
@@ -140,8 +199,9 @@ def test_export_learned_is_gpt2_and_its_tokenizer_goes_along(tmp_path):
     assert logits_diff(hf, back) == 0
 
 
-def test_safetensors_release_form_loads_back(tmp_path):
-    model = posgpt_run(tmp_path / "run", "alibi")
+@pytest.mark.parametrize("tied", [True, False])
+def test_safetensors_release_form_loads_back(tmp_path, tied):
+    model = posgpt_run(tmp_path / "run", "alibi", tie_embeddings=tied)
     export.main([str(tmp_path / "run"), "--to=safetensors"])
     assert {"model.safetensors", "config.json", "ckpt.pt"} <= set(os.listdir(tmp_path / "run"))
     back = import_(tmp_path / "run", tmp_path / "back")
@@ -150,8 +210,10 @@ def test_safetensors_release_form_loads_back(tmp_path):
         assert torch.equal(back(idx())[0], model(idx())[0])
 
 
-def test_imported_model_evaluates_to_transformers_loss(tmp_path):
-    hf = hf_neox(tmp_path / "hf", 0.25, SCALINGS["yarn"])
+@pytest.mark.parametrize("arch", ["neox", "llama"])
+def test_imported_model_evaluates_to_transformers_loss(tmp_path, arch):
+    hf = hf_neox(tmp_path / "hf", 0.25, SCALINGS["yarn"]) if arch == "neox" else hf_llama(tmp_path / "hf",
+                                                                                            SCALINGS["llama3"])
     import_(tmp_path / "hf", tmp_path / "out")
     tokens = torch.randint(0, V, (257,), generator=torch.Generator().manual_seed(2))
     data = tmp_path / "data"
@@ -176,11 +238,18 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     err = one_line_error(export.main, [str(tmp_path / "ntk"), "--to=hf", f"--out={tmp_path / 'hf_ntk'}"], capsys)
     assert "rope_scaling=ntk has no transformers rope_type (linear, dynamic, yarn, llama3 do)" in err
     assert sorted(os.listdir(tmp_path / "hf")) == ["config.json", "model.safetensors"]   # the release form only
+    posgpt_run(tmp_path / "mixed", norm="rmsnorm")
+    err = one_line_error(export.main, [str(tmp_path / "mixed"), "--to=hf", f"--out={tmp_path / 'hf_mixed'}"], capsys)
+    assert "mlp='gelu' has no counterpart in transformers' LlamaForCausalLM" in err
+    posgpt_run(tmp_path / "partial", norm="rmsnorm", mlp="swiglu", rotary_fraction=0.5)
+    err = one_line_error(export.main, [str(tmp_path / "partial"), "--to=hf", f"--out={tmp_path / 'hf_p'}"], capsys)
+    assert "rotary_fraction=0.5 has no counterpart in transformers' LlamaForCausalLM" in err
+    posgpt_run(tmp_path / "gqa", n_kv_head=2)
+    err = one_line_error(export.main, [str(tmp_path / "gqa"), "--to=hf", f"--out={tmp_path / 'hf_gqa'}"], capsys)
+    assert "n_kv_head=2 has no counterpart in transformers' GPTNeoXForCausalLM" in err
     c = GPTNeoXConfig(vocab_size=V, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=128,
                       use_parallel_residual=True)
     GPTNeoXForCausalLM(c).save_pretrained(tmp_path / "parallel")
-    err = one_line_error(export.main, ["--from=hf", str(tmp_path / "parallel"), f"--out={tmp_path / 'o1'}"], capsys)
-    assert "parallel residual needs the Llama-style block keys" in err
     (tmp_path / "bert").mkdir()
     (tmp_path / "bert" / "config.json").write_text(json.dumps({"architectures": ["BertForMaskedLM"],
                                                                "model_type": "bert"}))
@@ -188,13 +257,13 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert "no weights" in err
     save_file({"x": torch.zeros(1)}, tmp_path / "bert" / "model.safetensors")
     err = one_line_error(export.main, ["--from=hf", str(tmp_path / "bert"), f"--out={tmp_path / 'o2'}"], capsys)
-    assert "BertForMaskedLM is not supported; supported: GPT2LMHeadModel" in err
-    (tmp_path / "llama").mkdir()
-    (tmp_path / "llama" / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"],
-                                                                "model_type": "llama"}))
-    save_file({"x": torch.zeros(1)}, tmp_path / "llama" / "model.safetensors")
+    assert ("BertForMaskedLM is not supported; supported: GPT2LMHeadModel (learned), GPTNeoXForCausalLM (rope, "
+            "layernorm + gelu), LlamaForCausalLM (rope, rmsnorm + swiglu)") in err
+    hf_llama(tmp_path / "llama")
+    config = json.loads((tmp_path / "llama" / "config.json").read_text())
+    (tmp_path / "llama" / "config.json").write_text(json.dumps(dict(config, hidden_act="gelu")))
     err = one_line_error(export.main, ["--from=hf", str(tmp_path / "llama"), f"--out={tmp_path / 'o3'}"], capsys)
-    assert "LlamaForCausalLM (RMSNorm, SwiGLU, GQA) needs the Llama-style block keys" in err
+    assert err.endswith("hidden_act='gelu' has no posgpt counterpart (posgpt takes 'silu')")
     (tmp_path / "parallel" / "model.safetensors").unlink()
     save_file({"x": torch.zeros(1)}, tmp_path / "parallel" / "model.safetensors")
     config = json.loads((tmp_path / "parallel" / "config.json").read_text())
@@ -213,6 +282,24 @@ def test_imported_model_fine_tunes_with_train(tmp_path, tiny_data):
     tuned = checkpoint.load(tmp_path / "out")
     assert tuned["iter_num"] == 3 and "rng" in tuned
     assert not torch.equal(tuned["model"]["wte.weight"], hf.state_dict()["gpt_neox.embed_in.weight"])   # it trained
+
+
+def test_llama_block_trained_by_train_py_exports_to_llama(tmp_path, tiny_data):
+    """The block keys on the command line: a few steps of a Llama-style model, its checkpoint sampled
+    from and run by transformers' Llama with the same logits."""
+    out = tmp_path / "out"
+    run_py("train.py", f"--out_dir={out}", f"--data_dir={tiny_data}", "--dataset=tiny", "--n_layer=2", "--n_head=4",
+           "--n_embd=32", "--block_size=16", "--norm=rmsnorm", "--mlp=swiglu", "--mlp_hidden=48", "--n_kv_head=1",
+           "--tie_embeddings=False", "--max_iters=3", "--eval_interval=3", "--eval_iters=1", "--batch_size=4",
+           "--device=cpu")
+    model = checkpoint.load_model(out)[0]
+    assert model.config.n_kv_head == 1 and model.h[0].attn.c_attn.weight.shape == (32 + 2 * 8, 32)
+    r = run_py("sample.py", f"--out_dir={out}", "--start=All:", "--max_new_tokens=5", "--device=cpu")
+    assert r.stdout.startswith("All:")
+    export.main([str(out), "--to=hf", f"--out={tmp_path / 'hf'}"])
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    assert type(hf).__name__ == "LlamaForCausalLM" and hf.config.num_key_value_heads == 1
+    assert logits_diff(hf, model, torch.randint(0, 34, (2, 16))) <= 1e-4
 
 
 def test_a_trained_bpe_goes_along_and_comes_back(tmp_path):
