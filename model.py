@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from positional.base import Ctx
+from positional.base import Ctx, sees
 from positional.linear_attention import LinearAttentionCache, LinearSelfAttention
 from positional.schedule import build_layers, pattern_label
 from positional.temperature import logn_factor, ssmax_factor, ssmax_init
@@ -49,6 +49,7 @@ class GPTConfig:
     ssmax: bool = False             # SSMax: logits scaled by s_h log(n), n the keys a query sees, s_h learned
     layer_encodings: str = ""       # per-layer encodings, a comma pattern ("rope,rope,rope,none"); positional/schedule.py
     layer_windows: str = ""         # per-layer windows, a comma pattern ("32,0"; 0 global); "" = `window` everywhere
+    attention_kernel: str = ""      # "flex": score biases by FlexAttention at evaluation on CPU too (compiled, ~10 s once)
 
 
 # ---- attention ------------------------------------------------------------------------------
@@ -57,7 +58,10 @@ class GPTConfig:
 #   causal    keys are the queries' own positions, no bias, no window, no documents: SDPA is_causal
 #   sdpa      no bias (a mask), or a bias needing no gradient: SDPA with a 4-D (1, H, Tq, Tk) mask
 #   explicit  a bias needing a gradient (T5 training): q k^T, bias added in place, by causal query blocks
-#   flex      a bias on CUDA over the queries' own keys, no dropout: FlexAttention [unmeasured]
+#   flex      a bias over the queries' own keys, no dropout, on CUDA [unmeasured] or asked for on CPU without
+#             gradients (attention_kernel=flex): FlexAttention, the bias computed inside its score_mod
+#   blocks    a bias or own logits without gradients, over more than ATTENTION_BLOCK queries: by query
+#             blocks, each block's bias and mask made for it (O(H block Tk) memory, never (H, Tq, Tk))
 # Measured on CPU (benchmarks/): a 3-D float mask sends SDPA to its unfused math kernel, the same mask
 # as 4-D takes the flash kernel; a mask needing a gradient always falls back to math, slower than the
 # explicit path. FlexAttention has no backward on CPU and materialises the scores without compile.
@@ -66,30 +70,40 @@ class GPTConfig:
 @dataclass(eq=False)
 class AttentionPlan(Ctx):
     """How the layers of one forward (and one encoding and window) attend: the positions (Ctx) and the
-    kernel. Only `kernel` may change, to the fallback, if FlexAttention fails during the forward."""
-    bias: torch.Tensor = None           # (H, Tq, Tk) the encoding's score bias, or None
+    kernel. Only the kernel (and its mask) may change, to the fallback, if FlexAttention fails in a forward."""
+    pe: object = None                   # the encoding: its dense bias is made here, per block or in FlexAttention
+    bias: torch.Tensor = None           # (H, Tq, Tk) the encoding's score bias, or None (made from pe)
     dropout: float = 0.0                # attention dropout of this forward (0 when not training)
-    flex: dict = None                   # the model's FlexAttention state {"error": ...}; None: never flex
+    flex: dict = None                   # the model's FlexAttention state {"error", "cpu"}; None: never flex
     key_counts: torch.Tensor = None     # (Tq,) keys each query sees, for SSMax; None unless asked
-    mask: torch.Tensor = field(init=False)    # None: plain causal; (Tq, Tk) bool; the bias with -inf where hidden
+    mask: torch.Tensor = field(init=False)    # None: plain causal, blocks or flex; (Tq, Tk) bool; bias, -inf hidden
     kernel: str = field(init=False)
     block_mask: object = field(init=False, default=None)       # FlexAttention's BlockMask
     sdpa_masks: dict = field(init=False, default_factory=dict)  # dtype -> the mask as SDPA takes it
 
-    def __post_init__(self):  # SDPA's is_causal is upper-left aligned: only right over the queries' own keys
+    def __post_init__(self):
         super().__post_init__()
-        plain = self.causal and self.bias is None and not self.window and self.doc is None
-        visible = None if plain else self.visible()
-        self.mask = visible if self.bias is None or plain else self.bias.masked_fill(~visible, float("-inf"))
         self.kernel = choose_kernel(self)
+        self.make_mask()
+
+    def make_mask(self):
+        """The dense mask (and bias) the kernel reads; none for blocks and flex, which make their own."""
+        self.mask = None
+        if self.kernel in ("causal", "blocks", "flex"):  # SDPA's is_causal is upper-left aligned: own keys only
+            return
+        if self.bias is None and self.pe is not None:
+            self.bias = self.pe.dense_bias(self.q_pos, self.k_pos)                # (H, Tq, Tk) or None
+        visible = self.visible()
+        self.mask = visible if self.bias is None else self.bias.masked_fill(~visible, float("-inf"))
 
     def softmax(self, scores, v):
         return attend_scores(scores, v, self)
 
     def block(self, a, b):
-        """The plan of the queries a:b over the keys :b (causal plans only), sharing the scratch."""
-        return dataclasses.replace(self, q_pos=self.q_pos[a:b], k_pos=self.k_pos[:b], causal=False, rows=slice(a, b),
-                                   bias=None if self.bias is None else self.bias[..., a:b, :b], scratch=self.scratch,
+        """The plan of the queries a:b over the keys up to row b (own keys) or all keys, sharing the scratch."""
+        end = b if self.causal else len(self.k_pos)
+        return dataclasses.replace(self, q_pos=self.q_pos[a:b], k_pos=self.k_pos[:end], causal=False, rows=slice(a, b),
+                                   bias=None if self.bias is None else self.bias[..., a:b, :end], scratch=self.scratch,
                                    key_counts=None if self.key_counts is None else self.key_counts[a:b])
 
     def sdpa_mask(self, dtype):
@@ -102,38 +116,72 @@ class AttentionPlan(Ctx):
         return self.sdpa_masks[dtype]
 
 
+ATTENTION_BLOCK = 1024   # query rows per block of the "blocks" kernel
+
+
 def choose_kernel(p: AttentionPlan) -> str:
     """The one place a kernel is chosen, from the plan alone."""
-    if p.mask is None:
-        return "causal"
-    if p.bias is None:
-        return "sdpa"
-    if p.flex is not None and p.flex["error"] is None and p.q_pos.is_cuda and p.dropout == 0.0 and p.causal:
+    own = p.pe is not None and p.pe.overrides("attend")
+    biased = p.bias is not None or (p.pe is not None and p.pe.overrides("score_bias"))
+    grad = torch.is_grad_enabled()
+    if not (own or biased):
+        return "causal" if p.causal and not p.window and p.doc is None else "sdpa"
+    flex_ok = p.flex is not None and p.flex["error"] is None and (p.q_pos.is_cuda or (p.flex.get("cpu") and not grad))
+    if flex_ok and biased and not own and p.dropout == 0.0 and p.causal:
         return "flex"
-    return "explicit" if p.bias.requires_grad and torch.is_grad_enabled() else "sdpa"
+    if not grad and len(p.q_pos) > ATTENTION_BLOCK:
+        return "blocks"
+    learned = p.bias.requires_grad if p.bias is not None else any(t.requires_grad for t in p.pe.parameters())
+    return "explicit" if biased and learned and grad else "sdpa"
 
 
 @functools.lru_cache(maxsize=None)
-def compiled_flex():
-    from torch.nn.attention.flex_attention import flex_attention
-    return torch.compile(flex_attention, dynamic=False)
+def flex_functions(compiled=True):
+    """FlexAttention's (create_block_mask, flex_attention), compiled (the block mask built eagerly is dense)."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    if not compiled:
+        return create_block_mask, flex_attention
+    return torch.compile(create_block_mask), torch.compile(flex_attention, dynamic=False)
 
 
-def flex_block_mask(mask):
-    """FlexAttention's BlockMask of the keys `mask` (H, Tq, Tk) leaves visible in any head."""
-    from torch.nn.attention.flex_attention import create_block_mask
-    visible = ~torch.isneginf(mask.detach()).all(0)                       # (Tq, Tk)
-    Tq, Tk = visible.shape
-    return create_block_mask(lambda b, h, qi, ki: visible[qi, ki], None, None, Tq, Tk, device=mask.device)
+def flex_attention(q, k, v, plan, compiled=True):
+    """FlexAttention with the encoding's score_bias(h, q, k) computed inside the score_mod at the positions
+    of the query and key indices (its gradient flows through it), and the hidden blocks skipped: a
+    BlockMask of the visible keys (sees), built once per forward. Unmeasured on CUDA: no GPU was
+    available (benchmarks/long-context.md)."""
+    block_mask, flex = flex_functions(compiled)
+    q_pos, k_pos, doc, pe = plan.q_pos, plan.k_pos, plan.doc, plan.pe
+
+    def visible(b, h, qi, ki):
+        seen = sees(q_pos[qi], k_pos[ki], plan.window, plan.sinks)
+        return seen if doc is None else seen & (doc[qi] == doc[ki])
+
+    if plan.block_mask is None:
+        plan.block_mask = block_mask(visible, None, None, len(q_pos), len(k_pos), device=q.device)
+    return flex(q, k, v, score_mod=lambda s, b, h, qi, ki: s + pe.score_bias(h, q_pos[qi], k_pos[ki]).to(s.dtype),
+                block_mask=plan.block_mask)
 
 
-def flex_attention(q, k, v, mask, block_mask=None, compiled=True):
-    """FlexAttention with the bias read by a score_mod (its gradient flows through it) and its -inf
-    blocks skipped. mask: (H, Tq, Tk) float32. Unmeasured: no GPU was available (benchmarks/)."""
-    from torch.nn.attention.flex_attention import flex_attention as flex
-    block_mask = flex_block_mask(mask) if block_mask is None else block_mask
-    return (compiled_flex() if compiled else flex)(q, k, v, score_mod=lambda s, b, h, qi, ki: s + mask[h, qi, ki],
-                                                   block_mask=block_mask)
+def query_blocks(T, plan):
+    """(a, b) query rows attended together: ATTENTION_BLOCK rows a block for the "blocks" kernel, else
+    causal_blocks over the queries' own keys (training's own logits), else all rows."""
+    if plan.kernel == "blocks":
+        return [(a, min(a + ATTENTION_BLOCK, T)) for a in range(0, T, ATTENTION_BLOCK)]
+    return causal_blocks(T) if plan.causal else [(0, T)]
+
+
+def by_blocks(q, k, v, plan, attend_block):
+    """attend_block(q rows a:b, their keys, their values, the block's plan) over query_blocks, concatenated;
+    over the queries' own keys a block takes the keys up to its last row."""
+    blocks = query_blocks(q.shape[2], plan)
+    if len(blocks) == 1:
+        return attend_block(q, k, v, plan)
+    ys = []
+    for a, b in blocks:
+        p = plan.block(a, b)
+        Tk = len(p.k_pos)
+        ys.append(attend_block(q[:, :, a:b], k[:, :, :Tk], v[:, :, :Tk], p))      # (B, H, b - a, D)
+    return torch.cat(ys, dim=2)                                                  # (B, H, Tq, D)
 
 
 def causal_blocks(T):
@@ -179,14 +227,15 @@ def attend(q, k, v, plan):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
     if kernel == "flex":
         try:
-            if plan.block_mask is None:  # once per forward, shared by the layers
-                plan.block_mask = flex_block_mask(mask)
-            return flex_attention(q, k, v, mask, plan.block_mask)
+            return flex_attention(q, k, v, plan)
         except Exception as e:  # the other kernels still work: fall back for this model, with one warning
             plan.flex["error"] = e
             warnings.warn(f"FlexAttention failed ({type(e).__name__}: {e}); using SDPA for this model")
             plan.kernel = choose_kernel(plan)
+            plan.make_mask()
             return attend(q, k, v, plan)
+    if kernel == "blocks":
+        return by_blocks(q, k, v, plan, attend)
     if kernel == "explicit":
         return explicit_attention(q, k, v, mask, dropout, dropout > 0, plan.causal)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=plan.sdpa_mask(q.dtype), dropout_p=dropout)
@@ -228,25 +277,12 @@ class CausalSelfAttention(nn.Module):
         else:  # keys cached raw: rotate all of them at their positions, every call
             k, v = cache.write(self.layer, k, v)
             k = pe.rotate(k, plan, key=True)
-        y = self.attend_own_scores(q, k, v, pe, plan)
-        if y is None:
+        if pe.overrides("attend"):  # an encoding forming its own logits, by query blocks
+            y = by_blocks(q, k, v, plan, lambda q, k, v, p: pe.attend(q, k, v, p, self.layer))
+        else:
             y = attend(q, k, v, plan)
         y = y.transpose(1, 2).contiguous().view(B, T, C)                           # (B, T, C)
         return self.resid_dropout(self.c_proj(y))
-
-    def attend_own_scores(self, q, k, v, pe, plan):
-        """The attention of an encoding that forms its own logits (attend), or None if it forms none.
-        Over the queries' own keys, by causal query blocks (each with the keys up to its last row)."""
-        if not pe.overrides("attend"):
-            return None
-        T = q.shape[2]
-        blocks = causal_blocks(T) if plan.causal else [(0, T)]
-        ys = []
-        for a, b in blocks:
-            p = plan if len(blocks) == 1 else plan.block(a, b)
-            Tk = len(p.k_pos)
-            ys.append(pe.attend(q[:, :, a:b], k[:, :, :Tk], v[:, :, :Tk], p, self.layer))   # (B, H, b - a, D)
-        return torch.cat(ys, dim=2) if len(ys) > 1 else ys[0]                         # (B, H, T, D)
 
 
 class MLP(nn.Module):
@@ -367,7 +403,9 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # weight tying
         self.kv_cache = None
-        self.flex = {"error": None}  # FlexAttention (CUDA) is given up for this model after a failure
+        if cfg.attention_kernel not in ("", "flex"):
+            raise ValueError(f"attention_kernel must be '' (automatic) or 'flex', got {cfg.attention_kernel!r}")
+        self.flex = {"error": None, "cpu": cfg.attention_kernel == "flex"}  # given up for this model after a failure
         own = {m for pe in self.encodings.values() for m in pe.modules()}  # encodings initialise their own parameters
         for m in self.modules():
             if m not in own:
@@ -511,15 +549,14 @@ class GPT(nn.Module):
     def plans(self, pos, cache, encodings, doc=None, n_positions=0):
         """{Layer: AttentionPlan}: layers sharing (encoding, window) share one plan; the layers of an
         encoding share its score bias (every layer attends to the same key positions)."""
-        cfg, plans, biases = self.config, {}, {}
+        cfg, plans = self.config, {}
         k_pos = cache.key_positions(len(pos)) if cache is not None else pos                  # (Tk,)
         for layer in self.schedule:
             if layer in plans:
                 continue
-            if layer.encoding not in biases:
-                biases[layer.encoding] = encodings[layer.encoding].dense_bias(pos, k_pos)     # (H, Tq, Tk) or None
             plan = AttentionPlan(pos, k_pos, layer.window, cfg.sinks, causal=cache is None, doc=doc, cache=cache,
-                                 n_positions=n_positions, bias=biases[layer.encoding], dropout=cfg.dropout if self.training else 0.0, flex=self.flex)
+                                 n_positions=n_positions, pe=encodings[layer.encoding],
+                                 dropout=cfg.dropout if self.training else 0.0, flex=self.flex)
             plan.key_counts = plan.visible().sum(-1).float() if cfg.ssmax else None
             plans[layer] = plan
         return plans
