@@ -49,7 +49,7 @@ class GPTConfig:
     ssmax: bool = False             # SSMax: logits scaled by s_h log(n), n the keys a query sees, s_h learned
     layer_encodings: str = ""       # per-layer encodings, a comma pattern ("rope,rope,rope,none"); positional/schedule.py
     layer_windows: str = ""         # per-layer windows, a comma pattern ("32,0"; 0 global); "" = `window` everywhere
-    attention_kernel: str = ""      # "flex": score biases by FlexAttention at evaluation on CPU too (compiled, ~10 s once)
+    attention_kernel: str = ""      # "flex": biases by FlexAttention at evaluation on CPU too (compiled once)
 
 
 # ---- attention ------------------------------------------------------------------------------
@@ -58,14 +58,15 @@ class GPTConfig:
 #   causal    keys are the queries' own positions, no bias, no window, no documents: SDPA is_causal
 #   sdpa      no bias (a mask), or a bias needing no gradient: SDPA with a 4-D (1, H, Tq, Tk) mask
 #   explicit  a bias needing a gradient (T5 training): q k^T, bias added in place, by causal query blocks
-#   flex      a bias over the queries' own keys, no dropout, on CUDA [unmeasured] or asked for on CPU without
-#             gradients (attention_kernel=flex): FlexAttention, the bias computed inside its score_mod
-#   blocks    a bias or own logits without gradients, over more than ATTENTION_BLOCK queries: by query
-#             blocks, each block's bias and mask made for it (O(H block Tk) memory, never (H, Tq, Tk))
+#   flex      a bias over own keys, no dropout, on CUDA [unmeasured] or on CPU without gradients if asked
+#             (attention_kernel=flex): FlexAttention, the bias computed in its score_mod
+#   blocks    a bias or own logits, no gradients, > ATTENTION_BLOCK queries: by query blocks (O(H block Tk))
 # Measured on CPU (benchmarks/): a 3-D float mask sends SDPA to its unfused math kernel, the same mask
 # as 4-D takes the flash kernel; a mask needing a gradient always falls back to math, slower than the
 # explicit path. FlexAttention has no backward on CPU and materialises the scores without compile.
 # Tensor contract: q (B, H, Tq, D), k and v (B, H, Tk, D) -> (B, H, Tq, D).
+ATTENTION_BLOCK = 1024   # query rows per block of the "blocks" kernel
+
 
 @dataclass(eq=False)
 class AttentionPlan(Ctx):
@@ -76,19 +77,18 @@ class AttentionPlan(Ctx):
     dropout: float = 0.0                # attention dropout of this forward (0 when not training)
     flex: dict = None                   # the model's FlexAttention state {"error", "cpu"}; None: never flex
     key_counts: torch.Tensor = None     # (Tq,) keys each query sees, for SSMax; None unless asked
-    mask: torch.Tensor = field(init=False)    # None: plain causal, blocks or flex; (Tq, Tk) bool; bias, -inf hidden
+    mask: torch.Tensor = field(init=False, default=None)  # None: causal, blocks, flex; (Tq, Tk) bool; bias, -inf hidden
     kernel: str = field(init=False)
     block_mask: object = field(init=False, default=None)       # FlexAttention's BlockMask
     sdpa_masks: dict = field(init=False, default_factory=dict)  # dtype -> the mask as SDPA takes it
 
     def __post_init__(self):
         super().__post_init__()
-        self.kernel = choose_kernel(self)
-        self.make_mask()
+        self.choose()
 
-    def make_mask(self):
-        """The dense mask (and bias) the kernel reads; none for blocks and flex, which make their own."""
-        self.mask = None
+    def choose(self):
+        """Choose the kernel, and make the dense mask (and bias) it reads: blocks and flex make their own."""
+        self.kernel = choose_kernel(self)
         if self.kernel in ("causal", "blocks", "flex"):  # SDPA's is_causal is upper-left aligned: own keys only
             return
         if self.bias is None and self.pe is not None:
@@ -116,9 +116,6 @@ class AttentionPlan(Ctx):
         return self.sdpa_masks[dtype]
 
 
-ATTENTION_BLOCK = 1024   # query rows per block of the "blocks" kernel
-
-
 def choose_kernel(p: AttentionPlan) -> str:
     """The one place a kernel is chosen, from the plan alone."""
     own = p.pe is not None and p.pe.overrides("attend")
@@ -139,22 +136,19 @@ def choose_kernel(p: AttentionPlan) -> str:
 def flex_functions(compiled=True):
     """FlexAttention's (create_block_mask, flex_attention), compiled (the block mask built eagerly is dense)."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-    if not compiled:
-        return create_block_mask, flex_attention
-    return torch.compile(create_block_mask), torch.compile(flex_attention, dynamic=False)
+    wrap = functools.partial(torch.compile, dynamic=False) if compiled else (lambda f: f)
+    return wrap(create_block_mask), wrap(flex_attention)
 
 
 def flex_attention(q, k, v, plan, compiled=True):
-    """FlexAttention with the encoding's score_bias(h, q, k) computed inside the score_mod at the positions
-    of the query and key indices (its gradient flows through it), and the hidden blocks skipped: a
-    BlockMask of the visible keys (sees), built once per forward. Unmeasured on CUDA: no GPU was
-    available (benchmarks/long-context.md)."""
+    """FlexAttention, score_bias(h, q, k) in its score_mod at the gathered positions (its gradient flows),
+    the blocks of hidden keys (sees) skipped; unmeasured on CUDA (benchmarks/long-context.md)."""
     block_mask, flex = flex_functions(compiled)
-    q_pos, k_pos, doc, pe = plan.q_pos, plan.k_pos, plan.doc, plan.pe
+    q_pos, k_pos, pe = plan.q_pos, plan.k_pos, plan.pe
+    doc = torch.zeros_like(k_pos) if plan.doc is None else plan.doc       # (T,) document ids (one when None)
 
     def visible(b, h, qi, ki):
-        seen = sees(q_pos[qi], k_pos[ki], plan.window, plan.sinks)
-        return seen if doc is None else seen & (doc[qi] == doc[ki])
+        return sees(q_pos[qi], k_pos[ki], plan.window, plan.sinks) & (doc[qi] == doc[ki])
 
     if plan.block_mask is None:
         plan.block_mask = block_mask(visible, None, None, len(q_pos), len(k_pos), device=q.device)
@@ -162,26 +156,20 @@ def flex_attention(q, k, v, plan, compiled=True):
                 block_mask=plan.block_mask)
 
 
-def query_blocks(T, plan):
-    """(a, b) query rows attended together: ATTENTION_BLOCK rows a block for the "blocks" kernel, else
-    causal_blocks over the queries' own keys (training's own logits), else all rows."""
-    if plan.kernel == "blocks":
-        return [(a, min(a + ATTENTION_BLOCK, T)) for a in range(0, T, ATTENTION_BLOCK)]
-    return causal_blocks(T) if plan.causal else [(0, T)]
-
-
 def by_blocks(q, k, v, plan, attend_block):
-    """attend_block(q rows a:b, their keys, their values, the block's plan) over query_blocks, concatenated;
-    over the queries' own keys a block takes the keys up to its last row."""
-    blocks = query_blocks(q.shape[2], plan)
-    if len(blocks) == 1:
-        return attend_block(q, k, v, plan)
+    """attend_block(q rows a:b, their keys, values, plan) by query blocks: ATTENTION_BLOCK rows (kernel "blocks"),
+    else causal_blocks over own keys (each up to its last row: own logits in training), else all rows."""
+    T = q.shape[2]
+    if plan.kernel == "blocks":
+        blocks = [(a, min(a + ATTENTION_BLOCK, T)) for a in range(0, T, ATTENTION_BLOCK)]
+    else:
+        blocks = causal_blocks(T) if plan.causal else [(0, T)]
     ys = []
     for a, b in blocks:
-        p = plan.block(a, b)
+        p = plan if len(blocks) == 1 else plan.block(a, b)
         Tk = len(p.k_pos)
         ys.append(attend_block(q[:, :, a:b], k[:, :, :Tk], v[:, :, :Tk], p))      # (B, H, b - a, D)
-    return torch.cat(ys, dim=2)                                                  # (B, H, Tq, D)
+    return torch.cat(ys, dim=2) if len(ys) > 1 else ys[0]                          # (B, H, Tq, D)
 
 
 def causal_blocks(T):
@@ -213,8 +201,6 @@ def attend_scores(scores, v, plan):
     """softmax(scores + mask) v for scores an encoding formed itself (1/sqrt(D) included; a new tensor,
     masked in place: one (B, H, Tq, Tk) copy saved for backward). Returns y (B, H, Tq, D) and the probs."""
     mask = plan.mask
-    if mask is None:
-        mask = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()
     scores = scores.masked_fill_(~mask, float("-inf")) if mask.dtype == torch.bool else scores.add_(mask)
     probs = F.dropout(torch.softmax(scores.float(), dim=-1).to(v.dtype), plan.dropout, plan.dropout > 0)
     return probs @ v, probs
@@ -231,8 +217,7 @@ def attend(q, k, v, plan):
         except Exception as e:  # the other kernels still work: fall back for this model, with one warning
             plan.flex["error"] = e
             warnings.warn(f"FlexAttention failed ({type(e).__name__}: {e}); using SDPA for this model")
-            plan.kernel = choose_kernel(plan)
-            plan.make_mask()
+            plan.choose()
             return attend(q, k, v, plan)
     if kernel == "blocks":
         return by_blocks(q, k, v, plan, attend)
@@ -403,8 +388,6 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # weight tying
         self.kv_cache = None
-        if cfg.attention_kernel not in ("", "flex"):
-            raise ValueError(f"attention_kernel must be '' (automatic) or 'flex', got {cfg.attention_kernel!r}")
         self.flex = {"error": None, "cpu": cfg.attention_kernel == "flex"}  # given up for this model after a failure
         own = {m for pe in self.encodings.values() for m in pe.modules()}  # encodings initialise their own parameters
         for m in self.modules():

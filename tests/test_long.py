@@ -19,7 +19,8 @@ def blocked_calls(monkeypatch, block):
     calls = []
     by_blocks = model_mod.by_blocks
     monkeypatch.setattr(model_mod, "ATTENTION_BLOCK", block)
-    monkeypatch.setattr(model_mod, "by_blocks", lambda q, k, v, plan, f: calls.append(plan.kernel) or by_blocks(q, k, v, plan, f))
+    monkeypatch.setattr(model_mod, "by_blocks",
+                        lambda q, k, v, plan, f: calls.append(plan.kernel) or by_blocks(q, k, v, plan, f))
     return calls
 
 

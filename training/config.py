@@ -216,6 +216,8 @@ def check_model(cfg: GPTConfig):
         check_layers(cfg)
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    if cfg.attention_kernel not in ("", "flex"):
+        raise ConfigError(f"attention_kernel must be '' (automatic) or 'flex', got {cfg.attention_kernel!r}")
 
 
 def coerce(key, value):
