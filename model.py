@@ -70,8 +70,7 @@ ATTENTION_BLOCK = 1024   # query rows per block of the "blocks" kernel
 
 @dataclass(eq=False)
 class AttentionPlan(Ctx):
-    """How the layers of one forward (and one encoding and window) attend: the positions (Ctx) and the
-    kernel. Only the kernel (and its mask) may change, to the fallback, if FlexAttention fails in a forward."""
+    """How the layers of one forward, encoding and window attend: the positions (Ctx), the kernel, its mask."""
     pe: object = None                   # the encoding: its dense bias is made here, per block or in FlexAttention
     bias: torch.Tensor = None           # (H, Tq, Tk) the encoding's score bias, or None (made from pe)
     dropout: float = 0.0                # attention dropout of this forward (0 when not training)
@@ -532,14 +531,15 @@ class GPT(nn.Module):
     def plans(self, pos, cache, encodings, doc=None, n_positions=0):
         """{Layer: AttentionPlan}: layers sharing (encoding, window) share one plan; the layers of an
         encoding share its score bias (every layer attends to the same key positions)."""
-        cfg, plans = self.config, {}
+        cfg, plans, biases = self.config, {}, {}
         k_pos = cache.key_positions(len(pos)) if cache is not None else pos                  # (Tk,)
         for layer in self.schedule:
             if layer in plans:
                 continue
             plan = AttentionPlan(pos, k_pos, layer.window, cfg.sinks, causal=cache is None, doc=doc, cache=cache,
-                                 n_positions=n_positions, pe=encodings[layer.encoding],
+                                 n_positions=n_positions, pe=encodings[layer.encoding], bias=biases.get(layer.encoding),
                                  dropout=cfg.dropout if self.training else 0.0, flex=self.flex)
+            biases.setdefault(layer.encoding, plan.bias)                         # (H, Tq, Tk) made once, or None
             plan.key_counts = plan.visible().sum(-1).float() if cfg.ssmax else None
             plans[layer] = plan
         return plans
