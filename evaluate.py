@@ -15,7 +15,7 @@ the first tokens_per_point tokens of the split, the same at every length; traini
 loss averages random batches, so the two differ a little. Every row gives bits per byte too.
 
 The model is the checkpoint's: only evaluation-time keys (config.EVAL_KEYS: --rope_scaling
-and its settings, --window, --sinks, --logn_scaling, --layer_windows) may be given, and
+and its settings, --window, --sinks, --logn_scaling, --layer_windows, --attention_kernel=flex) may be given, and
 override the checkpoint's; any other model key is refused. --rope_scaling takes a comma
 list; "base" means none. A scaling is skipped, with a note, for the checkpoints
 whose encoding does not take it, and refused if no checkpoint given takes it.

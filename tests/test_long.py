@@ -1,12 +1,14 @@
 """Long contexts at evaluation: the bias and own-logits encodings attend by query blocks (or by
 FlexAttention with the bias inside its score_mod, asked for on CPU), equal to the dense path, and
 no forward allocates a (T, T) tensor (issue #22)."""
+import json
 import warnings
 
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import bench
 import model as model_mod
 import positional
 from tests.conftest import tiny_gpt
@@ -95,3 +97,13 @@ def test_no_tensor_of_t_squared_at_4096_tokens(name):
     with torch.no_grad(), LargestTensor() as seen:
         model(torch.zeros(1, T, dtype=torch.long))
     assert seen.largest < T * T, (seen.largest, T * T)
+
+
+def test_bench_long_section(tmp_path):
+    """bench.py --sections=long: seconds, tokens/s and a process peak per encoding and length."""
+    out = tmp_path / "b.json"
+    bench.main(["--sections=long", "--long_lengths=96", "--encodings=alibi,learned", "--n_layer=1", "--n_head=2",
+                "--n_embd=16", "--block_size=32", f"--json={out}"])
+    long = json.loads(out.read_text())["long"]
+    assert long["learned"] == {} and long["alibi"]["96"]["peak_bytes"] > 0
+    assert long["alibi"]["96"]["tokens_per_s"] == pytest.approx(96 / long["alibi"]["96"]["s"])
