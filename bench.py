@@ -5,8 +5,9 @@
     python bench.py --sections=gen --block_size=256 --gen_tokens=2000
     python bench.py --sections=eval --n_layer=6 --n_head=6 --n_embd=384 --block_size=256 --batch_size=1
     python bench.py --sections=decode --decode_threads=1,2 --rounds=3 --nanogpt=/path/to/nanoGPT
+    python bench.py --sections=long --long_lengths=4096,16384 --threads=1
 
-Sections (--sections=peak,train,gen,eval,decode; all but decode by default):
+Sections (--sections=peak,train,gen,eval,decode,long; all but decode and long by default):
   peak   the machine's float32 matrix-multiply peak, measured here (MFU means something on a CPU)
   train  one training step per encoding (and --variants), alternating over --rounds rounds: the
          median, tokens/s, the ratio to `none`, FLOP/s and MFU, the best round, and the median
@@ -15,6 +16,9 @@ Sections (--sections=peak,train,gen,eval,decode; all but decode by default):
   eval   time and peak memory of one no-grad forward pass at 1x, 4x and 16x block_size
   decode tokens/s per encoding and --decode_shapes shape, nanoGPT's generate beside it
          (measure/bench_decode.py)
+  long   one no-grad forward with the loss of one sequence at each --long_lengths (tokens), per
+         encoding: seconds, tokens/s and the process's peak resident set (CUDA: peak allocated);
+         --long_kernel=flex asks for FlexAttention on CPU too (model.py's kernels)
 
 Timings on a shared machine are noisy: compare ratios within one run. FLOPs follow
 nanoGPT/PaLM: 6N per token plus 12 * L * C * T for attention (training), a third for a forward.
@@ -66,6 +70,8 @@ def options():
         decode_compile=True,             # decode: also time the compiled static step
         decode_window=0,                 # decode: every model attends to the last W tokens; 0: all
         nanogpt="",                      # decode: a nanoGPT checkout, timed side by side
+        long_lengths="4096,16384,32768,65536",   # long: tokens of the one sequence
+        long_kernel="",                  # long: the models' attention_kernel ("flex": FlexAttention on CPU too)
         n_layer=4,                       # model shape of train, gen and eval
         n_head=4,                        # attention heads
         n_embd=128,                      # width
@@ -93,9 +99,9 @@ def parse_args(argv=None):
         if name not in positional.REGISTRY:
             raise ConfigError(f"unknown encoding {name!r}; valid: {', '.join(positional.REGISTRY)}")
     args.variant_configs = variant_configs(args.variants)
-    unknown = set(args.sections.split(",")) - {"peak", "train", "gen", "eval", "decode"}
+    unknown = set(args.sections.split(",")) - {"peak", "train", "gen", "eval", "decode", "long"}
     if unknown:
-        raise ConfigError(f"unknown section(s) {', '.join(sorted(unknown))}; valid: peak, train, gen, eval, decode")
+        raise ConfigError(f"unknown section(s) {', '.join(sorted(unknown))}; valid: peak, train, gen, eval, decode, long")
     bench_decode.parse_shapes(args.decode_shapes)
     if args.decode_window < 0:
         raise ConfigError(f"--decode_window must be >= 0 (0: the whole text), got {args.decode_window}")
@@ -313,6 +319,24 @@ def bench_eval(args):
     return out
 
 
+def bench_long(args):
+    """{encoding: {T: {s, tokens_per_s, peak_bytes}}}: one sequence, evaluation forward with the loss."""
+    out = {}
+    for name in args.encodings.split(","):
+        model = build(args, name, overrides={"attention_kernel": args.long_kernel})[1].eval()
+        out[name] = {}
+        for T in [int(t) for t in args.long_lengths.split(",")]:
+            if model.max_positions is not None and T > model.max_positions:
+                continue  # a position table ends at block_size
+            idx = torch.randint(args.vocab_size, (1, T + 1), device=args.device)
+            with torch.no_grad(), autocast(args):
+                model(idx[:, :-1] if args.long_kernel else idx[:, :64])  # warm up (FlexAttention compiles per length)
+                dt, _ = measure_pass(lambda: model(idx[:, :-1], idx[:, 1:]), args.device)
+            peak = torch.cuda.max_memory_allocated() if args.device.startswith("cuda") else _rss_kib("VmHWM") * 1024
+            out[name][T] = dict(s=dt, tokens_per_s=T / dt, peak_bytes=peak)
+    return out
+
+
 def table(results, args):
     lines = []
     if results.get("peak"):
@@ -347,6 +371,15 @@ def table(results, args):
             lines.append(f"{name:<16}" + "".join(f"{c:>18}" for c in cells))
     if "decode" in results:
         lines += bench_decode.table(results["decode"], args)
+    if "long" in results:
+        lengths = [int(t) for t in args.long_lengths.split(",")]
+        lines.append(f"\nlong evaluation forward, 1 sequence, {args.n_layer}L {args.n_head}H {args.n_embd}C: "
+                     f"seconds, tokens/s, process peak MiB")
+        lines.append(f"{'encoding':<16}" + "".join(f"{T:>26}" for T in lengths))
+        for name, r in results["long"].items():
+            cells = [f"{c['s']:.2f} s {c['tokens_per_s']:7.0f} {c['peak_bytes'] / 2 ** 20:6.0f}" if c else "n/a"
+                     for c in (r.get(T) for T in lengths)]
+            lines.append(f"{name:<16}" + "".join(f"{c:>26}" for c in cells))
     return "\n".join(lines)
 
 
@@ -372,6 +405,8 @@ def main(argv=None):
         results["eval"] = bench_eval(args)
     if "decode" in sections:
         results["decode"] = bench_decode.bench_decode(args, nanogpt)
+    if "long" in sections:
+        results["long"] = bench_long(args)
     print(table(results, args))
     with open(args.json, "w") as f:
         json.dump(results, f, indent=1)

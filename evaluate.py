@@ -11,7 +11,8 @@ method: Press et al. 2022, "Train Short, Test Long", https://arxiv.org/abs/2108.
     python evaluate.py out-code --data=my_src/ --documents=100   # your files, with the checkpoint's tokenizer
 
 Every point scores the first tokens_per_point tokens of the split, the same at every length.
-The model is the checkpoint's: only evaluation-time keys (config.EVAL_KEYS) may override it;
+The model is the checkpoint's: only evaluation-time keys (config.EVAL_KEYS, --attention_kernel=flex
+among them) may override it;
 --rope_scaling takes a comma list ("base": none). Writes extrapolation.{csv,md,png} to
 --report_dir (--overwrite=True to replace an earlier one); --context_gain and --per_position add
 context_use.py's measures. docs/extrapolation.md says more.

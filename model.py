@@ -1,14 +1,9 @@
-"""A GPT in one file, in the spirit of nanoGPT, with a pluggable positional encoding, and its
-KV caches and generation beside it in the spirit of gpt-fast.
-
-The encoding (positional/, its interface in positional/base.py) is called unconditionally:
-    pe.embed(x, ctx)                the token embeddings with positions applied
-    pe.rotate(x, ctx, key)          applied to queries and keys
-    pe.score_bias(h, q, k)          added to the attention logits (once per forward, shared by layers)
-    pe.attend(q, k, v, ctx, layer)  the attention itself, for the few encodings that form their logits
-There is no encoding-specific code in this file. Positions are absolute and explicit: GPT.forward
-derives them once from the cache offset (or takes them: position_sampling, document restarts),
-so training, long evaluation and cached decoding share one code path.
+"""A GPT in one file (nanoGPT's spirit), its KV cache and generation beside it (gpt-fast's), with a
+pluggable positional encoding (positional/base.py) whose hooks are called unconditionally: pe.embed(x, ctx),
+pe.rotate(x, ctx, key) on queries and keys, pe.score_bias(h, q, k) added to the logits, and pe.attend(q, k,
+v, ctx, layer) for the few encodings that form their own logits. No encoding-specific code here. Positions
+are absolute and explicit (GPT.forward derives them once from the cache offset, or takes them: sampled
+positions, document restarts), so training, long evaluation and cached decoding share one code path.
 """
 import dataclasses
 import functools
@@ -22,7 +17,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from positional.base import Ctx
+from positional.base import Ctx, sees
 from positional.linear_attention import LinearAttentionCache, LinearSelfAttention
 from positional.schedule import build_layers, pattern_label
 from positional.temperature import logn_factor, ssmax_factor, ssmax_init
@@ -56,6 +51,7 @@ class GPTConfig:
     n_kv_head: int = 0              # key/value heads, each shared by n_head / n_kv_head queries (GQA); 0: n_head
     tie_embeddings: bool = True     # lm_head shares wte's weight
     parallel_residual: bool = False   # GPT-NeoX: x + attn(ln_1(x)) + mlp(ln_2(x))
+    attention_kernel: str = ""      # "flex": biases by FlexAttention at evaluation on CPU too (compiled once)
 
 
 # ---- attention ------------------------------------------------------------------------------
@@ -64,39 +60,51 @@ class GPTConfig:
 #   causal    keys are the queries' own positions, no bias, no window, no documents: SDPA is_causal
 #   sdpa      no bias (a mask), or a bias needing no gradient: SDPA with a 4-D (1, H, Tq, Tk) mask
 #   explicit  a bias needing a gradient (T5 training): q k^T, bias added in place, by causal query blocks
-#   flex      a bias on CUDA over the queries' own keys, no dropout: FlexAttention [unmeasured]
+#   flex      a bias over own keys, no dropout, on CUDA [unmeasured] or on CPU without gradients if asked
+#             (attention_kernel=flex): FlexAttention, the bias computed in its score_mod
+#   blocks    a bias or own logits, no gradients, > ATTENTION_BLOCK queries: by query blocks (O(H block Tk))
 # Measured on CPU (benchmarks/): a 3-D float mask sends SDPA to its unfused math kernel, the same mask
 # as 4-D takes the flash kernel; a mask needing a gradient always falls back to math, slower than the
 # explicit path. FlexAttention has no backward on CPU and materialises the scores without compile.
 # Tensor contract: q (B, H, Tq, D), k and v (B, H, Tk, D) -> (B, H, Tq, D).
+ATTENTION_BLOCK = 1024   # query rows per block of the "blocks" kernel
+
 
 @dataclass(eq=False)
 class AttentionPlan(Ctx):
-    """How the layers of one forward (and one encoding and window) attend: the positions (Ctx) and the
-    kernel. Only `kernel` may change, to the fallback, if FlexAttention fails during the forward."""
-    bias: torch.Tensor = None           # (H, Tq, Tk) the encoding's score bias, or None
+    """How the layers of one forward, encoding and window attend: the positions (Ctx), the kernel, its mask."""
+    pe: object = None                   # the encoding: its dense bias is made here, per block or in FlexAttention
+    bias: torch.Tensor = None           # (H, Tq, Tk) the encoding's score bias, or None (made from pe)
     dropout: float = 0.0                # attention dropout of this forward (0 when not training)
-    flex: dict = None                   # the model's FlexAttention state {"error": ...}; None: never flex
+    flex: dict = None                   # the model's FlexAttention state {"error", "cpu"}; None: never flex
     key_counts: torch.Tensor = None     # (Tq,) keys each query sees, for SSMax; None unless asked
-    mask: torch.Tensor = field(init=False)    # None: plain causal; (Tq, Tk) bool; the bias with -inf where hidden
+    mask: torch.Tensor = field(init=False, default=None)  # None: causal, blocks, flex; (Tq, Tk) bool; bias, -inf hidden
     kernel: str = field(init=False)
     block_mask: object = field(init=False, default=None)       # FlexAttention's BlockMask
     sdpa_masks: dict = field(init=False, default_factory=dict)  # dtype -> the mask as SDPA takes it
 
-    def __post_init__(self):  # SDPA's is_causal is upper-left aligned: only right over the queries' own keys
+    def __post_init__(self):
         super().__post_init__()
-        plain = self.causal and self.bias is None and not self.window and self.doc is None
-        visible = None if plain else self.visible()
-        self.mask = visible if self.bias is None or plain else self.bias.masked_fill(~visible, float("-inf"))
+        self.choose()
+
+    def choose(self):
+        """Choose the kernel, and make the dense mask (and bias) it reads: blocks and flex make their own."""
         self.kernel = choose_kernel(self)
+        if self.kernel in ("causal", "blocks", "flex"):  # SDPA's is_causal is upper-left aligned: own keys only
+            return
+        if self.bias is None and self.pe is not None:
+            self.bias = self.pe.dense_bias(self.q_pos, self.k_pos)                # (H, Tq, Tk) or None
+        visible = self.visible()
+        self.mask = visible if self.bias is None else self.bias.masked_fill(~visible, float("-inf"))
 
     def softmax(self, scores, v):
         return attend_scores(scores, v, self)
 
     def block(self, a, b):
-        """The plan of the queries a:b over the keys :b (causal plans only), sharing the scratch."""
-        return dataclasses.replace(self, q_pos=self.q_pos[a:b], k_pos=self.k_pos[:b], causal=False, rows=slice(a, b),
-                                   bias=None if self.bias is None else self.bias[..., a:b, :b], scratch=self.scratch,
+        """The plan of the queries a:b over the keys up to row b (own keys) or all keys, sharing the scratch."""
+        end = b if self.causal else len(self.k_pos)
+        return dataclasses.replace(self, q_pos=self.q_pos[a:b], k_pos=self.k_pos[:end], causal=False, rows=slice(a, b),
+                                   bias=None if self.bias is None else self.bias[..., a:b, :end], scratch=self.scratch,
                                    key_counts=None if self.key_counts is None else self.key_counts[a:b])
 
     def sdpa_mask(self, dtype):
@@ -111,41 +119,60 @@ class AttentionPlan(Ctx):
 
 def choose_kernel(p: AttentionPlan) -> str:
     """The one place a kernel is chosen, from the plan alone."""
-    if p.mask is None:
-        return "causal"
-    if p.bias is None:
-        return "sdpa"
-    if p.flex is not None and p.flex["error"] is None and p.q_pos.is_cuda and p.dropout == 0.0 and p.causal:
+    own = p.pe is not None and p.pe.overrides("attend")
+    biased = p.bias is not None or (p.pe is not None and p.pe.overrides("score_bias"))
+    grad = torch.is_grad_enabled()
+    if not (own or biased):
+        return "causal" if p.causal and not p.window and p.doc is None else "sdpa"
+    flex_ok = p.flex is not None and p.flex["error"] is None and (p.q_pos.is_cuda or (p.flex.get("cpu") and not grad))
+    if flex_ok and biased and not own and p.dropout == 0.0 and p.causal:
         return "flex"
-    return "explicit" if p.bias.requires_grad and torch.is_grad_enabled() else "sdpa"
+    if not grad and len(p.q_pos) > ATTENTION_BLOCK:
+        return "blocks"
+    learned = p.bias.requires_grad if p.bias is not None else any(t.requires_grad for t in p.pe.parameters())
+    return "explicit" if biased and learned and grad else "sdpa"
 
 
 @functools.lru_cache(maxsize=None)
-def compiled_flex():
-    from torch.nn.attention.flex_attention import flex_attention
-    return torch.compile(flex_attention, dynamic=False)
+def flex_functions(compiled=True):
+    """FlexAttention's (create_block_mask, flex_attention), compiled (the block mask built eagerly is dense)."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    wrap = functools.partial(torch.compile, dynamic=False) if compiled else (lambda f: f)
+    return wrap(create_block_mask), wrap(flex_attention)
 
 
-def flex_block_mask(mask):
-    """FlexAttention's BlockMask of the keys `mask` (H, Tq, Tk) leaves visible in any head."""
-    from torch.nn.attention.flex_attention import create_block_mask
-    visible = ~torch.isneginf(mask.detach()).all(0)                       # (Tq, Tk)
-    Tq, Tk = visible.shape
-    return create_block_mask(lambda b, h, qi, ki: visible[qi, ki], None, None, Tq, Tk, device=mask.device)
+def flex_attention(q, k, v, plan, compiled=True):
+    """FlexAttention, score_bias(h, q, k) in its score_mod at the gathered positions (its gradient flows),
+    the blocks of hidden keys (sees) skipped; unmeasured on CUDA (benchmarks/long-context.md)."""
+    block_mask, flex = flex_functions(compiled)
+    q_pos, k_pos, pe = plan.q_pos, plan.k_pos, plan.pe
+    doc = torch.zeros_like(k_pos) if plan.doc is None else plan.doc       # (T,) document ids (one when None)
+
+    def visible(b, h, qi, ki):
+        return sees(q_pos[qi], k_pos[ki], plan.window, plan.sinks) & (doc[qi] == doc[ki])
+
+    if plan.block_mask is None:
+        plan.block_mask = block_mask(visible, None, None, len(q_pos), len(k_pos), device=q.device)
+    return flex(q, k, v, score_mod=lambda s, b, h, qi, ki: s + pe.score_bias(h, q_pos[qi], k_pos[ki]).to(s.dtype),
+                block_mask=plan.block_mask)
 
 
-def flex_attention(q, k, v, mask, block_mask=None, compiled=True):
-    """FlexAttention with the bias read by a score_mod (its gradient flows through it) and its -inf
-    blocks skipped. mask: (H, Tq, Tk) float32. Unmeasured: no GPU was available (benchmarks/)."""
-    from torch.nn.attention.flex_attention import flex_attention as flex
-    block_mask = flex_block_mask(mask) if block_mask is None else block_mask
-    return (compiled_flex() if compiled else flex)(q, k, v, score_mod=lambda s, b, h, qi, ki: s + mask[h, qi, ki],
-                                                   block_mask=block_mask)
+def by_blocks(q, k, v, plan, attend_block):
+    """attend_block(q rows a:b, their keys, values, plan) by query blocks: ATTENTION_BLOCK rows (kernel "blocks"),
+    else causal_blocks over own keys (each up to its last row: own logits in training), else all rows."""
+    T = q.shape[2]
+    fixed = [(a, min(a + ATTENTION_BLOCK, T)) for a in range(0, T, ATTENTION_BLOCK)]
+    blocks = fixed if plan.kernel == "blocks" else causal_blocks(T) if plan.causal else [(0, T)]
+    ys = []
+    for a, b in blocks:
+        p = plan if len(blocks) == 1 else plan.block(a, b)
+        Tk = len(p.k_pos)
+        ys.append(attend_block(q[:, :, a:b], k[:, :, :Tk], v[:, :, :Tk], p))      # (B, H, b - a, D)
+    return torch.cat(ys, dim=2) if len(ys) > 1 else ys[0]                          # (B, H, Tq, D)
 
 
 def causal_blocks(T):
-    """Query blocks when keys are the queries' own positions: block r needs only the keys up to its
-    last row, so 2 blocks compute 3/4 of the square's products, 4 blocks 5/8 (blocks >= 64 rows)."""
+    """Query blocks over own keys, each needing keys up to its last row: 2 blocks do 3/4 of the products, 4 do 5/8."""
     n = max(1, min(4, T // 64))
     edges = [T * i // n for i in range(n + 1)]
     return list(zip(edges[:-1], edges[1:]))
@@ -169,11 +196,8 @@ def explicit_attention(q, k, v, mask, dropout=0.0, training=False, causal=False)
 
 
 def attend_scores(scores, v, plan):
-    """softmax(scores + mask) v for scores an encoding formed itself (1/sqrt(D) included; a new tensor,
-    masked in place: one (B, H, Tq, Tk) copy saved for backward). Returns y (B, H, Tq, D) and the probs."""
+    """(softmax(scores + mask) v, probs) for scores an encoding formed (1/sqrt(D) in; masked in place)."""
     mask = plan.mask
-    if mask is None:
-        mask = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()
     scores = scores.masked_fill_(~mask, float("-inf")) if mask.dtype == torch.bool else scores.add_(mask)
     probs = F.dropout(torch.softmax(scores.float(), dim=-1).to(v.dtype), plan.dropout, plan.dropout > 0)
     return probs @ v, probs
@@ -186,14 +210,14 @@ def attend(q, k, v, plan):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
     if kernel == "flex":
         try:
-            if plan.block_mask is None:  # once per forward, shared by the layers
-                plan.block_mask = flex_block_mask(mask)
-            return flex_attention(q, k, v, mask, plan.block_mask)
+            return flex_attention(q, k, v, plan)
         except Exception as e:  # the other kernels still work: fall back for this model, with one warning
             plan.flex["error"] = e
             warnings.warn(f"FlexAttention failed ({type(e).__name__}: {e}); using SDPA for this model")
-            plan.kernel = choose_kernel(plan)
+            plan.choose()
             return attend(q, k, v, plan)
+    if kernel == "blocks":
+        return by_blocks(q, k, v, plan, attend)
     if kernel == "explicit":
         return explicit_attention(q, k, v, mask, dropout, dropout > 0, plan.causal)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=plan.sdpa_mask(q.dtype), dropout_p=dropout)
@@ -237,25 +261,12 @@ class CausalSelfAttention(nn.Module):
             k = pe.rotate(k, plan, key=True)
         if G > 1:  # grouped-query attention: key/value head j serves query heads jG .. jG + G - 1
             k, v = k.repeat_interleave(G, dim=1), v.repeat_interleave(G, dim=1)       # (B, H, Tk, D)
-        y = self.attend_own_scores(q, k, v, pe, plan)
-        if y is None:
+        if pe.overrides("attend"):  # an encoding forming its own logits, by query blocks
+            y = by_blocks(q, k, v, plan, lambda q, k, v, p: pe.attend(q, k, v, p, self.layer))
+        else:
             y = attend(q, k, v, plan)
         y = y.transpose(1, 2).contiguous().view(B, T, C)                           # (B, T, C)
         return self.resid_dropout(self.c_proj(y))
-
-    def attend_own_scores(self, q, k, v, pe, plan):
-        """The attention of an encoding that forms its own logits (attend), or None if it forms none.
-        Over the queries' own keys, by causal query blocks (each with the keys up to its last row)."""
-        if not pe.overrides("attend"):
-            return None
-        T = q.shape[2]
-        blocks = causal_blocks(T) if plan.causal else [(0, T)]
-        ys = []
-        for a, b in blocks:
-            p = plan if len(blocks) == 1 else plan.block(a, b)
-            Tk = len(p.k_pos)
-            ys.append(pe.attend(q[:, :, a:b], k[:, :, :Tk], v[:, :, :Tk], p, self.layer))   # (B, H, b - a, D)
-        return torch.cat(ys, dim=2) if len(ys) > 1 else ys[0]                         # (B, H, T, D)
 
 
 class MLP(nn.Module):
@@ -388,7 +399,7 @@ class GPT(nn.Module):
         if cfg.tie_embeddings:
             self.lm_head.weight = self.wte.weight
         self.kv_cache = None
-        self.flex = {"error": None}  # FlexAttention (CUDA) is given up for this model after a failure
+        self.flex = {"error": None, "cpu": cfg.attention_kernel == "flex"}  # given up for this model after a failure
         own = {m for pe in self.encodings.values() for m in pe.modules()}  # encodings initialise their own parameters
         for m in self.modules():
             if m not in own:
@@ -432,10 +443,8 @@ class GPT(nn.Module):
 
     # ---- caches -------------------------------------------------------------------------------
     def new_cache(self, batch, max_len, dtype=None, ring=None):
-        """A KVCache for positions 0 .. max_len - 1 (linear attention: its running sums). ring: whether a
-        window (the same in every layer) makes it a ring of sinks + window - 1 + chunk slots (then any
-        number of positions fit); None: where that is smaller. Layers with different windows: one slot
-        per position, the windows acting through the mask."""
+        """A KVCache for positions 0 .. max_len - 1 (linear attention: its running sums); ring (None: where
+        smaller): a shared window as a ring of sinks + window - 1 + chunk slots, else a slot per position."""
         cfg, p = self.config, self.wte.weight
         dtype, H, D = dtype or p.dtype, cfg.n_kv_head or cfg.n_head, cfg.n_embd // cfg.n_head
         if cfg.attention == "linear":
@@ -466,10 +475,9 @@ class GPT(nn.Module):
 
     # ---- forward ------------------------------------------------------------------------------
     def forward(self, idx, targets=None, pos=None, doc=None):
-        """idx: (B, T) token ids -> logits (B, T, vocab), and the loss if targets are given. With a cache
-        set up, idx continues the cached sequence. pos: (T,) training positions (position_sampling),
-        increasing; None: contiguous from the cache offset. doc: (T,) document ids, kept with the keys in a
-        cache: keys of another document are hidden, and pos may restart at each one (without a cache)."""
+        """idx (B, T) -> logits (B, T, vocab) and the loss if targets are given; with a cache, idx continues it.
+        pos: (T,) training positions (position_sampling; restarting per document), None: from the cache
+        offset. doc: (T,) document ids (kept with the keys in a cache): other documents' keys are hidden."""
         B, T = idx.shape
         cache = self.kv_cache
         if cache is not None and cache.period and T > cache.chunk:  # a ring takes at most `chunk` tokens a call
@@ -486,9 +494,8 @@ class GPT(nn.Module):
         return logits, loss
 
     def run(self, idx, pos, n_positions, cache=None, doc=None):
-        """The tensor work of a forward, idx (B, T) at positions pos (T,), every position in play below
-        n_positions (a static generation's count, fixed for its steps) -> logits (B, T, vocab): no host
-        check (forward does those)."""
+        """The tensor work of a forward (no host check): idx (B, T) at pos (T,), all positions in play
+        below n_positions (a static generation's, fixed for its steps) -> logits (B, T, vocab)."""
         encodings = self.encodings
         if cache is not None:
             cache.begin(pos, doc)
@@ -536,36 +543,32 @@ class GPT(nn.Module):
         for layer in self.schedule:
             if layer in plans:
                 continue
-            if layer.encoding not in biases:
-                biases[layer.encoding] = encodings[layer.encoding].dense_bias(pos, k_pos)     # (H, Tq, Tk) or None
             plan = AttentionPlan(pos, k_pos, layer.window, cfg.sinks, causal=cache is None, doc=doc, k_doc=k_doc,
-                                 cache=cache, n_positions=n_positions, bias=biases[layer.encoding],
+                                 cache=cache,
+                                 n_positions=n_positions, pe=encodings[layer.encoding], bias=biases.get(layer.encoding),
                                  dropout=cfg.dropout if self.training else 0.0, flex=self.flex)
+            biases.setdefault(layer.encoding, plan.bias)                         # (H, Tq, Tk) made once, or None
             plan.key_counts = plan.visible().sum(-1).float() if cfg.ssmax else None
             plans[layer] = plan
         return plans
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
-        """AdamW. Weight decay on the transformer's matrices (dim >= 2), not on biases and norms (as in
-        nanoGPT) and not on any parameter of the positional encoding (decay would pull a bias table
-        towards "no position" while leaving a vector of slopes alone; this spares `learned`'s table too)."""
+        """AdamW, decaying the transformer's matrices (dim >= 2) only: not biases and norms (nanoGPT) nor any
+        parameter of the encoding (decay would pull a bias table towards "no position", not slopes)."""
         pe_params = {id(p) for pe in self.encodings.values() for p in pe.parameters()}
         params = [p for p in self.parameters() if p.requires_grad]
         decay = [p for p in params if p.dim() >= 2 and id(p) not in pe_params]
         decay_ids = {id(p) for p in decay}
         groups = [{"params": decay, "weight_decay": weight_decay},
                   {"params": [p for p in params if id(p) not in decay_ids], "weight_decay": 0.0}]
-        # The fused kernel (CUDA, and CPU since torch 2.4) updates every tensor in one pass: 0.7 ms against
-        # 1.7 ms for the per-tensor loop at nanoGPT's CPU shape (benchmarks/cpu-2core-training-step.md).
+        # fused: one pass over every tensor, 0.7 ms vs 1.7 ms on CPU (benchmarks/cpu-2core-training-step.md)
         fused = device_type in ("cuda", "cpu") and "fused" in inspect.signature(torch.optim.AdamW).parameters
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **({"fused": True} if fused else {}))
 
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, on_token=None,
                  static=True, compile=False):
-        """Continue idx (B, T) by max_new_tokens with the KV cache (the static step where the encodings
-        allow it, compiled with compile=True; static=False: the reference step through forward).
-        on_token(id) is called with each new token of the first sequence. The cache is dropped on the
-        way out, an exception included."""
+        """Continue idx (B, T) by max_new_tokens with the KV cache (Decoder: static step, compiled with
+        compile=True; static=False: forward's). on_token(id) streams the first sequence's new tokens."""
         return Decoder(self, static, compile).generate(idx, max_new_tokens, temperature, top_k, generator, on_token)
 
 
@@ -594,21 +597,18 @@ def sample_next(logits, temperature=1.0, top_k=None, generator=None):
 
 
 def decode_step(model, idx, pos, cache, n_slots):
-    """Logits (B, vocab) of the last token of idx (B, T) at positions pos (T,), attending to the first
-    n_slots slots of a static cache (an argument: a compiled step takes it as a symbolic size)."""
+    """Logits (B, vocab) of idx's last token at pos (T,) over a static cache's first n_slots slots (symbolic when compiled)."""
     cache.filled = n_slots
     return model.run(idx, pos, cache.n_positions, cache)[:, -1]
 
 
 def compiled_step(dynamic):
-    """decode_step compiled whole; dynamo keeps the graphs on the function's code, so every generate
-    reuses those compiled for the same shapes."""
+    """decode_step compiled whole (graphs kept on its code: every generate reuses them for the same shapes)."""
     return torch.compile(decode_step, fullgraph=True, dynamic=dynamic)
 
 
 class Decoder:
-    """Generates from `model`: the static step where the model allows it (else the reference step),
-    compiled with compile=True. Its static cache is kept for the next generate of the same shapes."""
+    """Generates from `model`: its static step where allowed (compiled: compile=True), else the reference step."""
 
     def __init__(self, model, static=True, compile=False):
         self.model = model

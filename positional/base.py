@@ -162,11 +162,16 @@ def distance(q_pos, k_pos):
 
 
 def visible_keys(q_pos, k_pos, window=0, sinks=0, q_doc=None, k_doc=None):
-    """(Tq, Tk) bool: the keys each query sees (causal, window, sinks, documents), the one rule."""
-    d = distance(q_pos, k_pos)
-    seen = d >= 0
-    if window:
-        seen &= (d < window) | (k_pos[None, :] < sinks)
+    """(Tq, Tk) bool: the keys each query sees (causal, window, sinks, documents)."""
+    seen = sees(q_pos[:, None], k_pos[None, :], window, sinks)
     if q_doc is not None:
         seen &= q_doc[:, None] == k_doc[None, :]
     return seen
+
+
+def sees(q, k, window=0, sinks=0):
+    """Whether a query at position q sees the key at k (broadcastable tensors), the one rule: causal,
+    and with a window less than `window` behind unless the key is a sink."""
+    d = q - k
+    seen = d >= 0
+    return seen & ((d < window) | (k < sinks)) if window else seen

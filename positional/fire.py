@@ -16,8 +16,9 @@ beyond L it is not translation invariant, by design. At distance 0 the bias is f
 The MLP runs once per distinct input, not per (i, j): queries before L (positions increase,
 so a prefix of them) share the normaliser psi(L), and their input depends on i - j alone,
 so f is evaluated at the distances 0 .. max(i - j) and read at each pair; a query past L
-has its own normaliser, so its row of inputs goes through f as it is, in blocks of 256
-rows (a (256, Tk, width) hidden layer at a time without gradients). Training, where every
+has its own normaliser, so its row of inputs goes through f as it is, a few rows at a time
+(a (rows, Tk, width) hidden layer of at most 2^22 values without gradients; the model asks for a
+block of queries at a time at evaluation, so no (H, Tq, Tk) output either). Training, where every
 position is below L at first, then keeps (T, width) for the backward pass, not
 (T, T, width). One MLP serves all layers (score_bias is computed once per forward pass). Knobs: fire_mlp_width
 (32 in the paper), fire_init_c (0.1), fire_init_L (0: the training block_size).
@@ -30,7 +31,7 @@ from torch import nn
 from .base import PositionalEncoding, Settings
 
 EPS = 1e-6
-ROWS = 256   # query rows per MLP call, to bound the (rows, Tk, width) hidden layer
+HIDDEN = 2 ** 22   # values of the (rows, Tk, width) hidden layer per MLP call
 
 
 def fire_input(q_pos, k_pos, c, L):
@@ -79,7 +80,8 @@ class FIRE(PositionalEncoding):
 
     def score_bias(self, h, q, k):
         """The MLP gives every head at once, so the heads h are picked from its (H, Tq, Tk) output and q,
-        k come as (Tq, 1), (1, Tk) (a score_mod needs a per-distance table: issue #22). One query (a decode
+        k come as (Tq, 1), (1, Tk): a query block works, a score_mod does not (it needs a per-distance
+        table: issue #22; FlexAttention falls back to query blocks). One query (a decode
         step), or positions that restart (documents), take the per-pair path: no host read-back."""
         return self.dense(q.view(-1), k.view(-1))[h.view(-1)]
 
@@ -96,6 +98,7 @@ class FIRE(PositionalEncoding):
             q_pos = q_pos[m:]
         if len(q_pos):  # queries past L (or a decode step's few pairs): f at each pair
             x = fire_input(q_pos, k_pos, self.c, self.L)                  # (Tq', Tk)
-            rows = [self.mlp(x[i:i + ROWS, :, None]) for i in range(0, len(x), ROWS)]   # (<=ROWS, Tk, H) each
+            n = max(1, HIDDEN // (x.shape[1] * self.mlp[0].out_features))
+            rows = [self.mlp(x[i:i + n, :, None]) for i in range(0, len(x), n)]   # (<= n, Tk, H) each
             parts.append(torch.cat(rows).permute(2, 0, 1))                # (H, Tq', Tk)
         return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]    # (H, Tq, Tk)

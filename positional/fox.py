@@ -62,8 +62,9 @@ class FoX(PositionalEncoding):
         c_k, cache = c, ctx.cache
         if cache is not None:
             sums = self.sums(cache, layer, c, ctx.n_positions)                       # (B, H, n): c by position
-            pos = ctx.q_pos
-            c = c + sums.index_select(-1, (pos[:1] - 1).clamp(min=0)) * (pos[:1] > 0)  # continued; 0 at the start
+            first = ctx.q_pos[:1] - (ctx.rows.start or 0)  # the forward's first position, from any query block
+            pos = first + torch.arange(c.shape[-1], device=c.device)   # (T,): a cached forward's are contiguous
+            c = c + sums.index_select(-1, (first - 1).clamp(min=0)) * (first > 0)  # continued; 0 at the start
             sums.index_copy_(-1, pos, c.detach())
             c_k = sums.index_select(-1, ctx.k_pos.clamp(max=sums.shape[-1] - 1))   # empty slots: masked anyway
         return c, c_k

@@ -187,15 +187,17 @@ def test_a_failing_flex_attention_falls_back_once_for_the_model(monkeypatch):
 
 @pytest.mark.parametrize("name", ["alibi", "t5"])
 def test_flex_attention_score_mod_matches_reference(name):
-    """The CUDA path's score_mod and block mask, run by FlexAttention's eager CPU version."""
+    """The flex path's score_mod (the encoding's score_bias at gathered positions) and block mask,
+    run by FlexAttention's eager CPU version."""
     pe = tiny_gpt(name, n_head=2, n_embd=32).pe
     pos = torch.arange(40)
-    mask = mask_of(pe.dense_bias(pos, pos), pos, window=9, sinks=2)   # (H, T, T)
+    p = model_mod.AttentionPlan(pos, pos, 9, 2, causal=True, pe=pe)
     q, k, v = (torch.randn(1, 2, 40, 16) * 2 for _ in range(3))
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "flex_attention called without torch.compile()"
-        got = model_mod.flex_attention(q, k, v, mask, compiled=False)
-    torch.testing.assert_close(got, reference_attend(q, k, v, mask), rtol=1e-4, atol=1e-5)
+        got = model_mod.flex_attention(q, k, v, p, compiled=False)
+    torch.testing.assert_close(got, reference_attend(q, k, v, mask_of(pe.dense_bias(pos, pos), pos, 9, 2)),
+                               rtol=1e-4, atol=1e-5)
 
 
 def test_explicit_attention_matches_reference_with_long_alibi_bias():

@@ -1,0 +1,109 @@
+"""Long contexts at evaluation: the bias and own-logits encodings attend by query blocks (or by
+FlexAttention with the bias inside its score_mod, asked for on CPU), equal to the dense path, and
+no forward allocates a (T, T) tensor (issue #22)."""
+import json
+import warnings
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import bench
+import model as model_mod
+import positional
+from tests.conftest import tiny_gpt
+
+SCORED = [n for n, cls in positional.REGISTRY.items() if cls.needs_score_matrix]
+
+
+def blocked_calls(monkeypatch, block):
+    """Force ATTENTION_BLOCK = block and count the forwards' blocked attentions."""
+    calls = []
+    by_blocks = model_mod.by_blocks
+    monkeypatch.setattr(model_mod, "ATTENTION_BLOCK", block)
+    monkeypatch.setattr(model_mod, "by_blocks",
+                        lambda q, k, v, plan, f: calls.append(plan.kernel) or by_blocks(q, k, v, plan, f))
+    return calls
+
+
+@pytest.mark.parametrize("name", list(positional.REGISTRY))
+@pytest.mark.parametrize("window, sinks", [(0, 0), (9, 2)])
+def test_query_blocks_equal_the_dense_path(name, window, sinks, monkeypatch):
+    """Blocks of 8 queries over 30 tokens, with and without a window and sinks, and a cached prefill in
+    two calls (the second, 12 queries over 30 keys, by blocks too), give the dense path's logits."""
+    model = tiny_gpt(name, window=window, sinks=sinks)
+    idx = torch.randint(0, 40, (2, 30), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        dense = model(idx)[0]
+        calls = blocked_calls(monkeypatch, 8)
+        blocked = model(idx)[0]
+        model.setup_cache(2, 30)
+        cached = torch.cat([model(idx[:, :18])[0], model(idx[:, 18:])[0]], 1)
+    torch.testing.assert_close(blocked, dense, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(cached, dense, rtol=1e-4, atol=1e-5)
+    assert ("blocks" in calls) == (name in SCORED), calls
+
+
+def test_documents_by_query_blocks(monkeypatch):
+    """Document ids hide the other documents' keys in every block as in the dense path."""
+    model = tiny_gpt("t5", window=9, sinks=2)
+    idx = torch.randint(0, 40, (1, 30), generator=torch.Generator().manual_seed(2))
+    doc = torch.tensor([0] * 11 + [1] * 19)
+    pos = torch.cat([torch.arange(11), torch.arange(19)])
+    with torch.no_grad():
+        dense = model(idx, pos=pos, doc=doc)[0]
+        calls = blocked_calls(monkeypatch, 8)
+        torch.testing.assert_close(model(idx, pos=pos, doc=doc)[0], dense, rtol=1e-4, atol=1e-5)
+    assert calls == ["blocks"] * 2
+
+
+def test_compiled_flex_attention_on_cpu_equals_the_dense_path():
+    """attention_kernel=flex: ALiBi's bias computed inside the score_mod, the block mask compiled."""
+    idx = torch.randint(0, 40, (1, 30), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        dense = tiny_gpt("alibi", window=9, sinks=2)(idx)[0]
+        model = tiny_gpt("alibi", window=9, sinks=2, attention_kernel="flex")
+        kernels = {p.kernel for p in model.plans(torch.arange(30), None, model.encodings).values()}
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)  # no fallback
+            flex = model(idx)[0]
+    assert kernels == {"flex"} and model.flex["error"] is None
+    torch.testing.assert_close(flex, dense, rtol=1e-4, atol=1e-5)
+
+
+def test_unknown_attention_kernel_is_refused():
+    with pytest.raises(ValueError, match="attention_kernel must be"):
+        tiny_gpt("alibi", attention_kernel="dense")
+
+
+class LargestTensor(TorchDispatchMode):
+    """Records the most elements of any tensor an op returns."""
+    largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else [out]:
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+@pytest.mark.parametrize("name", SCORED)
+def test_no_tensor_of_t_squared_at_4096_tokens(name):
+    """A 1-layer, 2-head, 16-wide model over 4,096 tokens: the largest tensor of the forward is a
+    block's (H, 1024, T) scores, below T * T (the dense bias alone would be H * T * T)."""
+    T = 4096
+    model = tiny_gpt(name, n_layer=1, n_head=2, n_embd=16, block_size=T)
+    with torch.no_grad(), LargestTensor() as seen:
+        model(torch.zeros(1, T, dtype=torch.long))
+    assert seen.largest < T * T, (seen.largest, T * T)
+
+
+def test_bench_long_section(tmp_path):
+    """bench.py --sections=long: seconds, tokens/s and a process peak per encoding and length."""
+    out = tmp_path / "b.json"
+    bench.main(["--sections=long", "--long_lengths=96", "--encodings=alibi,learned", "--n_layer=1", "--n_head=2",
+                "--n_embd=16", "--block_size=32", f"--json={out}"])
+    long = json.loads(out.read_text())["long"]
+    assert long["learned"] == {} and long["alibi"]["96"]["peak_bytes"] > 0
+    assert long["alibi"]["96"]["tokens_per_s"] == pytest.approx(96 / long["alibi"]["96"]["s"])
