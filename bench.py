@@ -329,7 +329,7 @@ def bench_long(args):
             if model.max_positions is not None and T > model.max_positions:
                 continue  # a position table ends at block_size
             idx = torch.randint(args.vocab_size, (1, T + 1), device=args.device)
-            with torch.no_grad(), autocast(args):
+            with torch.no_grad(), autocast(args.device, args.dtype):
                 model(idx[:, :-1] if args.long_kernel else idx[:, :64])  # warm up (FlexAttention compiles per length)
                 dt, _ = measure_pass(lambda: model(idx[:, :-1], idx[:, 1:]), args.device)
             peak = torch.cuda.max_memory_allocated() if args.device.startswith("cuda") else _rss_kib("VmHWM") * 1024
