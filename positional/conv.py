@@ -43,22 +43,26 @@ class Conv(PositionalEncoding):
         return cls(cfg.n_embd, s.conv_kernel)
 
     def embed(self, x, ctx):
-        k, T = self.kernel, x.shape[1]
-        pos = ctx.q_pos
-        if ctx.cache is not None:  # the k-1 embeddings before this call, from the cache's ring
+        k, T, pos, doc = self.kernel, x.shape[1], ctx.q_pos, ctx.doc
+        past_doc = None if doc is None else doc.new_full((k - 1,), -1)            # no document before the start
+        if ctx.cache is not None:  # the k-1 embeddings (and document ids) before this call, from the cache's rings
             ring = ctx.cache.state(self, "ring", lambda: x.new_zeros(x.shape[0], k - 1, x.shape[2]))
             back = pos[0] - torch.arange(k - 1, 0, -1, device=pos.device)           # (k-1,) positions, oldest first
             seen = (back >= 0).to(x.dtype)[:, None]
             full = torch.cat([ring.index_select(1, back % (k - 1)) * seen, x], 1)  # (B, k-1+T, C)
-            ring.index_copy_(1, torch.cat([back, pos])[-(k - 1):] % (k - 1), full[:, -(k - 1):].detach())
+            slots = torch.cat([back, pos])[-(k - 1):] % (k - 1)
+            ring.index_copy_(1, slots, full[:, -(k - 1):].detach())
+            if doc is not None:
+                ring_doc = ctx.cache.state(self, "ring_doc", lambda: doc.new_full((k - 1,), -1))
+                past_doc = torch.where(back >= 0, ring_doc.index_select(0, back % (k - 1)), past_doc)
+                ring_doc.index_copy_(0, slots, torch.cat([past_doc, doc])[-(k - 1):])
         else:
             full = torch.cat([x.new_zeros(x.shape[0], k - 1, x.shape[2]), x], 1)
+        docs = None if doc is None else torch.cat([past_doc, doc])                 # (k-1+T,)
         y = 0
         for j in range(k):  # tap j: the token j steps back, zero across a document start
             tap = full[:, k - 1 - j:k - 1 - j + T] * self.w[j]
-            if ctx.doc is not None and j:
-                same = torch.zeros(T, dtype=torch.bool, device=x.device)
-                same[j:] = ctx.doc[j:T] == ctx.doc[:T - j]
-                tap = tap * same[:, None]
+            if docs is not None and j:
+                tap = tap * (docs[k - 1 - j:k - 1 - j + T] == doc)[:, None].to(x.dtype)
             y = y + tap
         return y
