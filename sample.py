@@ -65,7 +65,7 @@ def fit_window(model, ckpt, overrides, total, device):
     if total <= trained or model.config.window or model.config.layer_windows:
         return model, None
     raw = (f"[going past the training length ({trained} tokens) without a window, as asked: distances past it "
-           f"were never trained (README: Length extrapolation); --window={trained} keeps them in range]")
+           f"were never trained (docs/extrapolation.md); --window={trained} keeps them in range]")
     if "window" in overrides:  # --window=0: the raw model, as asked
         return model, raw
     try:

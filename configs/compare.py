@@ -4,7 +4,7 @@
 # past beta_fast = 32), then evaluated from 1x to 16x L; every RoPE extension method on RoPE and
 # xPos, without fine-tuning and after the papers' short fine-tune at 4L (and the
 # "direct" fine-tune without scaling, PI's control); 3 seeds. Two runs side by side with one thread
-# each on a 2-core CPU. Measured wall time: README ("Train short, test long: what we measured").
+# each on a 2-core CPU. Measured wall time: benchmarks/history.md.
 # Any key can be changed on the command line: --only=rope,alibi --seeds=1 --finetune_iters=0.
 from configs.base import *  # the shared training recipe (data, model shape 4 x 4 x 128, optimiser)
 

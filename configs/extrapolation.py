@@ -3,7 +3,7 @@
 # evaluating by hand with evaluate.py from 1x to 16x the training length:
 #   python train.py configs/extrapolation.py --pos_encoding=alibi --out_dir=out-x-alibi
 #   python evaluate.py out-x-alibi out-x-rope --lengths=64,128,256,512,1024
-# compare.py runs the same for every encoding in one command (README: Comparing every encoding).
+# compare.py runs the same for every encoding in one command (docs/comparison.md).
 from configs.base import *
 
 block_size = 64

@@ -1,5 +1,5 @@
 # The full task comparison: every task x 6 encodings x 3 seeds, scored from 1x to 16x the
-# training length with 200 samples per point (README: Tasks, for its measured time):
+# training length with 200 samples per point (docs/tasks.md; its measured time: benchmarks/history.md):
 #   python compare.py configs/tasks/compare.py
 from configs.tasks.base import *  # noqa: F401,F403
 
