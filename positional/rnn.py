@@ -36,11 +36,15 @@ class RNN(PositionalEncoding):
         B, T, C = x.shape
         state = None if ctx.cache is None else ctx.cache.state(self, "h", lambda: x.new_zeros(B, C))
         h = x.new_zeros(B, C) if state is None else state
+        doc, last = ctx.doc, None
+        if state is not None and doc is not None:   # the document of the cache's last token (-1: none yet)
+            last = ctx.cache.state(self, "doc", lambda: doc.new_full((1,), -1))
         gx = self.wx(x)                                                           # (B, T, 3C)
         out = []
         for t in range(T):
-            if ctx.doc is not None and t:
-                h = h * (ctx.doc[t] == ctx.doc[t - 1])                            # a new document: h = 0
+            before = doc[t - 1:t] if doc is not None and t else last
+            if before is not None:
+                h = h * (doc[t] == before)                                        # a new document: h = 0
             r, z, n = gx[:, t].chunk(3, -1)
             hr, hz, hn = self.wh(h).chunk(3, -1)
             r, z = torch.sigmoid(r + hr), torch.sigmoid(z + hz)
@@ -48,4 +52,6 @@ class RNN(PositionalEncoding):
             out.append(h)
         if state is not None:
             state.copy_(h.detach())
+        if last is not None:
+            last.copy_(doc[-1:])
         return x + torch.stack(out, 1)                                            # (B, T, C)
