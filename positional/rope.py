@@ -31,6 +31,8 @@ import torch
 from . import rope_scaling
 from .base import PositionalEncoding, Settings
 
+TABLE_LIMIT = 1 << 17   # positions of a generation up to which a decode step reads its rotation from a table
+
 
 @dataclass
 class RoPESettings(Settings):
@@ -149,13 +151,22 @@ class RoPE(PositionalEncoding):
         rest = torch.ones(len(pos), self.head_dim - self.rotary_dim, device=pos.device)
         return torch.stack([torch.cat([cos, cos, rest], -1), torch.cat([-sin, sin, rest * 0], -1)], 1)
 
-    def matrix(self, pos, key, ctx):
-        """The rotation at one position as a matrix, RoFormer's R_{Theta,m} (eq. 15):
-        M[i, j] = mul_j [i = j] + add_j [i = partner(j)], so rotating x is one product x @ M. For an
-        eager decode step; under torch.compile the elementwise form stays: inductor fuses it, and the
-        product was slower there (measured: section 10 of benchmarks/cpu-2core-quiet.md)."""
-        mul, add = self.rows(pos, key, ctx)[0]                                     # (D,) each
-        return torch.diag_embed(mul) + self.partner_onehot * add[None, :]          # (D, D)
+    def matrices(self, pos, ctx):
+        """The rotations of queries and keys at one position as matrices, RoFormer's R_{Theta,m} (eq. 15),
+        (2, D, D): M[i, j] = mul_j [i = j] + add_j [i = partner(j)], so rotating x is one product x @ M. For
+        an eager decode step; under torch.compile the elementwise form stays: inductor fuses it, and the
+        product was slower there (measured: section 10 of benchmarks/cpu-2core-quiet.md). In a generation
+        with fixed frequencies the rows come from a table of all its positions, made at its first step and
+        kept by the cache (2 x 2 x D floats a position, up to TABLE_LIMIT positions): a gather per step
+        instead of the angle, cos and sin ops."""
+        both = lambda p: torch.stack([self.rows(p, False, ctx), self.rows(p, True, ctx)], 1)   # noqa: E731
+        n = getattr(ctx.cache, "n_positions", 0)    # a generation's positions (none kept: linear attention's cache)
+        if self.length_dependent or not ctx.n_positions <= n <= TABLE_LIMIT:
+            rows = both(pos)[0]
+        else:
+            rows = ctx.cache.state(self, "rows", lambda: both(torch.arange(n, device=pos.device)))[pos[0]]
+        mul, add = rows.unbind(1)                                                   # (2, D) each: q, k
+        return torch.diag_embed(mul) + self.partner_onehot * add[:, None, :]       # (2, D, D)
 
     def rotate(self, x, ctx, key=False):
         """Tables are computed once per forward for every layer (ctx.once), from the positions."""
@@ -164,7 +175,7 @@ class RoPE(PositionalEncoding):
             cos, sin = ctx.once((id(self), key, "tables"), lambda: self.tables(pos, key, ctx))
             return rotate_half_split(x, cos, sin)
         if len(pos) == 1 and not torch.compiler.is_compiling():  # one position: x @ M
-            m = ctx.once((id(self), key, "matrix"), lambda: self.matrix(pos, key, ctx))
+            m = ctx.once((id(self), "matrices"), lambda: self.matrices(pos, ctx))[int(key)]
             return (x.reshape(-1, x.shape[-1]) @ m.to(x.dtype)).view(x.shape)
         mul, add = ctx.once((id(self), key, "rows"), lambda: self.rows(pos, key, ctx)).unbind(1)   # (T, D) each
         return torch.addcmul(x * mul.to(x.dtype), x.index_select(-1, self.partner), add.to(x.dtype))
