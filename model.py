@@ -2,14 +2,15 @@
 pluggable positional encoding (positional/base.py) whose hooks are called unconditionally: pe.embed(x, ctx),
 pe.rotate(x, ctx, key) on queries and keys, pe.score_bias(h, q, k) added to the logits, and pe.attend(q, k,
 v, ctx, layer) for the few encodings that form their own logits. No encoding-specific code here. Positions
-are absolute and explicit (GPT.forward derives them once from the cache offset, or takes them: sampled
-positions, document restarts), so training, long evaluation and cached decoding share one code path.
+are absolute and explicit (GPT.forward derives them from the cache offset, or takes them), so training, long
+evaluation and cached decoding share one code path.
 """
 import dataclasses
 import functools
 import inspect
 import math
 import time
+import types
 import warnings
 from dataclasses import dataclass, field
 
@@ -63,9 +64,8 @@ class GPTConfig:
 #   flex      a bias over own keys, no dropout, on CUDA [unmeasured] or on CPU without gradients if asked
 #             (attention_kernel=flex): FlexAttention, the bias computed in its score_mod
 #   blocks    a bias or own logits, no gradients, > ATTENTION_BLOCK queries: by query blocks (O(H block Tk))
-# Measured on CPU (benchmarks/): a 3-D float mask sends SDPA to its unfused math kernel, the same mask
-# as 4-D takes the flash kernel; a mask needing a gradient always falls back to math, slower than the
-# explicit path. FlexAttention has no backward on CPU and materialises the scores without compile.
+# Measured on CPU (benchmarks/): SDPA takes its flash kernel with a 4-D float mask, math with a 3-D one or one
+# needing a gradient (slower than explicit). FlexAttention has no backward on CPU, and is dense uncompiled.
 # Tensor contract: q (B, H, Tq, D), k and v (B, H, Tk, D) -> (B, H, Tq, D).
 ATTENTION_BLOCK = 1024   # query rows per block of the "blocks" kernel
 
@@ -307,8 +307,8 @@ EMPTY = 2 ** 30   # the position of a slot not yet written: after every query, s
 
 class KVCache(nn.Module):
     """gpt-fast's cache, plus a ring for windows: keys and values in fixed slots addressed by a tensor of
-    positions, so a decode step has the same shapes at every token and can be compiled once. One cache
-    serves GPT.forward (a host counter, `length`) and the static step (Decoder: positions in a tensor).
+    positions, so a decode step has the same shapes at every token (compiled once). It serves GPT.forward (a
+    host counter, `length`) and the static step (Decoder: positions in a tensor).
 
     Slot of position p: p itself (period 0), or under a ring (a window, StreamingLLM's sinks,
     https://arxiv.org/abs/2309.17453) the sinks keep slots 0..sinks-1 and p >= sinks goes to
@@ -318,10 +318,9 @@ class KVCache(nn.Module):
     slot_doc: each slot's document id (GPT.forward's doc). A call may bring up to `chunk` tokens to a ring
     without overwriting a key its queries see (longer calls are split). Keys are attended in slot order,
     unless `ordered` (CoPE counts keys in order): a ring's slots are then handed over rotated into position
-    order. `filled`: the leading slots a call attends to (a host int; a compiled step takes it as a symbolic
-    size). k{i}, v{i}: (B, H, S, D), one buffer per layer (a compiled step writing into a view of one
-    (L, ...) buffer copied it whole). What the encodings keep for a generation (Transformer-XL's rows, FoX's
-    sums) is in `states`, made by state(owner, name, make) and dropped by reset()."""
+    order. `filled`: the leading slots a call attends to (symbolic in a compiled step). k{i}, v{i}: (B, H, S, D),
+    a buffer per layer. What encodings keep for a generation is in `states` (state(owner, name, make)), dropped
+    by reset()."""
 
     def __init__(self, n_layer, batch, n_head, head_dim, max_len, sinks, period, dtype, device, ordered=False,
                  chunk=16):
@@ -573,17 +572,13 @@ class GPT(nn.Module):
 
 
 # ---- generation -----------------------------------------------------------------------------
-# The static step (gpt-fast's design) removes the host work around a decode step: one KVCache for
-# the generation, the step's position a (1,) device tensor advanced in place, the encodings'
-# state made in the cache by the prompt's call (sized for the generation's positions), the step GPT.run itself, compiled whole
-# (fullgraph) with compile=True: one graph for every step (symbolic in the attended slots when a slot
-# holds one position; all static under a ring). The reference path, GPT.forward with the growing
-# cache, serves static=False and encodings that are length_dependent (dynamic NTK). An encoding
-# with a position table (`learned`) re-encodes the last max_positions tokens once the text outgrows it.
+# The static step (gpt-fast's design): one KVCache for the generation, the step's position a (1,) device
+# tensor advanced in place, the encodings' state in the cache, the step GPT.run itself, compiled whole with
+# compile=True (one graph for every step). GPT.forward with the growing cache serves static=False and
+# length_dependent encodings (dynamic NTK); `learned` re-encodes the last max_positions tokens past its table.
 
-# Threads for a batch-1 decode step on CPU (sample.py's default). Measured (benchmarks/cpu-2core-quiet.md):
-# two threads gain the eager step nothing and the compiled one 30% when quiet, but stall many times
-# over with another process on a core (issue #14); one thread is the safe default.
+# Threads for a batch-1 decode step on CPU (sample.py's default): two gain the compiled step 30% when quiet
+# but stall many times over with another process on a core (benchmarks/cpu-2core-quiet.md, issue #14).
 DECODE_THREADS = 1
 
 
@@ -602,9 +597,12 @@ def decode_step(model, idx, pos, cache, n_slots):
     return model.run(idx, pos, cache.n_positions, cache)[:, -1]
 
 
-def compiled_step(dynamic):
-    """decode_step compiled whole (graphs kept on its code: every generate reuses them for the same shapes)."""
-    return torch.compile(decode_step, fullgraph=True, dynamic=dynamic)
+@functools.lru_cache(maxsize=None)
+def compiled_step(config, dynamic):
+    """decode_step compiled whole, on a copy of its code per model config (its repr): dynamo counts
+    recompilations per code object, so any number of configs compile in one process, each reusing its graphs."""
+    step = types.FunctionType(decode_step.__code__.replace(), decode_step.__globals__, "decode_step")
+    return torch.compile(step, fullgraph=True, dynamic=dynamic)
 
 
 class Decoder:
@@ -631,7 +629,7 @@ class Decoder:
             self.cache = m.new_cache(batch, n_positions)
         m.kv_cache = self.cache
         if self.compile:
-            self.step = compiled_step(dynamic=not self.cache.period)
+            self.step = compiled_step(repr(m.config), dynamic=not self.cache.period)
         self.pos = torch.zeros(1, dtype=torch.long, device=device)            # the next token's position
         self.positions = torch.arange(n_positions, device=device)
 
