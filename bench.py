@@ -2,19 +2,15 @@
 
     python bench.py                                  # the default config (configs/base.py shape)
     python bench.py --sections=train --block_size=256 --batch_size=16 --threads=1
-    python bench.py --sections=eval --n_layer=6 --n_head=6 --n_embd=384 --block_size=256 --batch_size=1
     python bench.py --sections=decode --decode_threads=1,2 --rounds=3 --nanogpt=/path/to/nanoGPT
     python bench.py --sections=long --long_lengths=4096,16384 --threads=1
 
 Sections (--sections=train,eval,decode,long; train and eval by default):
-  train  one training step per encoding, alternating over --rounds rounds: the median, tokens/s,
-         the ratio to `none`, and the median CPU time per step (with --threads=1 the steadiest
-         ratio on a shared machine)
-  eval   one no-grad forward pass of --batch_size sequences at 1x, 4x and 16x block_size
-  decode tokens/s per encoding and --decode_shapes shape, nanoGPT's generate beside it
-         (measure/bench_decode.py)
-  long   one no-grad forward with the loss of one sequence at each --long_lengths (tokens);
-         --long_kernel=flex asks for FlexAttention on CPU too (model.py's kernels)
+  train  a training step per encoding, alternating over --rounds rounds: the median, tokens/s, the
+         ratio to `none`, and the median CPU time (with --threads=1 the steadiest ratio when shared)
+  eval   a no-grad forward pass of --batch_size sequences at 1x, 4x and 16x block_size
+  decode tokens/s per encoding and --decode_shapes shape, nanoGPT beside it (measure/bench_decode.py)
+  long   a no-grad forward with the loss of one sequence at each --long_lengths (tokens)
 eval and long give seconds, tokens/s and the process's peak memory: its peak resident set
 (VmHWM, reset before the pass; Linux), on CUDA its peak allocated. Timings on a shared machine
 are noisy: compare ratios within one run.
@@ -139,7 +135,8 @@ def bench_train(args):
             if r:
                 times[row].append(((time.perf_counter() - t) / args.steps, (time.process_time() - c) / args.steps))
     medians = {row: [statistics.median(ts) for ts in zip(*pairs)] for row, pairs in times.items()}
-    tokens, (base, base_cpu) = args.batch_size * args.block_size, medians["none" if "none" in runs else next(iter(runs))]
+    base, base_cpu = medians["none" if "none" in runs else next(iter(runs))]
+    tokens = args.batch_size * args.block_size
     return {row: dict(ms=dt * 1e3, tokens_per_s=tokens / dt, ratio_to_none=dt / base, cpu_ms=c * 1e3,
                       cpu_ratio_to_none=c / base_cpu) for row, (dt, c) in medians.items()}
 
@@ -160,14 +157,6 @@ def reset_peak(device):
         pass
 
 
-def peak_bytes(device):
-    """The process's peak memory since reset_peak."""
-    if device.startswith("cuda"):
-        return torch.cuda.max_memory_allocated()
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
-
-
 def bench_forward(args, batch, lengths, loss=False, kernel=""):
     """{encoding: {T: {s, tokens_per_s, peak_bytes}}} of one no-grad forward of `batch` sequences of T
     tokens (and the loss if `loss`); lengths past an encoding's position table are left out."""
@@ -186,7 +175,12 @@ def bench_forward(args, batch, lengths, loss=False, kernel=""):
                 model(x, y)
                 sync(args.device)
             dt = time.perf_counter() - t
-            out[name][T] = dict(s=dt, tokens_per_s=batch * T / dt, peak_bytes=peak_bytes(args.device))
+            if args.device.startswith("cuda"):
+                peak = torch.cuda.max_memory_allocated()
+            else:
+                with open("/proc/self/status") as f:
+                    peak = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+            out[name][T] = dict(s=dt, tokens_per_s=batch * T / dt, peak_bytes=peak)
     return out
 
 

@@ -1,12 +1,10 @@
-"""bench.py's decode section: tokens/s of generation per encoding, at model shapes given as
-LxHxC:block, against nanoGPT's generate in the same process and thread count (docs/speed.md).
-
-Every model (random init, seed fixed) generates --gen_tokens tokens from one token, in rounds
-that alternate encodings and modes; the median is kept. Modes: `reference` (GPT.forward with
-the growing cache), `static` (model.py's static step), `compiled` (that step compiled, outside
-the timing) and `nanogpt` (nanoGPT's GPT.generate, imported from the --nanogpt checkout). The
-step breakdown times a static eager step at half the length against its matrix products, its
-attention over the cached keys and sampling; the rest is host overhead.
+"""bench.py's decode section: tokens/s generating --gen_tokens tokens from one, per encoding and
+LxHxC:block shape (random init, seed fixed), in rounds alternating encodings and modes (the median
+is kept): `reference` (GPT.forward with the growing cache), `static` (model.py's static step),
+`compiled` (that step compiled, outside the timing) and `nanogpt` (nanoGPT's GPT.generate from the
+--nanogpt checkout, same process and threads). The step breakdown times a static eager step at half
+the length against its matrix products, its attention over the cached keys and sampling; the rest
+is host overhead (docs/speed.md).
 """
 import importlib.util
 import os
