@@ -14,12 +14,22 @@ import subprocess
 import sys
 import tempfile
 
+TRAIN = ["--sections=train", "--rounds=3", "--threads=1"]
+DECODE = ["--sections=decode", "--decode_shapes=4x4x128:64", "--decode_window=64", "--gen_tokens=1000",
+          "--rounds=1", "--threads=1"]
 
-def run(tree, args, out):
-    subprocess.run([sys.executable, "bench.py", *args, f"--json={out}"], cwd=tree, check=True,
+
+def figures(tree, argv, out):
+    """{(figure, encoding): value} of one run of tree's bench.py (the same JSON at f7937b1 and now)."""
+    subprocess.run([sys.executable, "bench.py", *argv, f"--json={out}"], cwd=tree, check=True,
                    stdout=subprocess.DEVNULL, env=dict(os.environ, OMP_NUM_THREADS="1"))
     with open(out) as f:
-        return json.load(f)
+        r = json.load(f)
+    found = {("train step / none", enc): row["ratio_to_none"] for enc, row in r.get("train", {}).items()}
+    for enc, row in r.get("decode", {}).get("4x4x128:64 1t", {}).get("rows", {}).items():
+        found.update({(f"decode {path} tok/s", enc): row[path]["tokens_per_s"] for path in ("static", "compiled")
+                      if path in row})
+    return found
 
 
 def main(argv):
@@ -28,27 +38,16 @@ def main(argv):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--decode_encodings", default="rope,alibi,t5,transformer_xl,fox")
     a = p.parse_args(argv)
-    train = ["--sections=train", "--rounds=3", "--threads=1"]
-    decode = ["--sections=decode", f"--decode_encodings={a.decode_encodings}", "--decode_shapes=4x4x128:64",
-              "--decode_window=64", "--gen_tokens=1000", "--rounds=1", "--threads=1"]
-    figures = {"old": {}, "new": {}}          # tree -> (section, encoding) -> [per round]
+    runs, decode = {"old": [], "new": []}, [*DECODE, f"--decode_encodings={a.decode_encodings}"]
     with tempfile.TemporaryDirectory() as tmp:
-        for r in range(a.rounds):
-            for tree in ("old", "new"):
-                t = run(getattr(a, tree), train, os.path.join(tmp, "t.json"))["train"]
-                d = run(getattr(a, tree), decode, os.path.join(tmp, "d.json"))["decode"]["4x4x128:64 1t"]["rows"]
-                for enc, row in t.items():
-                    figures[tree].setdefault(("train step / none", enc), []).append(row["ratio_to_none"])
-                for enc, row in d.items():
-                    for path in ("static", "compiled"):
-                        if path in row:
-                            figures[tree].setdefault((f"decode {path} tok/s", enc), []).append(row[path]["tokens_per_s"])
+        out = os.path.join(tmp, "bench.json")
+        for _ in range(a.rounds):
+            for tree, found in runs.items():     # one {(figure, encoding): value} per round
+                found.append({**figures(getattr(a, tree), TRAIN, out), **figures(getattr(a, tree), decode, out)})
     print(f"{'figure':24s} {'encoding':16s} {'old':>9s} {'new':>9s} {'new/old':>8s}   ({a.rounds} rounds, medians)")
-    for key in figures["new"]:
-        if key in figures["old"]:
-            old, new = statistics.median(figures["old"][key]), statistics.median(figures["new"][key])
-            print(f"{key[0]:24s} {key[1]:16s} {old:9.3f} {new:9.3f} {new / old:8.3f}")
-
+    for key in [k for k in runs["new"][0] if k in runs["old"][0]]:
+        old, new = (statistics.median(r[key] for r in runs[tree]) for tree in ("old", "new"))
+        print(f"{key[0]:24s} {key[1]:16s} {old:9.3f} {new:9.3f} {new / old:8.3f}")
 
 if __name__ == "__main__":
     main(sys.argv[1:])

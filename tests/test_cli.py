@@ -283,14 +283,6 @@ def test_a_missing_device_is_one_line_naming_the_fix(device, says, tiny_run, tin
     assert not os.path.exists(tmp_path / "new")
 
 
-def test_bench_variants_read_booleans_like_every_command_line(capsys):
-    assert bench.variant_configs("rope:qk_norm=true&window=4")["rope:qk_norm=true&window=4"] == \
-        ("rope", {"qk_norm": True, "window": 4})
-    assert bench.variant_configs("rope:layer_windows=32,0")["rope:layer_windows=32,0"][1] == {"layer_windows": "32,0"}
-    err = one_line_error(bench.main, ["--variants=rope:qk_norm=ture"], capsys)
-    assert "--variants entry 'rope:qk_norm=ture'" in err and "wants True or False" in err
-
-
 def test_a_missing_checkpoint_suggests_the_config_of_its_folder(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     err = one_line_error(evaluate.main, ["out-alibi"], capsys)

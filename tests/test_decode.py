@@ -178,7 +178,7 @@ def test_bench_decode_section_with_a_nanogpt_folder(tmp_path, capsys):
     assert set(r["rows"]) == {"alibi", "rope", "fox", "nanoGPT"}
     assert set(r["rows"]["rope"]) == {"reference", "static"} and set(r["rows"]["fox"]) == {"reference", "static"}
     assert all(m["same_tokens"] for n in ("alibi", "rope") for m in r["rows"][n].values())
-    assert r["rows"]["nanoGPT"]["nanogpt"]["tokens_per_s"] > 0 and "rope / alibi time per token" in printed
+    assert r["rows"]["nanoGPT"]["nanogpt"]["tokens_per_s"] > 0 and "best/nanoGPT" in printed
     assert [b["encoding"] for b in r["breakdown"]] == ["alibi", "rope"] and "other" in printed
     bench.main(["--sections=decode", "--decode_shapes=1x2x16:8", "--gen_tokens=4", "--rounds=1",
                 "--decode_encodings=none", "--decode_compile=False", f"--json={out}"])
@@ -188,8 +188,10 @@ def test_bench_decode_section_with_a_nanogpt_folder(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--nanogpt=/nonexistent"], "no model.py there"),
     (["--decode_shapes=4x4:64"], "is not LxHxC:block"),
-    (["--decode_threads=0"], "--decode_threads must be thread counts > 0"),
+    (["--decode_threads=0"], "--decode_threads must be whole numbers > 0"),
     (["--decode_window=-1"], "--decode_window must be >= 0"),
+    (["--long_lengths=4k"], "--long_lengths must be whole numbers > 0"),
+    (["--sections=gen"], "valid sections are train, eval, decode, long"),
 ])
 def test_bench_decode_bad_input(argv, message, capsys):
     import bench
