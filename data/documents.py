@@ -184,7 +184,7 @@ def write(out_dir, arrays, meta):
     """Each file to a temporary name, then renamed over the old one, meta.pkl last."""
     os.makedirs(out_dir, exist_ok=True)
     files = {f"{s}.bin": a.tobytes() for s, a in arrays.items()}
-    if meta["tokenizer"] == "bpe":
+    if meta.get("tokenizer") == "bpe":
         files["tokenizer.json"] = meta["tokenizer_json"].encode("utf-8")
     elif os.path.exists(os.path.join(out_dir, "tokenizer.json")):
         os.remove(os.path.join(out_dir, "tokenizer.json"))   # an earlier bpe preparation's

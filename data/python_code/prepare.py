@@ -18,9 +18,7 @@ import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)  # so `import data...` works whatever the cwd
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # so `import data...` works whatever the cwd
 from data.corpus import sdist_files  # noqa: E402
 from data.documents import PrepareError, find_files, prepare_documents, read_documents, summary_line  # noqa: E402
 
