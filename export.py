@@ -48,25 +48,22 @@ def export(src, to, out):
     return f"wrote {config['architectures'][0]} to {out}"
 
 
-def load_folder(path):
-    """(model_args, state_dict, tokenizer entry) of a transformers or release folder."""
-    if not os.path.isdir(path):
-        raise ConfigError(f"{path} is not a folder; give a local transformers folder (config.json + weights)")
-    config, tensors = read_folder(path)
-    if config.get("format") == FORMAT:
-        return read_release(config, tensors)
-    args, state, note = to_posgpt(config, tensors, path)
-    if note:
-        print(note, file=sys.stderr)
-    return args, state, read_tokenizer(path, config)
-
-
 def import_folder(path, out):
+    """A transformers or release folder into out/ckpt.pt."""
     if not out:
         raise ConfigError("--from needs --out=FOLDER for the posgpt checkpoint")
     if os.path.exists(checkpoint.path_in(out)):
         raise ConfigError(f"{checkpoint.path_in(out)} already exists; choose another --out")
-    args, state, tok = load_folder(path)
+    if not os.path.isdir(path):
+        raise ConfigError(f"{path} is not a folder; give a local transformers folder (config.json + weights)")
+    config, tensors = read_folder(path)
+    if config.get("format") == FORMAT:
+        args, state, tok = read_release(config, tensors)
+    else:
+        args, state, note = to_posgpt(config, tensors, path)
+        if note:
+            print(note, file=sys.stderr)
+        tok = read_tokenizer(path, config)
     model = checkpoint.build_model({"model_args": args, "model": state})  # the weights fit the config, or one line
     cfg = Config(**dataclasses.asdict(model_config(args)), dataset="", out_dir=out)
     fresh = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), "cpu")

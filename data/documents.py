@@ -47,12 +47,17 @@ def read_documents(paths, field="text", as_bytes=False):
     for path in paths:
         with open(path, "rb") as f:
             raw = f.read()
-        sources.append(dict(path=os.path.abspath(path), bytes=len(raw), sha256=hashlib.sha256(raw).hexdigest()))
+        sources.append(source(os.path.abspath(path), raw))
         if path.endswith(".jsonl"):
             docs += [d.encode("utf-8") if as_bytes else d for d in jsonl_records(path, utf8(path, raw), field)]
         else:
             docs.append(raw if as_bytes else utf8(path, raw))
     return docs, sources
+
+
+def source(path, raw):
+    """meta.pkl's record of an input file."""
+    return dict(path=path, bytes=len(raw), sha256=hashlib.sha256(raw).hexdigest())
 
 
 def utf8(path, raw):
