@@ -29,7 +29,7 @@ ARCHITECTURE = {"learned": GPT2, "rope": NEOX}          # posgpt encoding -> arc
 SUPPORTED = {GPT2: "learned", NEOX: "rope, layernorm + gelu", LLAMA: "rope, rmsnorm + swiglu"}
 # rope_type -> the keys transformers' RoPE init reads (modeling_rope_utils, v5.24); dynamic reads its L
 # from max_position_embeddings
-HF_KEYS = {t: ("factor",) if t == "dynamic" else TYPES[t][1] for t in ("linear", "dynamic", "yarn", "llama3")}
+HF_KEYS = {t: TYPES[t][1] for t in ("linear", "dynamic", "yarn", "llama3")} | {"dynamic": ("factor",)}
 # model keys whose default is the only value every architecture has, then those fixed by each architecture
 PLAIN = dict(window=0, sinks=0, attention="softmax", qk_norm=False, logn_scaling=False, ssmax=False,
              layer_encodings="", layer_windows="")
