@@ -53,7 +53,6 @@ def token_byte_lengths(meta):
         _, decode, vocab_size = tokenizer_from(meta)
     except RuntimeError:
         return None
-    eot = meta.get("eot")
     out = np.zeros(max(vocab_size, meta.get("vocab_size", 0)), dtype=np.int64)
     if meta.get("tokenizer") == "bpe":   # byte-level: one character of a token's string per byte
         from tokenizers import Tokenizer
@@ -71,9 +70,10 @@ def token_byte_lengths(meta):
         return out
     enc = tiktoken.get_encoding(meta["encoding"])
     ids = meta.get("id_map") or range(enc.n_vocab)
+    specials = {enc.encode_single_token(s) for s in enc.special_tokens_set} | {meta.get("eot")}
     for i, t in enumerate(ids):
         try:
-            out[i] = 0 if t in enc.special_tokens_set or t == eot else len(enc.decode_single_token_bytes(t))
+            out[i] = 0 if t in specials else len(enc.decode_single_token_bytes(t))
         except KeyError:  # a hole in the encoding's ids
             out[i] = 0
     return out

