@@ -14,13 +14,12 @@ its val.bin), and train.py --init_from=resume fine-tunes it from a fresh AdamW s
 the model keys and settings it was imported with, as for any resume).
 """
 import dataclasses
-import json
 import math
 import os
 import sys
 
-from interop.hf import InteropError, from_hf_folder, read_folder, to_hf
-from interop.release import is_release, read_release, read_tokenizer, write_release, write_tokenizer
+from interop.hf import InteropError, read_folder, to_hf, to_posgpt
+from interop.release import FORMAT, read_release, read_tokenizer, write_folder, write_release, write_tokenizer
 from training import checkpoint
 from training.cli import fail, parse
 from training.config import Config, ConfigError, model_config
@@ -42,36 +41,29 @@ def export(src, to, out):
         write_release(args, state, tok, out)
         raise ConfigError(f"{e}; wrote the safetensors release form to {out} instead (model.safetensors + "
                           f"config.json)") from None
-    from safetensors.torch import save_file
-    os.makedirs(out, exist_ok=True)
-    save_file(tensors, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
-    with open(os.path.join(out, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
+    write_folder(out, config, tensors, "pt")
     note = write_tokenizer(tok, out)
     if note:
         print(note, file=sys.stderr)
     return f"wrote {config['architectures'][0]} to {out}"
 
 
-def load_folder(path):
-    """(model_args, state_dict, tokenizer entry) of a transformers or release folder."""
-    if not os.path.isdir(path):
-        raise ConfigError(f"{path} is not a folder; give a local transformers folder (config.json + weights)")
-    config, tensors = read_folder(path)
-    if is_release(config):
-        return read_release(config, tensors)
-    args, state, note = from_hf_folder(path)
-    if note:
-        print(note, file=sys.stderr)
-    return args, state, read_tokenizer(path, config)
-
-
 def import_folder(path, out):
+    """A transformers or release folder into out/ckpt.pt."""
     if not out:
         raise ConfigError("--from needs --out=FOLDER for the posgpt checkpoint")
     if os.path.exists(checkpoint.path_in(out)):
         raise ConfigError(f"{checkpoint.path_in(out)} already exists; choose another --out")
-    args, state, tok = load_folder(path)
+    if not os.path.isdir(path):
+        raise ConfigError(f"{path} is not a folder; give a local transformers folder (config.json + weights)")
+    config, tensors = read_folder(path)
+    if config.get("format") == FORMAT:
+        args, state, tok = read_release(config, tensors)
+    else:
+        args, state, note = to_posgpt(config, tensors, path)
+        if note:
+            print(note, file=sys.stderr)
+        tok = read_tokenizer(path, config)
     model = checkpoint.build_model({"model_args": args, "model": state})  # the weights fit the config, or one line
     cfg = Config(**dataclasses.asdict(model_config(args)), dataset="", out_dir=out)
     fresh = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), "cpu")
@@ -91,10 +83,9 @@ def main(argv):
         if bool(opts["to"]) == bool(opts["from"]) or len(words) != 1:
             raise ConfigError("usage: export.py OUT_DIR --to=hf|safetensors [--out=DIR], or "
                               "export.py --from=hf|safetensors FOLDER --out=DIR")
-        if opts["to"] and opts["to"] not in ("hf", "safetensors"):
-            raise ConfigError(f"--to must be hf or safetensors, got {opts['to']!r}")
-        if opts["from"] and opts["from"] not in ("hf", "safetensors"):
-            raise ConfigError(f"--from must be hf or safetensors, got {opts['from']!r}")
+        for key in ("to", "from"):
+            if opts[key] not in ("", "hf", "safetensors"):
+                raise ConfigError(f"--{key} must be hf or safetensors, got {opts[key]!r}")
         done = (export(words[0], opts["to"], opts["out"]) if opts["to"] else import_folder(words[0], opts["out"]))
     except (ValueError, OSError) as e:
         fail(str(e))

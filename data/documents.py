@@ -47,12 +47,17 @@ def read_documents(paths, field="text", as_bytes=False):
     for path in paths:
         with open(path, "rb") as f:
             raw = f.read()
-        sources.append(dict(path=os.path.abspath(path), bytes=len(raw), sha256=hashlib.sha256(raw).hexdigest()))
+        sources.append(source(os.path.abspath(path), raw))
         if path.endswith(".jsonl"):
             docs += [d.encode("utf-8") if as_bytes else d for d in jsonl_records(path, utf8(path, raw), field)]
         else:
             docs.append(raw if as_bytes else utf8(path, raw))
     return docs, sources
+
+
+def source(path, raw):
+    """meta.pkl's record of an input file."""
+    return dict(path=path, bytes=len(raw), sha256=hashlib.sha256(raw).hexdigest())
 
 
 def utf8(path, raw):
@@ -184,7 +189,7 @@ def write(out_dir, arrays, meta):
     """Each file to a temporary name, then renamed over the old one, meta.pkl last."""
     os.makedirs(out_dir, exist_ok=True)
     files = {f"{s}.bin": a.tobytes() for s, a in arrays.items()}
-    if meta["tokenizer"] == "bpe":
+    if meta.get("tokenizer") == "bpe":
         files["tokenizer.json"] = meta["tokenizer_json"].encode("utf-8")
     elif os.path.exists(os.path.join(out_dir, "tokenizer.json")):
         os.remove(os.path.join(out_dir, "tokenizer.json"))   # an earlier bpe preparation's

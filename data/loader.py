@@ -62,14 +62,13 @@ def prepare_lock(out_dir):
         fd = os.open(os.path.join(out_dir, ".prepare.lock"), os.O_RDWR | os.O_CREAT, 0o644)
     except OSError:
         fd = None
-    if fd is None or fcntl is None:
-        yield
-        return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # blocks while another process prepares
+        if fd is not None and fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # blocks while another process prepares
         yield
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
 
 
 def run_prepare(script, out_dir):
@@ -86,13 +85,10 @@ class TokenData:
     """The two splits of one dataset, memory-mapped. Checks ids against meta.pkl's vocab_size on open."""
 
     def __init__(self, dir, block_size=None):
-        self.dir = dir
-        self.meta_path = os.path.join(dir, "meta.pkl")
-        if os.path.exists(self.meta_path):
-            with open(self.meta_path, "rb") as f:
+        self.dir, self.meta = dir, {}
+        if os.path.exists(os.path.join(dir, "meta.pkl")):
+            with open(os.path.join(dir, "meta.pkl"), "rb") as f:
                 self.meta = pickle.load(f)
-        else:
-            self.meta, self.meta_path = {}, None
         self.vocab_size = self.meta.get("vocab_size")
         self.dtype = np.dtype(self.meta.get("dtype", "uint16"))
         self.splits = {s: self._open(s) for s in SPLITS}

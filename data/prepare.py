@@ -12,19 +12,16 @@ byte-level BPE of --vocab_size ids trained on the training documents with HF tok
 tokenizer.json beside the data and inside meta.pkl), tiktoken:NAME (an existing encoding). The
 end-of-text token comes on top of each. Ids are uint16, or uint32 past 65,536 ids.
 
-meta.pkl keeps nanoGPT's keys (vocab_size; stoi/itos for char) and adds: tokenizer, eot, dtype,
-docs ({split: the offset of each document's first token}), bytes_per_token ({split: UTF-8 bytes
-of its text / its tokens}, for bits per byte), sources (path, bytes, sha256 of every input file),
-split (val_fraction, seed). Everything is read and tokenized before anything is written; bad input
-is one line, exit status 2. See docs/data.md.
+meta.pkl keeps nanoGPT's keys and adds the documents' offsets, bytes per token, sources and split
+(docs/data.md). Everything is read and tokenized before anything is written; bad input is one
+line, exit status 2.
 """
 import argparse
 import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)  # so `import data...` works whatever the cwd
+sys.path.insert(0, ROOT)  # so `import data...` works whatever the cwd
 from data.documents import BPE_VOCAB, TOKENIZERS, PrepareError, prepare, summary_line  # noqa: E402
 
 

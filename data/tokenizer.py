@@ -8,14 +8,8 @@ The cases, decided by what meta.pkl holds:
   - 'tokenizer': 'tiktoken'  BPE, with an optional 'id_map' (dense id -> original id, data/shakespeare);
   - no meta.pkl at all       GPT-2 BPE, nanoGPT's convention for datasets such as openwebtext.
 train.py saves tokenizer_entry(meta) in each checkpoint, so sampling needs no dataset folder.
-
-Bits per byte (nanochat's measure, so that tokenizers compare): a loss of L nats per token over
-text of b bytes per token is L / ln 2 / b bits per byte. token_byte_lengths gives the bytes of
-each id (0 for the end-of-text token), from which b of any token sequence follows.
 """
 import math
-import os
-import pickle
 
 import numpy as np
 import tiktoken
@@ -45,8 +39,8 @@ def describe_tokenizer(entry):
 
 
 def bits_per_byte(loss, bytes_per_token):
-    """Bits per byte of a mean loss (nats per token) over text of bytes_per_token bytes a token;
-    None where the bytes are unknown."""
+    """Bits per byte (nanochat's measure, so that tokenizers compare) of a mean loss of L nats per token
+    over text of b bytes per token: L / ln 2 / b; None where b is unknown."""
     if not bytes_per_token:
         return None
     return loss / math.log(2) / bytes_per_token
@@ -59,7 +53,6 @@ def token_byte_lengths(meta):
         _, decode, vocab_size = tokenizer_from(meta)
     except RuntimeError:
         return None
-    eot = meta.get("eot")
     out = np.zeros(max(vocab_size, meta.get("vocab_size", 0)), dtype=np.int64)
     if meta.get("tokenizer") == "bpe":   # byte-level: one character of a token's string per byte
         from tokenizers import Tokenizer
@@ -77,20 +70,13 @@ def token_byte_lengths(meta):
         return out
     enc = tiktoken.get_encoding(meta["encoding"])
     ids = meta.get("id_map") or range(enc.n_vocab)
+    specials = {enc.encode_single_token(s) for s in enc.special_tokens_set} | {meta.get("eot")}
     for i, t in enumerate(ids):
         try:
-            out[i] = 0 if t in enc.special_tokens_set or t == eot else len(enc.decode_single_token_bytes(t))
+            out[i] = 0 if t in specials else len(enc.decode_single_token_bytes(t))
         except KeyError:  # a hole in the encoding's ids
             out[i] = 0
     return out
-
-
-def load_tokenizer(meta_path=None):
-    """Return (encode, decode, vocab_size) of a meta.pkl (None or missing: GPT-2 BPE)."""
-    if meta_path is None or not os.path.exists(meta_path):
-        return tokenizer_from(GPT2, "no meta.pkl found, so GPT-2 as in nanoGPT")
-    with open(meta_path, "rb") as f:
-        return tokenizer_from(pickle.load(f), meta_path)
 
 
 def tokenizer_from(meta, source="the checkpoint"):

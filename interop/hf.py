@@ -1,27 +1,17 @@
 """posgpt <-> Hugging Face transformers folders (config.json + model.safetensors), by hand:
-no transformers needed to convert, only to run the result.
+no transformers needed to convert, only to run the result. docs/interop.md has the table.
 
     learned -> GPT2LMHeadModel     exact GELU ("gelu"), LayerNorm, tied embeddings
-    rope    -> GPTNeoXForCausalLM  LayerNorm + GELU; parallel_residual as use_parallel_residual,
-                                   rotary_pct = rotary_fraction, tied or untied (embed_out)
-    rope    -> LlamaForCausalLM    rmsnorm + swiglu (the model keys of a Llama-style block), n_kv_head
-                                   as num_key_value_heads, tied or untied, whole-head rotation
+    rope    -> GPTNeoXForCausalLM  LayerNorm + GELU, parallel residual or not, tied or untied (embed_out)
+    rope    -> LlamaForCausalLM    rmsnorm + swiglu, n_kv_head as num_key_value_heads, tied or untied
 
 Only the names and layouts differ: GPT-2's Conv1D stores weights transposed (in, out);
 GPT-NeoX's query_key_value interleaves q, k, v per head ((H, 3, D) rows where posgpt has
 (3, H, D)); Llama's q_proj, k_proj, v_proj (and gate_proj, up_proj) are posgpt's c_attn (c_fc)
-rows in that order. bias=False is written as zero biases to GPT-2 and GPT-NeoX (and as
-attention_bias=mlp_bias=false to Llama) and read back as bias=False when every bias is zero.
-RoPE pairs are half-split in all three (rotate_half; Llama's released weights are permuted to it).
-
-Scaling, written both as transformers v5 reads it (`rope_parameters`, rope_theta and
-partial_rotary_factor inside) and v4 (`rope_scaling`, rotary_pct, rotary_emb_base): the methods
-of HF_KEYS, under the same rope_type, their settings under the HF names of
-positional/rope_scaling/hf.py (the reader: one table both ways). Where transformers reads L:
-original_max_position_embeddings, except for the method whose frequencies follow the length
-(dynamic), which takes it from max_position_embeddings. Everything else (other encodings and
-methods, windows, qk_norm, the turns ramp, ...) has no transformers counterpart: export_problem
-names it. The tables are this module's only knowledge of encoding and method names.
+rows in that order. bias=False is written as zero biases (Llama: attention_bias=mlp_bias=false)
+and read back as bias=False when every bias is zero. RoPE pairs are half-split in all three.
+Scaling is written as transformers v5 reads it (`rope_parameters`) and v4 did (`rope_scaling`,
+rotary_pct, rotary_emb_base), its settings under the names of positional/rope_scaling/hf.py.
 """
 import json
 import os
@@ -37,13 +27,9 @@ NEOX, GPT2, LLAMA = "GPTNeoXForCausalLM", "GPT2LMHeadModel", "LlamaForCausalLM"
 MODEL_TYPES = {GPT2: "gpt2", NEOX: "gpt_neox", LLAMA: "llama"}
 ARCHITECTURE = {"learned": GPT2, "rope": NEOX}          # posgpt encoding -> architecture (rope: or LLAMA, by its block)
 SUPPORTED = {GPT2: "learned", NEOX: "rope, layernorm + gelu", LLAMA: "rope, rmsnorm + swiglu"}
-HF_KEYS = {  # rope_type -> the keys transformers' RoPE init reads (modeling_rope_utils, v5.24)
-    "linear": ("factor",),
-    "dynamic": ("factor",),
-    "yarn": ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "truncate", "attention_factor",
-             "mscale", "mscale_all_dim"),
-    "llama3": ("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"),
-}
+# rope_type -> the keys transformers' RoPE init reads (modeling_rope_utils, v5.24); dynamic reads its L
+# from max_position_embeddings
+HF_KEYS = {t: TYPES[t][1] for t in ("linear", "dynamic", "yarn", "llama3")} | {"dynamic": ("factor",)}
 # model keys whose default is the only value every architecture has, then those fixed by each architecture
 PLAIN = dict(window=0, sinks=0, attention="softmax", qk_norm=False, logn_scaling=False, ssmax=False,
              layer_encodings="", layer_windows="")
@@ -285,9 +271,9 @@ def model_args_of(arch, c):
     return dict(args, rope_scaling=method, settings=settings), check
 
 
-def from_hf_folder(path):
-    """(model_args, state_dict, note) of a local transformers folder; note: a line to print, or None."""
-    config, tensors = read_folder(path)
+def to_posgpt(config, tensors, path):
+    """(model_args, state_dict, note) of a transformers folder's config and weights (read_folder); note: a
+    line to print, or None."""
     arch = architecture(config, path)
     if arch == GPT2:  # the first GPT-2 releases name the base model's weights without "transformer."
         tensors = {k if k.startswith(("transformer.", "lm_head.")) else f"transformer.{k}": v for k, v in tensors.items()}
@@ -304,16 +290,14 @@ def from_hf_folder(path):
     if missing:
         raise InteropError(f"{path}: the weights lack {missing[0]}" + (f" and {len(missing) - 1} more" if
                                                                          len(missing) > 1 else ""))
-    H = a["n_head"]
-    state, biases = {}, []
+    H, state = a["n_head"], {}
     for ours, theirs, how, has_bias in entries:
         state[ours] = relayout(stacked(tensors, theirs), how, H, False)
         if has_bias:
             b = stacked(tensors, bias_name(theirs))   # a missing bias (Llama's attention_bias=false): zeros
-            b = torch.zeros(state[ours].shape[0]) if b is None else relayout(b, how, H, False)
-            state[ours[:-len("weight")] + "bias"] = b
-            biases.append(b)
-    bias = any(bool(b.any()) for b in biases)
+            state[ours[:-len("weight")] + "bias"] = torch.zeros(state[ours].shape[0]) if b is None else relayout(
+                b, how, H, False)
+    bias = any(bool(v.any()) for k, v in state.items() if k.endswith(".bias"))
     if not bias:
         state = {k: v for k, v in state.items() if not k.endswith(".bias")}
     if tied:

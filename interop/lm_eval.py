@@ -1,25 +1,15 @@
 """A posgpt checkpoint as a model of lm-evaluation-harness (EleutherAI), registered as `posgpt`.
 
-    python -m interop.lm_eval --model posgpt --model_args out_dir=out-rope --tasks lambada_openai
     python -m interop.lm_eval --model posgpt --model_args out_dir=out-rope,rope_scaling=yarn,rope_factor=4 ...
 
-lm_eval's own `lm_eval` command finds only the models listed inside the package (0.4.13 has
-no plugin entry point), so `python -m interop.lm_eval` registers this class and then runs that
-same command line. From Python, after `import interop.lm_eval`:
+lm_eval 0.4.13 has no plugin entry point, so this module registers the class, then runs lm_eval's
+own command line. model_args: out_dir, device, max_length (default: block_size) and any model key
+or encoding setting, as evaluate.py takes them; batch_size is ignored (docs/interop.md).
 
-    lm_eval.simple_evaluate(model="posgpt", model_args="out_dir=out-rope", tasks=[...])
-    PosgptLM(out_dir="out-rope").loglikelihood(requests)
-
-model_args: out_dir, device (cpu), max_length (default: the checkpoint's block_size), and any
-model key or encoding setting, as evaluate.py takes them (rope_scaling, rope_factor, window, ...).
-batch_size is accepted and ignored: one sequence per forward.
-
-Scoring (score()): the tokens to score are predicted in disjoint windows of up to max_length,
-each from the max_length tokens before its end (so one forward when context + continuation
-fit). posgpt's vocabularies have no BOS/EOS token, so an empty context cannot be scored, and
-loglikelihood_rolling conditions on the text's first token (not scored): its windows are then
-evaluate.py's non-overlapping chunks. generate_until decodes greedily with the KV cache
-(model.generate) and cuts at the first stop string.
+score(): the tokens to score are predicted in disjoint windows of up to max_length, each from the
+max_length tokens before its end. No BOS token: an empty context cannot be scored, and
+loglikelihood_rolling conditions on the first token (evaluate.py's non-overlapping chunks).
+generate_until decodes greedily with the KV cache and cuts at the first stop string.
 """
 import sys
 

@@ -9,6 +9,7 @@ A task's vocabulary is SYM + its number of symbols, so every task has a small on
 Lengths count every token of the sequence, answer included; the model reads the first
 length - 1 tokens and is scored on the answer tokens that the mask marks.
 """
+import itertools
 import random
 from dataclasses import dataclass
 
@@ -50,7 +51,4 @@ def assemble(length, question, answer):
 
 def strip_pad(ids):
     """The sequence without its leading PAD tokens."""
-    i = 0
-    while i < len(ids) and ids[i] == PAD:
-        i += 1
-    return ids[i:]
+    return list(itertools.dropwhile(lambda t: t == PAD, ids))

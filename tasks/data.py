@@ -1,12 +1,9 @@
-"""Training batches of a task, with the interface of data.loader.TokenData (get_batch,
-vocab_size, check), so train.py trains on a task with nothing else changed.
+"""Training batches of a task, with data.loader.TokenData's interface (get_batch, vocab_size, check).
 
-Training length distribution: with block_size L, every example draws its length n uniformly
-from [MIN_LENGTH, L] (Ruoss et al. 2023 train on lengths uniform up to N), then its content.
-The model reads the first n - 1 tokens; the targets are the next tokens at the answer
-positions and -1 (ignored by the loss) everywhere else, including the right padding.
-Examples come from seeds drawn from the caller's generator: even seeds for train, odd for
-val, so the splits never share an example and resuming replays the same batches.
+Each example draws its length n uniformly from [MIN_LENGTH, block_size] (Ruoss et al. 2023), then its
+content, from a seed of the caller's generator (even for train, odd for val: the splits share no
+example, and a resume replays the same batches). The model reads the first n - 1 tokens; the targets
+are the answer tokens and -1 (ignored by the loss) everywhere else, the right padding included.
 """
 import torch
 

@@ -12,16 +12,11 @@ VOCAB_SIZE = SYM + KEYS + VALUES
 MIN_LENGTH = 6
 
 
-def sizes(length):
-    """(pairs, queries) of a sequence of this length."""
-    p = min(KEYS, max(1, (length - 2) // 4))
-    return p, (length - 2 - 2 * p) // 2
-
-
 def generate(seed, length) -> Example:
     check_length("mqar", MIN_LENGTH, length)
     r = rng(seed)
-    p, q = sizes(length)
+    p = min(KEYS, max(1, (length - 2) // 4))   # pairs, then queries
+    q = (length - 2 - 2 * p) // 2
     keys = [SYM + k for k in r.sample(range(KEYS), p)]
     table = {k: SYM + KEYS + r.randrange(VALUES) for k in keys}
     pairs = [t for k in keys for t in (k, table[k])]

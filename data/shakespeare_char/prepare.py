@@ -5,18 +5,15 @@ with {'vocab_size', 'itos', 'stoi'}, exactly as nanoGPT's shakespeare_char/prepa
 
     python data/shakespeare_char/prepare.py [--input FILE] [--out_dir DIR]
 """
-import argparse
 import os
-import pickle
 import sys
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)  # so `import data...` works whatever the cwd
-from data.corpus import read_input  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # so `import data...` works whatever the cwd
+from data.corpus import text_arguments  # noqa: E402
+from data.documents import write  # noqa: E402
 
 
 def prepare(text, out_dir):
@@ -25,22 +22,15 @@ def prepare(text, out_dir):
     if len(chars) > 2**16:
         raise ValueError(f"text has {len(chars)} distinct characters, more than uint16 ids can hold")
     stoi = {ch: i for i, ch in enumerate(chars)}
-    itos = {i: ch for i, ch in enumerate(chars)}
     ids = np.array([stoi[c] for c in text], dtype=np.uint16)
     n = int(0.9 * len(ids))
-    os.makedirs(out_dir, exist_ok=True)
-    ids[:n].tofile(os.path.join(out_dir, "train.bin"))
-    ids[n:].tofile(os.path.join(out_dir, "val.bin"))
-    with open(os.path.join(out_dir, "meta.pkl"), "wb") as f:
-        pickle.dump({"vocab_size": len(chars), "itos": itos, "stoi": stoi}, f)
+    write(out_dir, {"train": ids[:n], "val": ids[n:]}, {"vocab_size": len(chars), "itos": dict(enumerate(chars)),
+                                                        "stoi": stoi})
     return {"chars": len(text), "vocab_size": len(chars), "train": n, "val": len(ids) - n}
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--input", help="any UTF-8 text file (default: Shakespeare's complete works)")
-    p.add_argument("--out_dir", default=HERE, help="where to write train.bin, val.bin, meta.pkl")
-    args = p.parse_args()
-    s = prepare(read_input(args.input), args.out_dir)
+    text, args = text_arguments(__doc__, HERE)
+    s = prepare(text, args.out_dir)
     print(f"{s['chars']:,} characters, vocab size {s['vocab_size']}; "
           f"train {s['train']:,} tokens, val {s['val']:,} tokens -> {args.out_dir}")
