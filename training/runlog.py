@@ -32,5 +32,5 @@ class RunLog:
         if self.file:
             self.file.close()
         if self.run:
-            self.run.summary.update(best_val_loss=best_val, nonfinite_skipped=skipped)
+            self.run.summary.update({"best_val_loss": best_val, "nonfinite_skipped": skipped})
             self.run.finish(exit_code=code)
