@@ -35,7 +35,7 @@ from training.cli import fail, fmt_time, help_text
 from training.config import ConfigError, gather, load_config, upgrade_model_args
 from training.guard import OutDirLock, StopSignal
 from training.runlog import RunLog
-from training.runtime import rank_rng_states, restore_rng, seed_all, start_runtime, stop_runtime
+from training.runtime import rng_state, seed_all, set_rng_state, start_runtime, stop_runtime
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 USAGE = "python train.py [CONFIG_FILE] [--key=value ...]"
@@ -253,8 +253,10 @@ def train(argv, cfg, ckpt, data, model, stop):
 def restore(ckpt, optimizer, data_gen, cfg, rt):
     """Load the optimizer and, for an exact resume, the random states; return where the run stands."""
     optimizer.load_state_dict(ckpt["optimizer"])
-    if ckpt.get("rng") and ckpt["config"].get("seed") == cfg.seed:
-        restore_rng(ckpt["rng"], data_gen, rt)
+    rngs = ckpt.get("rng") or []
+    rngs = [rngs] if isinstance(rngs, dict) else rngs   # one dict: written before every rank's states were kept
+    if ckpt["config"].get("seed") == cfg.seed and len(rngs) == rt.world:   # else the batches differ anyway
+        set_rng_state(rngs[rt.rank], data_gen)
     st = Progress(ckpt["iter_num"], ckpt.get("best_val_loss", math.inf), ckpt.get("nonfinite_skipped", 0),
                   last_saved=ckpt["iter_num"])
     st.wandb_id = ckpt.get("wandb_id") or st.wandb_id
@@ -342,7 +344,10 @@ def finite(model):
 
 def save(cfg, model, optimizer, st, data, data_gen, rt, val_loss):
     """Checkpoint the top of iteration st.iter_num. Every rank calls it: rank 0 writes every rank's RNG states."""
-    rngs = rank_rng_states(data_gen, rt)
+    rngs = [rng_state(data_gen)]
+    if rt.ddp:
+        rngs = [None] * rt.world if rt.master else None
+        dist.gather_object(rng_state(data_gen), rngs, dst=0)
     if rt.master:
         checkpoint.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                          "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": st.iter_num,

@@ -82,21 +82,3 @@ def set_rng_state(state, data_gen):
     data_gen.set_state(state["data"])
     if state.get("cuda") and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def rank_rng_states(data_gen, rt):
-    """Every rank's rng_state, gathered on rank 0 (a list by rank; None on the other ranks).
-    A collective under DDP: every rank calls it, at the same step."""
-    if not rt.ddp:
-        return [rng_state(data_gen)]
-    states = [None] * rt.world if rt.master else None
-    dist.gather_object(rng_state(data_gen), states, dst=0)
-    return states
-
-
-def restore_rng(saved, data_gen, rt):
-    """Restore this rank's states from rank_rng_states (a dict in checkpoints older than DDP resume);
-    not when another number of processes wrote them: their batches differ anyway."""
-    states = [saved] if isinstance(saved, dict) else saved
-    if len(states) == rt.world:
-        set_rng_state(states[rt.rank], data_gen)
