@@ -73,8 +73,8 @@ class Config(GPTConfig):
         """self, if every key can hold; else a one-line ConfigError naming the first that cannot."""
         lows = {"block_size": 1, "batch_size": 1, "n_layer": 1, "gradient_accumulation_steps": 1, "learning_rate": 0,
                 "min_lr": 0, "max_iters": 0, "eval_iters": 1, "eval_interval": 1}
-        problems = [f"{k} must be >= {low}, got {getattr(self, k)}" for k, low in lows.items() if getattr(self, k) < low]
-        problems += [msg for bad, msg in [
+        checks = [(getattr(self, k) < low, f"{k} must be >= {low}, got {getattr(self, k)}") for k, low in lows.items()]
+        checks += [
             (not 0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}"),
             (self.init_from not in ("scratch", "resume"), f"init_from must be 'scratch' or 'resume', got {self.init_from!r}"),
             (self.on_nonfinite not in ("stop", "skip"), f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}"),
@@ -85,11 +85,11 @@ class Config(GPTConfig):
              f"documents={self.documents} needs a prepared dataset; a task's rows have no documents"),
             (self.documents == "masked" and self.position_sampling,
              "documents=masked sets the positions itself (they restart at each document); drop position_sampling"),
-        ] if bad]
-        problems.append(position_sampling.check(self.position_sampling, self.block_size,
-                                                self.max_position or self.block_size, self.pose_chunks))
-        if any(problems):
-            raise ConfigError(next(p for p in problems if p))
+        ]
+        problem = next((msg for bad, msg in checks if bad), None) or position_sampling.check(
+            self.position_sampling, self.block_size, self.max_position or self.block_size, self.pose_chunks)
+        if problem:
+            raise ConfigError(problem)
         check_device(self.device)
         check_model(GPTConfig(**self.model_args()))
         return self
@@ -102,9 +102,8 @@ FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 MODEL_FIELDS = {f.name for f in dataclasses.fields(GPTConfig)}
 SETTINGS = positional.setting_keys()        # flat setting key -> (type, encodings/methods that own it)
 _TYPES = typing.get_type_hints(Config)
-# Keys sample.py and evaluate.py accept on a checkpoint: they change how the trained model is
-# run, not the model (every other model key, e.g. pos_encoding or n_layer, is refused there):
-# RoPE extension methods and their settings, windows and sinks, log-n scaling.
+# Keys sample.py and evaluate.py take on a checkpoint: how the trained model is run (RoPE extension
+# methods and their settings, windows, sinks, log-n scaling); any other model key is refused there.
 EVAL_KEYS = {"rope_scaling", "window", "sinks", "logn_scaling", "layer_windows", "attention_kernel"} | {
     k for k, (_, owners) in SETTINGS.items() if all(o.startswith("rope_scaling=") for o in owners)}
 SCHEDULE = ("lr_decay_iters", "warmup_iters")   # move with max_iters unless set with or after it
