@@ -5,15 +5,10 @@
     torchrun --standalone --nproc_per_node=4 train.py configs/rope.py   # DDP
     python train.py --help                                   # every key, its default and meaning
 
-A config file (configs/) and --key=value overrides apply in order; with no arguments it prints
-the usage and the configs and exits 2 (the defaults alone are an hours-long run). A shorter
---max_iters moves lr_decay_iters and warmup_iters with it (config.follow_schedule) unless set too.
-Read it top to bottom, as nanoGPT's: main() checks what a user can get wrong (load_run) before
-anything is written; train() sets up and runs the loop; the pieces of one iteration follow.
-
-Exit status: 0 done; 2 bad input; 1 a non-finite loss or weights, or a refused checkpoint write
-(the last good checkpoint is kept); 130/143 stopped by SIGINT/SIGTERM after saving (resume with
---init_from=resume).
+Config files and --key=value overrides apply in order; a shorter --max_iters moves lr_decay_iters
+and warmup_iters with it unless they are set too. Exit status (docs/reliability.md): 0 done; 2 bad
+input; 1 a non-finite loss or weights, or a refused checkpoint write (the last good checkpoint is
+kept); 130/143 stopped by SIGINT/SIGTERM after saving (resume with --init_from=resume).
 """
 import glob
 import math
@@ -29,24 +24,23 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from training import checkpoint
-from positional import sampling as position_sampling
 import positional
-from training.cli import fail, fmt_time, help_text
-from training.config import ConfigError, describe, gather, load_config, upgrade_model_args
 from data.loader import TokenData, ensure_prepared
 from data.tokenizer import bits_per_byte, tokenizer_entry
-from training.guard import OutDirLock, StopSignal
 from model import GPT, GPTConfig
-from training.runlog import RunLog
-from training.runtime import rank_rng_states, restore_rng, seed_all, start_runtime, stop_runtime
+from positional import sampling as position_sampling
 from tasks import TaskData
+from training import checkpoint
+from training.cli import fail, fmt_time, help_text
+from training.config import ConfigError, gather, load_config, upgrade_model_args
+from training.guard import OutDirLock, StopSignal
+from training.runlog import RunLog
+from training.runtime import rng_state, seed_all, set_rng_state, start_runtime, stop_runtime
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-
+USAGE = "python train.py [CONFIG_FILE] [--key=value ...]"
 # model keys a resumed run must keep (an encoding's settings are compared when its weights do not fit)
-SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "bias", "vocab_size", "pos_encoding", "attention", "qk_norm", "ssmax",
-              "layer_encodings")
+SHAPE_KEYS = ("n_layer", "n_head", "n_embd", "bias", "pos_encoding", "attention", "qk_norm", "ssmax", "layer_encodings")
 
 
 @dataclass
@@ -57,7 +51,6 @@ class Progress:
     skipped: int = 0                # steps skipped for a non-finite loss (--on_nonfinite=skip)
     last_saved: int | None = None   # the iteration of the last checkpoint this run wrote or resumed from
     wandb_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])   # its wandb run's; a resume continues it
-
 
 
 def lr_at(it, cfg):
@@ -74,7 +67,7 @@ def lr_at(it, cfg):
 
 
 def load_run(cfg):
-    """Everything a user can get wrong is checked here, before any training starts."""
+    """(checkpoint or None, data, model): everything a user can get wrong is checked here, before anything is written."""
     torch.manual_seed(cfg.seed)  # the model's initial weights depend on the seed alone
     ckpt, path = None, checkpoint.path_in(cfg.out_dir)
     if cfg.init_from == "resume":
@@ -82,13 +75,13 @@ def load_run(cfg):
         if "optimizer" not in ckpt:
             raise checkpoint.CheckpointError(f"checkpoint {path} has no optimizer state, so it cannot be resumed "
                                              f"exactly; it can still be sampled from (sample.py)")
+        old = upgrade_model_args(ckpt["model_args"])
         for k in SHAPE_KEYS:
-            have, want = upgrade_model_args(ckpt["model_args"]).get(k), getattr(cfg, k)
-            if k != "vocab_size" and have != want:
-                raise ConfigError(f"checkpoint in {cfg.out_dir} has {k}={have}, config asks for {want}; "
+            if old[k] != getattr(cfg, k):
+                raise ConfigError(f"checkpoint in {cfg.out_dir} has {k}={old[k]}, config asks for {getattr(cfg, k)}; "
                                   f"use the checkpoint's value or a new --out_dir")
         # fine-tuning at a longer block_size: settings meaning "the training length" keep the old one
-        cfg.pos_settings = positional.pin_lengths(cfg.pos_settings, ckpt["model_args"]["block_size"])
+        cfg.pos_settings = positional.pin_lengths(cfg.pos_settings, old["block_size"])
     if cfg.task:  # a synthetic task (tasks/): generated batches, loss on the answer tokens only
         data = TaskData(cfg.task)
     else:
@@ -98,26 +91,23 @@ def load_run(cfg):
     if cfg.documents != "stream":   # aligned and masked rows need the dataset's document boundaries
         data.document_starts("train", cfg.block_size)
     cfg.vocab_size = data.vocab_size or 50304  # nanoGPT's padded GPT-2 vocabulary when there is no meta.pkl
-    if ckpt is not None and ckpt["model_args"]["vocab_size"] != cfg.vocab_size:
-        raise ConfigError(f"checkpoint has vocab_size={ckpt['model_args']['vocab_size']}, dataset "
-                          f"{cfg.dataset!r} has {cfg.vocab_size}; resume on the data it was trained on")
+    if ckpt is not None and old["vocab_size"] != cfg.vocab_size:
+        raise ConfigError(f"checkpoint has vocab_size={old['vocab_size']}, dataset {cfg.dataset!r} has "
+                          f"{cfg.vocab_size}; resume on the data it was trained on")
     model = GPT(GPTConfig(**cfg.model_args()))
     if ckpt is not None:
         try:
             model.load_state_dict(ckpt["model"])
         except RuntimeError as e:
             why = next((line.strip() for line in str(e).splitlines()[1:] if line.strip()), str(e))
-            old = upgrade_model_args(ckpt["model_args"])["pos_settings"]
-            changed = [f"{k} {old[k]!r} -> {v!r}" for k, v in cfg.pos_settings.items() if k in old and old[k] != v]
+            changed = [f"{k} {old['pos_settings'][k]!r} -> {v!r}" for k, v in cfg.pos_settings.items()
+                       if old["pos_settings"].get(k, v) != v]
             hint = f" (settings changed since the checkpoint: {', '.join(changed)})" if changed else ""
             raise ConfigError(f"checkpoint weights do not fit the configured model: {why}{hint}")
     if cfg.init_from == "scratch" and not cfg.eval_only and not cfg.overwrite and os.path.exists(path):
         raise ConfigError(f"{path} already exists and a scratch run would overwrite it; resume it with "
                           f"--init_from=resume, start over with --overwrite=True, or use another --out_dir")
     return ckpt, data, model
-
-
-USAGE = "python train.py [CONFIG_FILE] [--key=value ...]"
 
 
 def usage():
@@ -146,14 +136,16 @@ def main(argv):
         ckpt, data, model = load_run(cfg)
         if ckpt is not None and ckpt["iter_num"] >= cfg.max_iters and not cfg.eval_only:
             if master:
-                print(already_done(cfg, ckpt["iter_num"]))
+                decay = (f" (the learning rate stays at min_lr past lr_decay_iters={cfg.lr_decay_iters}; raise it "
+                         f"too for a new decay)" if cfg.decay_lr and cfg.lr_decay_iters else "")
+                print(f"{checkpoint.path_in(cfg.out_dir)} is already at iteration {ckpt['iter_num']}, and max_iters "
+                      f"is {cfg.max_iters}: nothing to train. To train longer, resume with --max_iters=N for some "
+                      f"N > {ckpt['iter_num']}{decay}")
             return
         if master and not cfg.eval_only:  # rank 0 alone writes out_dir
             lock = OutDirLock(cfg.out_dir).acquire()
             checkpoint.remove_partial(cfg.out_dir)  # tmp files of a save that was killed
     except (ValueError, FileNotFoundError, RuntimeError) as e:
-        if lock:
-            lock.release()
         fail(e)
     try:
         with StopSignal() as stop:
@@ -171,32 +163,22 @@ def main(argv):
     if code:
         # Under torchrun the launcher SIGTERMs the ranks still alive once one exits non-zero: this
         # rank is already on its way out with `code`, which a late SIGTERM must not turn into -15.
-        if int(os.environ.get("RANK", -1)) != -1:
+        if "RANK" in os.environ:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         sys.exit(code)
 
 
-def already_done(cfg, iter_num):
-    decay = cfg.lr_decay_iters or cfg.max_iters
-    return (f"{checkpoint.path_in(cfg.out_dir)} is already at iteration {iter_num}, and max_iters is {cfg.max_iters}: "
-            f"nothing to train. To train longer, resume with --max_iters=N for some N > {iter_num}"
-            + (f" (the learning rate stays at min_lr past lr_decay_iters={decay}; raise it too for a new decay)"
-               if cfg.decay_lr and cfg.lr_decay_iters else ""))
-
-
 def train(argv, cfg, ckpt, data, model, stop):
     """Set-up, then the loop. Returns the process exit code (0 done, 1 non-finite, 128+signal stopped)."""
-    # ---- processes, devices, seeds -----------------------------------------------------
     rt = start_runtime(cfg.device, cfg.dtype, cfg.backend)
     data_gen = seed_all(cfg.seed + rt.rank)  # the batches' own generator, saved for an exact resume
     tokens_per_iter = cfg.gradient_accumulation_steps * rt.world * cfg.batch_size * cfg.block_size
     if rt.master:
         os.makedirs(cfg.out_dir, exist_ok=True)
-        print(f"config ({'resumed from ' + cfg.out_dir if ckpt else 'from scratch'}):\n{describe(cfg)}")
+        config = "\n".join(f"  {k} = {v!r}" for k, v in asdict(cfg).items())
+        print(f"config ({'resumed from ' + cfg.out_dir if ckpt else 'from scratch'}):\n{config}")
         print(f"{model.pos_name}: {model.get_num_params() / 1e6:.2f}M parameters, {tokens_per_iter:,} tokens/iter, "
               f"device {rt.device}, {rt.dtype}, {rt.world} process(es)")
-
-    # ---- model, optimizer, and where a resumed run stands ---------------------------------
     raw_model = model.to(rt.device)
     optimizer = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), rt.device_type)
     st = restore(ckpt, optimizer, data_gen, cfg, rt) if ckpt is not None else Progress()
@@ -208,9 +190,8 @@ def train(argv, cfg, ckpt, data, model, stop):
         model = DDP(model, device_ids=[rt.local_rank] if rt.device_type == "cuda" else None, broadcast_buffers=False)
     log = RunLog(cfg, rt.master, st.wandb_id)
 
-    # ---- the loop ------------------------------------------------------------------------
     it_start, t_last, code = st.iter_num, time.time(), 0
-    log.row(event="start", iter=st.iter_num, params=raw_model.get_num_params(), tokens_per_iter=tokens_per_iter)
+    log("start", iter=st.iter_num, params=raw_model.get_num_params(), tokens_per_iter=tokens_per_iter)
     while True:
         lr = lr_at(st.iter_num, cfg)
         for group in optimizer.param_groups:
@@ -222,8 +203,10 @@ def train(argv, cfg, ckpt, data, model, stop):
         if at_eval and rt.master:
             losses = estimate_loss(eval_model, data, cfg, rt)
             st.best_val = min(st.best_val, losses["val"])
-            print(eval_line(st.iter_num, losses))
-            log.eval(st.iter_num, st.iter_num * tokens_per_iter, losses, lr)
+            bpb = f", val bits/byte {losses['val_bpb']:.4f}" if losses["val_bpb"] else ""
+            print(f"step {st.iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}{bpb}")
+            log("eval", iter=st.iter_num, tokens=st.iter_num * tokens_per_iter, train_loss=losses["train"],
+                val_loss=losses["val"], lr=lr, val_bpb=losses["val_bpb"])
         if at_eval and st.iter_num > it_start and not cfg.eval_only:  # every rank: save gathers their RNG states
             save(cfg, raw_model, optimizer, st, data, data_gen, rt, losses["val"] if rt.master else None)
         if st.iter_num >= cfg.max_iters or cfg.eval_only:
@@ -245,11 +228,11 @@ def train(argv, cfg, ckpt, data, model, stop):
             left = (now - log.t_start) / (st.iter_num - it_start) * (cfg.max_iters - st.iter_num)
             print(f"iter {st.iter_num}/{cfg.max_iters}: loss {loss:.4f}, lr {lr:.2e}, {dt * 1000:.0f} ms/it, "
                   f"{tokens_per_iter / dt:,.0f} tok/s, {fmt_time(left)} left")
-            log.train(st.iter_num, st.iter_num * tokens_per_iter, loss, lr, tokens_per_iter / dt)
+            log("train", iter=st.iter_num, tokens=st.iter_num * tokens_per_iter, loss=loss, lr=lr,
+                tokens_per_sec=tokens_per_iter / dt)
 
         if signum and st.iter_num < cfg.max_iters:  # SIGINT/SIGTERM: save this step, for an exact resume
-            # (in the last step, the run simply finishes: its final evaluation and save come next)
-            code = 128 + signum  # the shell's convention: 130 SIGINT, 143 SIGTERM
+            code = 128 + signum  # (in the last step the run simply finishes); 130 SIGINT, 143 SIGTERM
             if not finite(raw_model):
                 code = stop_nonfinite("the weights are not finite", st.iter_num, st, rt)
             else:
@@ -258,8 +241,10 @@ def train(argv, cfg, ckpt, data, model, stop):
             break
 
     if rt.master and not code:
-        print(f"done: {st.iter_num} iterations in {fmt_time(time.time() - log.t_start)}, {done_note(st, cfg)}")
-        log.row(event="done", iter=st.iter_num)
+        print(f"done: {st.iter_num} iterations in {fmt_time(time.time() - log.t_start)}, best val loss "
+              f"{st.best_val:.4f}; checkpoint in {checkpoint.path_in(cfg.out_dir)}"
+              + (f"; {st.skipped} step(s) skipped for a non-finite loss" if st.skipped else ""))
+        log("done", iter=st.iter_num)
     log.close(code, st.best_val, st.skipped)
     stop_runtime(rt)
     return code
@@ -268,22 +253,14 @@ def train(argv, cfg, ckpt, data, model, stop):
 def restore(ckpt, optimizer, data_gen, cfg, rt):
     """Load the optimizer and, for an exact resume, the random states; return where the run stands."""
     optimizer.load_state_dict(ckpt["optimizer"])
-    if ckpt.get("rng") and ckpt["config"].get("seed") == cfg.seed:
-        restore_rng(ckpt["rng"], data_gen, rt)
+    rngs = ckpt.get("rng") or []
+    rngs = [rngs] if isinstance(rngs, dict) else rngs   # one dict: written before every rank's states were kept
+    if ckpt["config"].get("seed") == cfg.seed and len(rngs) == rt.world:   # else the batches differ anyway
+        set_rng_state(rngs[rt.rank], data_gen)
     st = Progress(ckpt["iter_num"], ckpt.get("best_val_loss", math.inf), ckpt.get("nonfinite_skipped", 0),
                   last_saved=ckpt["iter_num"])
     st.wandb_id = ckpt.get("wandb_id") or st.wandb_id
     return st
-
-
-def eval_line(it, losses):
-    bpb = f", val bits/byte {losses['val_bpb']:.4f}" if losses.get("val_bpb") else ""
-    return f"step {it}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}{bpb}"
-
-
-def done_note(st, cfg):
-    return (f"best val loss {st.best_val:.4f}; checkpoint in {checkpoint.path_in(cfg.out_dir)}"
-            + (f"; {st.skipped} step(s) skipped for a non-finite loss" if st.skipped else ""))
 
 
 # ---- the pieces of one iteration ------------------------------------------------------------
@@ -307,9 +284,9 @@ def forward_loss(model, x, y, pos=None, rows=()):
 
 
 def step(model, optimizer, data, data_gen, cfg, rt, stop):
-    """One optimizer step over gradient_accumulation_steps micro-batches. Returns (loss, bad, signum):
-    the step's loss, whether it is non-finite on any rank (then the weights are left as they were),
-    and the signal any rank received (0 if none)."""
+    """One optimizer step over gradient_accumulation_steps micro-batches -> (loss, bad, signum):
+    whether the loss is non-finite on any rank (then the weights are left as they were), and the
+    signal any rank received (0 if none)."""
     n = cfg.gradient_accumulation_steps
     loss_sum = torch.zeros((), device=rt.device)
     for micro in range(n):
@@ -322,11 +299,11 @@ def step(model, optimizer, data, data_gen, cfg, rt, stop):
             loss = forward_loss(model, x, y, pos, rows) / n
         rt.scaler.scale(loss).backward()
         loss_sum += loss.detach()
-    # One host sync per step: a non-finite loss must be caught before it reaches the weights.
-    # Under DDP the ranks agree on it (and on a stop signal) with one small all-reduce.
+    # One host sync per step: a non-finite loss must be caught before it reaches the weights;
+    # under DDP the ranks agree on it, and on a stop signal, with one small all-reduce.
     lossf = loss_sum.item()
     bad, signum = not math.isfinite(lossf), stop.signum or 0
-    if rt.ddp:  # a signal that reached one rank stops them all
+    if rt.ddp:
         flags = torch.tensor([bad, signum], dtype=torch.float32, device=rt.device)
         dist.all_reduce(flags, op=dist.ReduceOp.MAX)
         bad, signum = bool(flags[0]), int(flags[1])
@@ -342,8 +319,8 @@ def step(model, optimizer, data, data_gen, cfg, rt, stop):
 
 @torch.no_grad()
 def estimate_loss(model, data, cfg, rt):
-    """Mean loss over eval_iters batches per split, the same batches at every evaluation; and the
-    val loss in bits per byte (val_bpb, None for a task or a tokenizer that cannot say)."""
+    """Mean loss over the same eval_iters batches per split at every evaluation, and the val
+    loss in bits per byte (val_bpb; None for a task or a tokenizer that cannot say)."""
     out = {}
     model.eval()
     for split in ("train", "val"):
@@ -360,15 +337,17 @@ def estimate_loss(model, data, cfg, rt):
 
 
 def finite(model):
-    """Checked before every save, so that NaNs never replace the last good checkpoint. DDP keeps
+    """Checked before every save, so that NaNs never replace the last good checkpoint; DDP keeps
     the weights identical on every rank, so all ranks reach the same answer without talking."""
     return all(torch.isfinite(p).all() for p in model.parameters())
 
 
 def save(cfg, model, optimizer, st, data, data_gen, rt, val_loss):
-    """Checkpoint the state at the top of iteration st.iter_num (atomically: checkpoint.py). Under DDP
-    every rank calls it: each rank's random states are gathered, and rank 0 writes them all."""
-    rngs = rank_rng_states(data_gen, rt)
+    """Checkpoint the top of iteration st.iter_num. Every rank calls it: rank 0 writes every rank's RNG states."""
+    rngs = [rng_state(data_gen)]
+    if rt.ddp:
+        rngs = [None] * rt.world if rt.master else None
+        dist.gather_object(rng_state(data_gen), rngs, dst=0)
     if rt.master:
         checkpoint.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                          "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": st.iter_num,

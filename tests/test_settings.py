@@ -32,7 +32,7 @@ def test_every_setting_has_one_type_and_a_default():
      "rope_beta_fast is a setting of rope_scaling ntk_by_parts/yarn; this run uses rope with rope_scaling=linear"),
     (["--pos_encoding=rope", "--rerope_leak=4"], "rerope_leak is a setting of rope_scaling leaky_rerope"),
     (["--pos_encoding=rope", "--rope_bse=5e5"], "unknown config key 'rope_bse'; did you mean 'rope_base'?"),
-    (["--pos_encoding=t5", "--t5_num_buckets=2.5"], "config key 't5_num_buckets' wants an int, got 2.5"),
+    (["--pos_encoding=t5", "--t5_num_buckets=2.5"], "config key 't5_num_buckets' wants an integer, got 2.5"),
 ])
 def test_settings_of_another_encoding_are_one_line(argv, message):
     with pytest.raises(ConfigError) as e:

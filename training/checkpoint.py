@@ -1,15 +1,6 @@
-"""Saving and loading checkpoints without ever leaving a half-written ckpt.pt (docs/reliability.md).
-
-save() writes a temporary file in the same folder, fsyncs it and renames it over the target.
-load() turns every way a file can be unusable into one sentence (CheckpointError). Files are read
-with torch.load(weights_only=True); older checkpoints (tests/legacy) pickle numpy's RNG state, so
-exactly the numpy names of LEGACY_GLOBALS are allowed, listed first without unpickling; any other
-global is refused in one line.
-
-The one loader of trained runs, used by sample, evaluate, compare and the plots:
-    model, ckpt = load_model(out_dir, {"window": 64}, device)   # config.model_config + weights
-    encode, decode, vocab_size = tokenizer_of(ckpt)             # the tokenizer saved with it
-"""
+"""Checkpoints: atomic saves (a temp file, fsync, rename), and loads with weights_only=True where
+every way a file can be unusable is one CheckpointError (docs/reliability.md). The one loader of
+trained runs: model, ckpt = load_model(out_dir, {"window": 64}, device); tokenizer_of(ckpt)."""
 import glob
 import os
 import pickle
@@ -29,7 +20,7 @@ LEGACY_GLOBALS = {"numpy._core.multiarray._reconstruct": np._core.multiarray._re
 
 
 class CheckpointError(ValueError):
-    pass
+    """A checkpoint that cannot be used, in one sentence."""
 
 
 class CheckpointWriteError(RuntimeError):
@@ -37,8 +28,7 @@ class CheckpointWriteError(RuntimeError):
 
 
 def remove_partial(out_dir):
-    """Delete half-written temporary files left by a process killed while saving.
-    Only safe while holding out_dir's lock (guard.OutDirLock): nobody else is saving."""
+    """Delete the temp files of a save that was killed; only while holding out_dir's lock (guard.py)."""
     for tmp in glob.glob(os.path.join(glob.escape(out_dir), TMP_PREFIX + "*.tmp")):
         os.remove(tmp)
 
@@ -94,9 +84,8 @@ def load(out_dir, map_location="cpu"):
 
 def train_hint(out_dir):
     """The command that trains into out_dir: the config named like it (out-alibi: configs/alibi.py), else neutral."""
-    name = os.path.basename(os.path.normpath(out_dir)).removeprefix("out-")
-    config = f"configs/{name}.py" if os.path.isfile(os.path.join(ROOT, "configs", f"{name}.py")) else \
-        "configs/<encoding>.py"
+    config = f"configs/{os.path.basename(os.path.normpath(out_dir)).removeprefix('out-')}.py"
+    config = config if os.path.isfile(os.path.join(ROOT, config)) else "configs/<encoding>.py"
     return f"python train.py {config} --out_dir={out_dir}"
 
 
@@ -117,9 +106,7 @@ def read(path, map_location="cpu"):
 
 
 def build_model(ckpt, overrides=None, device="cpu", strict=True):
-    """The model of a loaded checkpoint in eval mode, its config rebuilt by
-    config.model_config(model_args, overrides, strict): model keys or encoding settings
-    (strict=False drops settings the resulting encoding does not take)."""
+    """The model of a loaded checkpoint in eval mode, its config from config.model_config."""
     from training.config import ConfigError, model_config
     from model import GPT
     model = GPT(model_config(ckpt["model_args"], overrides, strict))
@@ -139,17 +126,15 @@ def load_model(out_dir, overrides=None, device="cpu", strict=True):
 
 
 def dataset_dir(ckpt, data_dir=None):
-    """The folder of the dataset a checkpoint was trained on: data_dir/dataset if data_dir is
-    given (as the user typed it), else the recorded data_dir/dataset, a relative one taken
-    from the project folder, never from the working directory."""
+    """data_dir/dataset of a checkpoint's run; data_dir if given (as typed), else the recorded
+    one, taken from the project folder if relative (never from the working directory)."""
     cfg = ckpt["config"]
     return os.path.join(data_dir or os.path.join(ROOT, cfg.get("data_dir", "data")), cfg.get("dataset", ""))
 
 
 def tokenizer_of(ckpt):
-    """(encode, decode, vocab_size) of a checkpoint: the tokenizer it carries, or for an
-    older checkpoint its dataset's meta.pkl (dataset_dir); GPT-2 BPE only where there is
-    no meta.pkl and the vocabulary has GPT-2's size, as in nanoGPT."""
+    """(encode, decode, vocab_size) of a checkpoint: the tokenizer it carries, else its dataset's
+    meta.pkl, else GPT-2 BPE for a GPT-2-sized vocabulary (as in nanoGPT)."""
     from data.tokenizer import GPT2, tokenizer_from
     if "tokenizer" in ckpt:
         return tokenizer_from(ckpt["tokenizer"])

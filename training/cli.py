@@ -1,25 +1,19 @@
-"""The one command-line convention of train, sample, evaluate, compare, bench and plots.
-
-    python sample.py --out_dir=out-rope --compile=True --dtype=bfloat16
-
-Every option is `--key=value`, read as train.py reads it (config.parse_override) and typed by
-the option's default; a string option keeps the raw text (--start=123 is the prompt "123").
-Booleans are True/False/true/false/1/0. device `auto`: cuda, then mps, then cpu; dtype `auto`:
-bfloat16 where CUDA supports it, else float32. Bad input is one line `error: ...`, exit 2.
-"""
+"""The one command-line convention of train, sample, evaluate, compare, bench and plots: every
+option is `--key=value`, read as train.py reads it (config.parse_override) and typed by the
+option's default (config.convert); bad input is one line `error: ...`, exit 2 (docs/training.md)."""
 import ast
 import difflib
 import inspect
 import os
 import re
 import sys
+from contextlib import nullcontext
 
 import torch
 
-from training.config import ConfigError, as_bool, check_device, parse_override
+from training.config import ConfigError, check_device, convert, parse_override
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-NAMES = {bool: "True or False", int: "an integer", float: "a number", str: "a string", list: "a list"}
 
 
 def fail(msg, code=2):
@@ -30,13 +24,10 @@ def fail(msg, code=2):
 
 
 def pick_device(requested):
+    """`auto`: cuda, then mps, then cpu."""
     if requested != "auto":
         return check_device(requested)
-    if torch.cuda.is_available():
-        return "cuda"
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
+    return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
 
 
 def pick_dtype(requested, device_type):
@@ -49,8 +40,7 @@ def pick_dtype(requested, device_type):
 
 
 def autocast(device, dtype_name):
-    """The autocast context of train.py for a device string and a dtype name (float32: none)."""
-    from contextlib import nullcontext
+    """The autocast context for a device string and a dtype name (float32: none)."""
     if dtype_name == "float32":
         return nullcontext()
     return torch.autocast(device_type=device.split(":")[0], dtype=DTYPES[dtype_name])
@@ -65,9 +55,7 @@ def as_list(value):
     """A comma-separated string or a list/tuple literal -> list."""
     if isinstance(value, str):
         return [v.strip() for v in value.split(",") if v.strip()]
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    return [value]
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def as_arg(key, value):
@@ -82,29 +70,16 @@ def as_arg(key, value):
 
 def typed(key, value, default, raw=None, what="--"):
     """`value` (parsed; `raw`: its text on the command line) as the type of `default`."""
-    want = type(default)
-    label = f"{what}{key}" if what == "--" else f"{what} {key!r}"
-    if want is bool:
-        return as_bool(label, value)
-    if want is str:
-        return raw if raw is not None else (value if isinstance(value, str) else str(value))
-    if want is list:
+    if isinstance(default, list):
         return as_list(value)
-    if want is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if not isinstance(value, want) or isinstance(value, bool):
-        raise ConfigError(f"{label} wants {NAMES.get(want, want.__name__)}, got {raw if raw is not None else value!r}")
-    return value
+    return convert(f"{what}{key}" if what == "--" else f"{what} {key!r}", type(default), value, raw)
 
 
 def parse(argv, options, other=None, positionals=False, doc=None):
-    """argv -> (opts, others, words).
-
-    options: {key: default}, typed as above. A key not in options goes to other(key, value)
-    -> value (which raises ConfigError for a key it does not know), or is refused with the
-    closest option suggested. Arguments without `--` are collected in words when
-    positionals is true (folders, config files), refused otherwise. -h/--help prints doc
-    (a string, or a function returning one) and exits 0."""
+    """argv -> (opts, others, words). options: {key: default}, typed. A key not in options goes
+    to other(key, value) -> value (which raises for a key it does not know), or is refused with
+    the closest option suggested. Words without `--` are collected when positionals is true.
+    -h/--help prints doc (a string, or a function returning one) and exits 0."""
     if doc and {"-h", "--help"} & set(argv):
         print(doc() if callable(doc) else doc)
         sys.exit(0)
@@ -128,42 +103,35 @@ def parse(argv, options, other=None, positionals=False, doc=None):
 
 
 # ---- --help: every key with its default and the comment beside it in the source ----------
-def key_comments(obj):
-    """{key: the comment that ends its line} in the source of obj (a class, a module or a
-    function): dataclass fields (`name: type = value  # meaning`) and dict entries
-    (`"name": value,  # meaning`). The first line that names a key wins."""
-    try:
-        lines = inspect.getsource(obj).splitlines()
-    except (OSError, TypeError):
-        return {}
-    found = [re.match(r'\s*"?(\w+)"?\s*[:=][^#]*\s#\s*(.*)$', line) for line in lines]
-    return dict(reversed([m.groups() for m in found if m]))
-
-
 def help_lines(keys, sources):
-    """'  --key=default  meaning' for each {key: default}, the meaning read from sources' comments."""
+    """'  --key=default  meaning' for each {key: default}, the meaning being the comment that ends
+    the first line naming the key (`name: type = value  # meaning` or `"name": value,  # meaning`)
+    in the source of one of `sources` (classes, modules, functions)."""
     said = {}
     for obj in sources:
-        for k, v in key_comments(obj).items():
-            said.setdefault(k, v)
+        try:
+            lines = inspect.getsource(obj).splitlines()
+        except (OSError, TypeError):
+            continue
+        for m in filter(None, (re.match(r'\s*"?(\w+)"?\s*[:=][^#]*\s#\s*(.*)$', line) for line in lines)):
+            said.setdefault(*m.groups())
     width = min(36, max((len(f"--{k}={d!r}") for k, d in keys.items()), default=0) + 2)
     return [f"  {f'--{k}={d!r}':<{width}} {said.get(k, '')}".rstrip() for k, d in keys.items()]
 
 
 def help_text(doc, usage, options, sources, training=False, eval_keys=False):
     """A CLI's --help: its docstring, usage, its options with defaults and meanings, and the
-    training keys (training=True) or the evaluation-time model keys (eval_keys=True), all
-    generated from the config's fields and the settings classes."""
+    training keys (training=True) or the evaluation-time model keys (eval_keys=True)."""
     from training import config
     out = [doc.strip(), "", f"usage: {usage}"] + (["", "options:", *help_lines(options, sources)] if options else [])
     if training or eval_keys:
-        fields, settings = config.key_defaults()
+        fields, settings, key_sources = config.key_docs()
         pick = (lambda k: k not in options) if training else (lambda k: k in config.EVAL_KEYS)
         out += ["", "training keys (training/config.py, model.py's GPTConfig):" if training else
                 "evaluation-time model keys (anything else would change the trained model, and is refused):"]
-        out += help_lines({k: v for k, v in fields.items() if pick(k)}, config.key_sources())
+        out += help_lines({k: v for k, v in fields.items() if pick(k)}, key_sources)
         out += ["", "encoding settings (positional/; each taken by the encodings or methods in brackets):"]
         chosen = {k: v for k, v in settings.items() if pick(k)}
         out += [f"{line} [{', '.join(owners)}]" for (_, owners), line in zip(
-            chosen.values(), help_lines({k: d for k, (d, _) in chosen.items()}, config.key_sources()))]
+            chosen.values(), help_lines({k: d for k, (d, _) in chosen.items()}, key_sources))]
     return "\n".join(out)

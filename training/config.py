@@ -1,13 +1,6 @@
-"""Configuration: one dataclass of every key, config files, and --key=value overrides.
-
-    python train.py configs/rope.py --max_iters=500 --n_layer=2
-
-A config file is plain Python whose public top-level names are keys (as in nanoGPT), loaded
-with importlib. Keys are the fields of Config plus each encoding's flat settings (rope_base,
-t5_num_buckets, ...: declared in positional/), gathered into GPTConfig.pos_settings. Every key
-is checked: an unknown one gets the closest suggested, a wrong type or another encoding's
-setting is refused in one line (docs/training.md).
-"""
+"""Configuration: one dataclass of every key, config files (plain Python whose public names are
+keys, as in nanoGPT, loaded with importlib) and --key=value overrides. Keys are Config's fields and
+each encoding's flat settings (declared in positional/), gathered into GPTConfig.pos_settings."""
 import ast
 import dataclasses
 import difflib
@@ -16,12 +9,13 @@ import inspect
 import math
 import os
 import typing
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-from data.loader import DOCUMENTS
-from positional import sampling as position_sampling
 import positional
+from data.loader import DOCUMENTS
 from model import GPTConfig
+from positional import sampling as position_sampling
 from positional.schedule import check_layers
 
 
@@ -76,27 +70,27 @@ class Config(GPTConfig):
     pose_chunks: int = 2                   # pose: chunks per sequence
 
     def validate(self):
+        """self, if every key can hold; else a one-line ConfigError naming the first that cannot."""
         lows = {"block_size": 1, "batch_size": 1, "n_layer": 1, "gradient_accumulation_steps": 1, "learning_rate": 0,
                 "min_lr": 0, "max_iters": 0, "eval_iters": 1, "eval_interval": 1}
-        checks = [(getattr(self, k) >= low, f"{k} must be >= {low}, got {getattr(self, k)}") for k, low in lows.items()]
+        checks = [(getattr(self, k) < low, f"{k} must be >= {low}, got {getattr(self, k)}") for k, low in lows.items()]
         checks += [
-            (0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}"),
-            (self.init_from in ("scratch", "resume"), f"init_from must be 'scratch' or 'resume', got {self.init_from!r}"),
-            (self.on_nonfinite in ("stop", "skip"), f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}"),
-            (self.dtype in ("auto", "float32", "bfloat16", "float16"),
+            (not 0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}"),
+            (self.init_from not in ("scratch", "resume"), f"init_from must be 'scratch' or 'resume', got {self.init_from!r}"),
+            (self.on_nonfinite not in ("stop", "skip"), f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}"),
+            (self.dtype not in ("auto", "float32", "bfloat16", "float16"),
              f"dtype must be auto, float32, bfloat16 or float16, got {self.dtype!r}"),
+            (self.documents not in DOCUMENTS, f"documents must be one of {', '.join(DOCUMENTS)}, got {self.documents!r}"),
+            (self.documents != "stream" and self.task,
+             f"documents={self.documents} needs a prepared dataset; a task's rows have no documents"),
+            (self.documents == "masked" and self.position_sampling,
+             "documents=masked sets the positions itself (they restart at each document); drop position_sampling"),
         ]
-        for ok, msg in checks:
-            if not ok:
-                raise ConfigError(msg)
+        problem = next((msg for bad, msg in checks if bad), None) or position_sampling.check(
+            self.position_sampling, self.block_size, self.max_position or self.block_size, self.pose_chunks)
+        if problem:
+            raise ConfigError(problem)
         check_device(self.device)
-        problem = documents_problem(self)
-        if problem:
-            raise ConfigError(problem)
-        problem = position_sampling.check(self.position_sampling, self.block_size,
-                                          self.max_position or self.block_size, self.pose_chunks)
-        if problem:
-            raise ConfigError(problem)
         check_model(GPTConfig(**self.model_args()))
         return self
 
@@ -104,27 +98,25 @@ class Config(GPTConfig):
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(GPTConfig)}
 
 
-def documents_problem(cfg):
-    """A sentence if the documents key cannot hold with the rest of the config, else None."""
-    if cfg.documents not in DOCUMENTS:
-        return f"documents must be one of {', '.join(DOCUMENTS)}, got {cfg.documents!r}"
-    if cfg.documents != "stream" and cfg.task:
-        return f"documents={cfg.documents} needs a prepared dataset; a task's rows have no documents"
-    if cfg.documents == "masked" and cfg.position_sampling:
-        return "documents=masked sets the positions itself (they restart at each document); drop position_sampling"
-    return None
-
-
 FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 MODEL_FIELDS = {f.name for f in dataclasses.fields(GPTConfig)}
 SETTINGS = positional.setting_keys()        # flat setting key -> (type, encodings/methods that own it)
 _TYPES = typing.get_type_hints(Config)
-# Keys sample.py and evaluate.py accept on a checkpoint: they change how the trained model is
-# run, not the model (every other model key, e.g. pos_encoding or n_layer, is refused there):
-# RoPE extension methods and their settings, windows and sinks, log-n scaling.
+# Keys sample.py and evaluate.py take on a checkpoint: how the trained model is run (RoPE extension
+# methods and their settings, windows, sinks, log-n scaling); any other model key is refused there.
 EVAL_KEYS = {"rope_scaling", "window", "sinks", "logn_scaling", "layer_windows", "attention_kernel"} | {
     k for k, (_, owners) in SETTINGS.items() if all(o.startswith("rope_scaling=") for o in owners)}
 SCHEDULE = ("lr_decay_iters", "warmup_iters")   # move with max_iters unless set with or after it
+NAMES = {int: "an integer", float: "a number", dict: "a dict"}
+
+
+@contextmanager
+def config_errors():
+    """positional/'s checks raise ValueError: say them as one-line ConfigErrors."""
+    try:
+        yield
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def check_device(device):
@@ -136,8 +128,7 @@ def check_device(device):
         kind = torch.device(device)
     except (RuntimeError, ValueError):
         raise ConfigError(f"unknown device {device!r}; use auto, cpu, cuda, cuda:N or mps") from None
-    mps = getattr(torch.backends, "mps", None)
-    have = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": mps is not None and mps.is_available()}
+    have = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
     if not have.get(kind.type, True):
         raise ConfigError(f"--device={device}: this machine has no {kind.type.upper()} device that torch can use; "
                           f"use --device=cpu (or --device=auto: the best one here)")
@@ -150,41 +141,29 @@ def check_device(device):
 def eval_key(key, value, options=()):
     """A model key given to sample.py or evaluate.py on a checkpoint: only an evaluation-time
     key (EVAL_KEYS), typed; a key that would change the trained model is refused in one line."""
+    known = key in FIELDS or key in SETTINGS
     close = difflib.get_close_matches(key, options, n=1, cutoff=0.8)
-    if not is_key(key) and close:
+    if not known and close:
         raise ConfigError(f"unknown option --{key}; did you mean --{close[0]}?")
-    if is_key(key) and key not in EVAL_KEYS:
+    if known and key not in EVAL_KEYS:
         raise ConfigError(f"--{key} would change the trained model (the checkpoint's is used as trained); only "
                           f"evaluation-time keys apply here: rope_scaling and its settings, window, sinks, "
                           f"logn_scaling, layer_windows, attention_kernel (--help lists them)")
     return coerce(key, value)
 
 
-def _settings_classes():
-    """Every settings class of every (encoding, rope_scaling) choice."""
-    out = []
+def key_docs():
+    """For --help: ({Config field: default}, {setting: (default, [owners])}, the classes whose
+    source comments say what each key means, subclasses first)."""
+    classes = []
     for enc in positional.REGISTRY:
         for method in ("", *positional.SCALINGS):
             if positional.scaling_problem(enc, method) is None:
-                out += [c for c in positional.settings_classes(enc, method)[1] if c not in out]
-    return out
-
-
-def key_defaults():
-    """({Config field: default}, {encoding setting: (default, [owners])}), for --help."""
+                classes += [c for c in positional.settings_classes(enc, method)[1] if c not in classes]
     fields = {f.name: f.default for f in dataclasses.fields(Config) if f.default is not dataclasses.MISSING}
-    defaults = {f.name: f.default for c in _settings_classes() for f in dataclasses.fields(c)}
-    return fields, {k: (defaults.get(k), owners) for k, (_, owners) in SETTINGS.items()}
-
-
-def key_sources():
-    """The classes whose source comments say what each key means (cli.help_text), subclasses first."""
-    return list(dict.fromkeys(k for c in [Config, *_settings_classes()] for k in c.__mro__ if k is not object))
-
-
-def is_key(key):
-    """A config key or an encoding's setting."""
-    return key in FIELDS or key in SETTINGS
+    defaults = {f.name: f.default for c in classes for f in dataclasses.fields(c)}
+    settings = {k: (defaults.get(k), owners) for k, (_, owners) in SETTINGS.items()}
+    return fields, settings, list(dict.fromkeys(k for c in [Config, *classes] for k in c.__mro__ if k is not object))
 
 
 def _unknown(key):
@@ -200,36 +179,34 @@ def as_bool(what, value):
     raise ConfigError(f"{what} wants True or False (or true/false/1/0), got {value!r}")
 
 
-def check_model(cfg: GPTConfig):
-    """Raise a one-line ConfigError if the model config cannot be built."""
-    try:
-        check_layers(cfg)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    if cfg.attention_kernel not in ("", "flex"):
-        raise ConfigError(f"attention_kernel must be '' (automatic) or 'flex', got {cfg.attention_kernel!r}")
+def convert(label, want, value, raw=None):
+    """value (raw: its text on the command line) as type `want`, or a one-line ConfigError.
+    An int is taken for a float; a string takes anything (--out_dir=123 is the folder "123")."""
+    if want is bool:
+        return as_bool(label, value)
+    if want is str:
+        return raw if raw is not None else str(value)
+    if want is float and type(value) is int:
+        return float(value)
+    if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+        raise ConfigError(f"{label} wants {NAMES.get(want, want.__name__)}, got {raw if raw is not None else value!r}")
+    return value
 
 
 def coerce(key, value):
-    """Check `value` against the type of config key or setting `key`; int is accepted for float."""
-    if key in SETTINGS:
-        want = SETTINGS[key][0]
-    elif key in FIELDS:
-        want = _TYPES[key]
-    else:
+    """value checked against the type of config key or encoding setting `key` (convert)."""
+    if key not in FIELDS and key not in SETTINGS:
         raise _unknown(key)
     if key == "rope_scaling" and isinstance(value, dict):
         return value   # a Hugging Face style dict, expanded by split_settings
-    if want is bool:
-        return as_bool(f"config key {key!r}", value)
-    if want is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if want is str and not isinstance(value, str):
-        return str(value)  # --out_dir=123 means the folder "123"
-    if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-        article = "an" if want.__name__[0] in "aeiou" else "a"
-        raise ConfigError(f"config key {key!r} wants {article} {want.__name__}, got {value!r} ({type(value).__name__})")
-    return value
+    return convert(f"config key {key!r}", SETTINGS[key][0] if key in SETTINGS else _TYPES[key], value)
+
+
+def check_model(cfg: GPTConfig):
+    """Raise a one-line error if the model config cannot be built."""
+    check_layers(cfg)
+    if cfg.attention_kernel not in ("", "flex"):
+        raise ConfigError(f"attention_kernel must be '' (automatic) or 'flex', got {cfg.attention_kernel!r}")
 
 
 def load_file(path) -> dict:
@@ -257,29 +234,24 @@ def parse_override(arg):
 
 
 def gather(argv, own=()):
-    """argv: config files and --key=value, in any order (files and overrides apply in order)
-    -> ({key: (value, raw)}, note). raw: the override's text (None from a file). Keys in `own`
-    (a CLI's own keys) are kept as given; every other key is checked (config.coerce).
-    A max_iters set later than the schedule keys moves them (follow_schedule); note says so."""
+    """argv: config files and --key=value, applied in order -> ({key: (value, raw)}, note).
+    raw: the override's text (None from a file). Keys in `own` (a CLI's own) are kept as given,
+    every other is checked (coerce). note: what follow_schedule moved, or None."""
     values, where, before = {}, {}, {}
     for i, arg in enumerate(argv):
-        is_override = arg.startswith("--") or ("=" in arg and not arg.endswith(".py"))
-        items = [parse_override(arg)] if is_override else load_file(arg).items()
-        for key, value in items:
-            source = math.inf if is_override else i      # the command line is one source, the last
+        override = arg.startswith("--") or ("=" in arg and not arg.endswith(".py"))
+        source = math.inf if override else i      # the command line is one source, the last
+        for key, value in [parse_override(arg)] if override else load_file(arg).items():
             if key in values and where[key] != source:
                 before[key] = values[key][0]
-            values[key] = (value if key in own else coerce(key, value), arg.split("=", 1)[1] if is_override else None)
+            values[key] = (value if key in own else coerce(key, value), arg.split("=", 1)[1] if override else None)
             where[key] = source
     return values, follow_schedule(values, where, before)
 
 
 def follow_schedule(values, where, before):
-    """A shortened (or lengthened) run keeps the shape of its learning-rate schedule: when
-    max_iters is set by a later source than lr_decay_iters / warmup_iters (the command line
-    after a config file, a later file, or over the defaults), each is scaled by new / old
-    max_iters (lr_decay_iters = max_iters stays = max_iters). Set with max_iters or after it,
-    a key is kept. Returns the line that says what moved, or None."""
+    """A max_iters set by a later source (file or command line) than a SCHEDULE key scales that
+    key by new / old max_iters, so the schedule keeps its shape. Returns the line saying so."""
     if "max_iters" not in values:
         return None
     new, old = values["max_iters"][0], before.get("max_iters", FIELDS["max_iters"].default)
@@ -296,54 +268,37 @@ def follow_schedule(values, where, before):
             f"line to keep others)") if moved else None
 
 
-def load_config(argv, cls=Config, say=None) -> Config:
-    """argv: [config_file.py] [--key=value ...], in any order (files first apply first).
-    say(line) is told when the schedule follows max_iters (gather)."""
+def load_config(argv, say=None) -> Config:
+    """argv: [config_file.py ...] [--key=value ...] -> the checked Config. say(line) hears the
+    schedule's move (follow_schedule)."""
     values, note = gather(argv)
     if note and say:
         say(note)
-    fields, settings = split_settings({k: v for k, (v, _) in values.items()})
-    cfg = cls(**fields)
-    cfg.pos_settings = resolve_settings(cfg.pos_encoding, cfg.rope_scaling, settings, layer_encodings=cfg.layer_encodings)
-    return cfg.validate()
+    with config_errors():
+        fields, settings = split_settings({k: v for k, (v, _) in values.items()})
+        cfg = Config(**fields)
+        cfg.pos_settings = positional.resolve(cfg.pos_encoding, cfg.rope_scaling, settings,
+                                              layer_encodings=cfg.layer_encodings)
+        return cfg.validate()
 
 
 def split_settings(values: dict):
-    """(config fields, encoding settings) of a flat {key: value}; a Hugging Face style
-    rope_scaling dict ({"rope_type": "yarn", "factor": 4.0, ...}) becomes its method name
-    and flat settings."""
+    """(config fields, encoding settings) of a flat {key: value}; a Hugging Face style rope_scaling
+    dict ({"rope_type": "yarn", "factor": 4.0, ...}) becomes its method name and flat settings."""
     values = dict(values)
     if isinstance(values.get("rope_scaling"), dict):
         from positional.rope_scaling import hf
-        try:
-            values["rope_scaling"], extra = hf.from_hf(values["rope_scaling"])
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
+        values["rope_scaling"], extra = hf.from_hf(values["rope_scaling"])
         extra = {k: coerce(k, v) for k, v in extra.items()}     # JSON's 32 -> 32.0; "yes" for a bool refused
         values = {**extra, **{k: v for k, v in values.items() if k not in extra}}
     fields = {k: v for k, v in values.items() if k in FIELDS and k not in SETTINGS}
-    settings = {k: v for k, v in values.items() if k in SETTINGS}
-    return fields, settings
-
-
-def resolve_settings(pos_encoding, rope_scaling, given, inherited=None, layer_encodings=""):
-    try:
-        return positional.resolve(pos_encoding, rope_scaling, given, inherited, layer_encodings)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-
-
-def describe(cfg) -> str:
-    return "\n".join(f"  {k} = {v!r}" for k, v in dataclasses.asdict(cfg).items())
+    return fields, {k: v for k, v in values.items() if k in SETTINGS}
 
 
 def _classes(args):
     """The settings classes of model_args' encoding, rope_scaling and layer encodings."""
-    try:
-        return positional.settings_classes(args["pos_encoding"], args.get("rope_scaling", ""),
-                                           args.get("layer_encodings", ""))[1]
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    return positional.settings_classes(args["pos_encoding"], args.get("rope_scaling", ""),
+                                       args.get("layer_encodings", ""))[1]
 
 
 def _older_values(args):
@@ -353,10 +308,8 @@ def _older_values(args):
 
 
 def upgrade_model_args(model_args: dict) -> dict:
-    """A checkpoint's model_args in today's form. Checkpoints written before the encodings
-    owned their settings kept every knob as a flat field (rope_base, t5_num_buckets, ...):
-    the ones of the chosen encoding and method become pos_settings, the rest are dropped.
-    Model keys added since a checkpoint was written take their defaults (qk_norm=False, ...)."""
+    """A checkpoint's model_args in today's form: model keys added since take their defaults, and
+    the flat settings of checkpoints older than pos_settings (rope_base, ...) become pos_settings."""
     defaults = {k: v for k, v in dataclasses.asdict(GPTConfig()).items() if k != "pos_settings"}
     model_args = {**defaults, **model_args}
     if "pos_settings" in model_args:
@@ -375,25 +328,23 @@ def upgrade_model_args(model_args: dict) -> dict:
 
 
 def model_config(model_args: dict, overrides: dict = None, strict: bool = True) -> GPTConfig:
-    """The GPTConfig of a checkpoint's model_args, with model keys or encoding settings
-    overridden (e.g. {"rope_scaling": "yarn", "rope_factor": 4.0, "window": 64}), validated.
-    The one way sample, evaluate, compare and the plots rebuild a model's config. The
-    checkpoint's settings carry over where they still apply (rope_base when only the
-    rope_scaling changes); strict=False drops given settings that the resulting encoding
-    does not take (a sweep over methods where some ignore rope_factor). A bad override is
-    a one-line ConfigError."""
-    args = upgrade_model_args(model_args)
+    """The checked GPTConfig of a checkpoint's model_args with model keys or settings overridden
+    ({"rope_scaling": "yarn", "rope_factor": 4.0}): how every tool rebuilds a trained model. The
+    checkpoint's settings carry over where they still apply; strict=False drops given settings
+    the resulting encoding does not take. A bad override is a one-line ConfigError."""
     overrides = dict(overrides or {})
     for key in overrides:
         if not (key in MODEL_FIELDS or key in SETTINGS):
             raise _unknown(key)
-    fields, given = split_settings({k: coerce(k, v) for k, v in overrides.items()})
-    args.update(fields)
-    if not strict:
-        in_play = {f.name for c in _classes(args) for f in dataclasses.fields(c)}
-        given = {k: v for k, v in given.items() if k in in_play}
-    args["pos_settings"] = resolve_settings(args["pos_encoding"], args["rope_scaling"], given, args["pos_settings"],
-                                            args["layer_encodings"])
-    cfg = GPTConfig(**args)
-    check_model(cfg)
+    with config_errors():
+        args = upgrade_model_args(model_args)
+        fields, given = split_settings({k: coerce(k, v) for k, v in overrides.items()})
+        args.update(fields)
+        if not strict:
+            in_play = {f.name for c in _classes(args) for f in dataclasses.fields(c)}
+            given = {k: v for k, v in given.items() if k in in_play}
+        args["pos_settings"] = positional.resolve(args["pos_encoding"], args["rope_scaling"], given,
+                                                  args["pos_settings"], args["layer_encodings"])
+        cfg = GPTConfig(**args)
+        check_model(cfg)
     return cfg

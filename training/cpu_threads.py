@@ -1,17 +1,11 @@
-"""How many intra-op threads a CPU process computes with (sample.py, evaluate.py).
-
-Torch's default, one per core, is not always the fastest for small models: a thread that waits
-for a core another process holds stalls every kernel. In order: --threads=N; OMP_NUM_THREADS;
-the caller's default (decoding: model.DECODE_THREADS); else one per core that other processes
-leave idle, sampled from /proc/stat over 0.1 s (timing each count cost more than it saved on a
-short evaluation: benchmarks/cpu-2core-quiet.md, section 7).
-"""
+"""How many intra-op threads a CPU process computes with (sample.py, evaluate.py). In order:
+--threads=N; OMP_NUM_THREADS; the caller's default (decoding: model.DECODE_THREADS); else one per
+core that other processes leave idle, sampled from /proc/stat over 0.1 s: a thread waiting for a
+core another process holds stalls every kernel (benchmarks/cpu-2core-quiet.md, section 7)."""
 import os
 import time
 
 import torch
-
-SAMPLE_SECONDS = 0.1
 
 
 def cpu_times(path="/proc/stat"):
@@ -24,7 +18,7 @@ def cpu_times(path="/proc/stat"):
     return sum(fields[:8]), fields[3] + fields[4]     # user..steal; idle + iowait
 
 
-def busy_cores(cores, seconds=SAMPLE_SECONDS):
+def busy_cores(cores, seconds=0.1):
     """How many of `cores` other processes keep busy, sampled over `seconds`; None if unknown."""
     before = cpu_times()
     time.sleep(seconds)

@@ -1,12 +1,7 @@
 """Two guards that keep an unattended training run from losing work (docs/reliability.md).
-
-OutDirLock: one training process per out_dir, an exclusive fcntl.flock on out_dir/train.lock
-that the kernel drops when the process dies, so no stale locks; a second process gets a one-line
-OutDirBusy error. The lock file stays on disk (deleting it would let two processes lock two files).
-
-StopSignal: SIGINT and SIGTERM only record the signal; the loop finishes its step, saves and exits
-with 128 + the signal number. A second Ctrl-C stops at once (KeyboardInterrupt).
-"""
+OutDirLock: one training process per out_dir, an flock on out_dir/train.lock that the kernel drops
+when the process dies (the file stays: deleting it would let two processes lock two files).
+StopSignal: SIGINT and SIGTERM are recorded, so that the loop saves and exits with 128 + signum."""
 import os
 import signal
 import threading
@@ -16,17 +11,10 @@ try:
 except ImportError:  # Windows: no flock; training runs unguarded there
     fcntl = None
 
-LOCK_NAME = "train.lock"
-
-
-class OutDirBusy(ValueError):
-    pass
-
 
 class OutDirLock:
     def __init__(self, out_dir):
-        self.path = os.path.join(out_dir, LOCK_NAME)
-        self.fd = None
+        self.path, self.fd = os.path.join(out_dir, "train.lock"), None
 
     def acquire(self):
         if fcntl is None:
@@ -38,7 +26,7 @@ class OutDirLock:
         except BlockingIOError:
             holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise OutDirBusy(f"{os.path.dirname(self.path)} is in use by another training process (pid {holder}); "
+            raise ValueError(f"{os.path.dirname(self.path)} is in use by another training process (pid {holder}); "
                              f"wait for it to finish or give this run another --out_dir") from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
@@ -58,12 +46,11 @@ class OutDirLock:
 
 
 class StopSignal:
-    """`with StopSignal() as stop:` ... `if stop.signum: save, then exit with 128 + stop.signum`."""
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    """`with StopSignal() as stop:` ... `if stop.signum: save, then exit with 128 + stop.signum`;
+    a second Ctrl-C stops at once (KeyboardInterrupt)."""
 
     def __init__(self):
-        self.signum = None
-        self._previous = {}
+        self.signum, self.previous = None, {}
 
     def _handle(self, signum, frame):
         if self.signum == signal.SIGINT and signum == signal.SIGINT:
@@ -71,12 +58,10 @@ class StopSignal:
         self.signum = signum
 
     def __enter__(self):
-        if threading.current_thread() is not threading.main_thread():
-            return self  # Python delivers signals to the main thread only; leave them alone
-        for s in self.SIGNALS:
-            self._previous[s] = signal.signal(s, self._handle)
+        if threading.current_thread() is threading.main_thread():   # Python's signals reach the main thread only
+            self.previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
         return self
 
     def __exit__(self, *exc):
-        for s, h in self._previous.items():
+        for s, h in self.previous.items():
             signal.signal(s, h)

@@ -1,5 +1,5 @@
-"""Where a training run runs: its DDP processes, device, dtype and autocast (picked by
-cli.pick_device/pick_dtype), and the random states an exact resume restores."""
+"""Where a training run runs: its DDP processes, device, dtype and autocast, and the random
+states an exact resume restores."""
 import os
 import random
 from dataclasses import dataclass
@@ -41,14 +41,13 @@ def start_runtime(device="auto", dtype="auto", backend="auto"):
         if device.startswith("cuda"):
             device = f"cuda:{local_rank}"
             torch.cuda.set_device(device)
-    device_type = "cuda" if device.startswith("cuda") else ("mps" if device.startswith("mps") else "cpu")
+    device_type = device.split(":")[0]
     if device_type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     dtype = pick_dtype(dtype, device_type)
-    ctx = autocast(device_type, dtype)  # nullcontext in float32
     scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
-    return Runtime(ddp, rank, local_rank, world, device, device_type, dtype, ctx, scaler)
+    return Runtime(ddp, rank, local_rank, world, device, device_type, dtype, autocast(device_type, dtype), scaler)
 
 
 def stop_runtime(rt):
@@ -66,11 +65,10 @@ def seed_all(seed):
 
 
 def rng_state(data_gen):
-    """Every random state a run draws from, for an exact resume; plain tensors, tuples and
-    numbers only (numpy's key array as a tensor), so that weights_only loading reads it."""
-    kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    return {"torch": torch.get_rng_state(), "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), pos,
-                                                      has_gauss, gauss),
+    """Every random state a run draws from, as plain tensors, tuples and numbers (numpy's key
+    array as a tensor), so that weights_only loading reads it."""
+    kind, keys, *rest = np.random.get_state()
+    return {"torch": torch.get_rng_state(), "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), *rest),
             "python": random.getstate(), "data": data_gen.get_state(),
             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
 
@@ -84,26 +82,3 @@ def set_rng_state(state, data_gen):
     data_gen.set_state(state["data"])
     if state.get("cuda") and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def rank_rng_states(data_gen, rt):
-    """Every rank's rng_state, gathered on rank 0: a list by rank there, None on the other ranks.
-    A collective under DDP: every rank calls it, at the same step."""
-    state = rng_state(data_gen)
-    if not rt.ddp:
-        return [state]
-    states = [None] * rt.world if rt.master else None
-    dist.gather_object(state, states, dst=0)
-    return states
-
-
-def restore_rng(saved, data_gen, rt):
-    """Restore this rank's states from a checkpoint's rank_rng_states (one dict in checkpoints
-    written before DDP runs kept every rank's). Returns False, restoring nothing, when the
-    checkpoint was written by another number of processes: then the batches differ from an
-    uninterrupted run's."""
-    states = [saved] if isinstance(saved, dict) else saved
-    if len(states) != rt.world:
-        return False
-    set_rng_state(states[rt.rank], data_gen)
-    return True
