@@ -36,7 +36,6 @@ OPTIONS = {
     "device": "auto",                 # auto: cuda, then mps, then cpu
     "dtype": "auto",                  # auto: bfloat16 on CUDA where supported, else float32
     "data_dir": "",                   # where the dataset is; "": the one recorded in the checkpoint
-    "split": "val",                   # train or val
     "report_dir": "",                 # where the report goes; "": the first checkpoint's folder
     "overwrite": False,               # replace the report of an earlier call
     "wandb_log": False,               # log the curve to wandb, in the training run's group
@@ -106,16 +105,16 @@ def evaluate_all(ckpts, methods, opts, budget, device, dtype):
                 print(f"note: {d} ({enc}) does not take rope_scaling={kind}; skipped for it", file=sys.stderr)
                 continue
             new = evaluate_checkpoint(d, opts["lengths"], opts["mode"], opts["stride"] or None, overrides, budget,
-                                      device, opts["data_dir"] or None, opts["split"], dtype, ckpt=ckpt,
+                                      device, opts["data_dir"] or None, dtype, ckpt=ckpt,
                                       documents=opts["documents"], data_path=opts["data"])
             for r in new:
                 docs = f", {r['docs']} documents" if r["docs"] is not None else ""
                 print(f"{d:>20} {r['encoding']:>10} {r['method']:>24} {r['length']:>6}: loss {fmt_num(r['loss'])}, "
                       f"ppl {fmt_num(r['ppl'])}, bits/byte {fmt_num(r['bpb'])}{docs}", flush=True)
             rows += new
-            if opts["context_gain"] or opts["per_position"]:   # context_use.py's measures, on the split's tokens
+            if opts["context_gain"] or opts["per_position"]:   # context_use.py's measures, on the val tokens
                 model = checkpoint.build_model(ckpt, overrides, device, strict=False)
-                tokens, _ = validation_tokens(ckpt, opts["data_dir"] or None, opts["split"])
+                tokens, _ = validation_tokens(ckpt, opts["data_dir"] or None)
                 with autocast(device, dtype):
                     got = context_use.measure(model, tokens, ckpt["model_args"]["block_size"], opts["context_gain"],
                                               opts["per_position"], opts["tokens_per_point"], device=device)
@@ -151,7 +150,7 @@ def main(argv):
         blocks = {c["model_args"]["block_size"] for c in ckpts.values()}
         budget = max(opts["tokens_per_point"], *(opts["lengths"] or [MULTIPLES[-1] * b for b in blocks]))  # same tokens
         threads = cpu_threads.choose(opts["threads"], device)
-        note = documents_note(opts["documents"], opts["split"]) if opts["documents"] else scored_note(budget, opts["split"])
+        note = documents_note(opts["documents"]) if opts["documents"] else scored_note(budget)
         print(f"evaluating on {device} ({dtype}{'; ' + threads if threads else ''}): {note}", flush=True)
         rows, gains, curves = evaluate_all(ckpts, methods, opts, budget, device, dtype)
     except (ValueError, FileNotFoundError, RuntimeError) as e:

@@ -24,12 +24,6 @@ SCORED_TOKENS = 8192      # targets scored per context length
 SEQUENCES = 32            # sequences of length 16 L averaged by per_position_loss
 
 
-def losses(model, tokens, ends, length, device):
-    """(len(ends), length) losses of the windows of `length` targets ending at each of `ends`."""
-    seq = torch.from_numpy(np.asarray(tokens[:max(ends) + 1], dtype=np.int64))
-    return window_losses(model, seq[:-1], seq[1:], [e - length for e in ends], length, device)
-
-
 def context_gain(model, tokens, base_len, multiples=MULTIPLES, stride=0, scored_tokens=SCORED_TOKENS, device="cpu"):
     """Rows {"context", "stride", "tokens", "loss", "ppl", "gain"}, one per context C =
     m * base_len, all scoring the same targets. stride: default base_len // 2, in [1, base_len].
@@ -50,7 +44,7 @@ def context_gain(model, tokens, base_len, multiples=MULTIPLES, stride=0, scored_
         if model.max_positions is not None and c > model.max_positions:
             rows.append(dict(context=c, stride=stride, tokens=0, loss=math.nan, ppl=math.nan))
             continue
-        nll = losses(model, tokens, ends, c, device)[:, -stride:]
+        nll = window_losses(model, tokens, [e - c for e in ends], c, device)[:, -stride:]
         loss = nll.mean().item()
         rows.append(dict(context=c, stride=stride, tokens=nll.numel(), loss=loss, ppl=math.exp(min(loss, 700))))
     for r in rows:
@@ -67,7 +61,7 @@ def per_position_loss(model, tokens, length, sequences=SEQUENCES, device="cpu"):
     if model.max_positions is not None and length > model.max_positions:
         raise ValueError(f"the {model.pos_name} encoding knows {model.max_positions} positions; per-position loss at "
                          f"{length} needs an encoding without a limit")
-    return losses(model, tokens, [(k + 1) * length for k in range(n)], length, device).mean(0), n
+    return window_losses(model, tokens, [k * length for k in range(n)], length, device).mean(0), n
 
 
 def measure(model, tokens, base_len, gain=True, per_position=True, scored_tokens=SCORED_TOKENS,

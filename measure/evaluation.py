@@ -5,7 +5,7 @@ the library behind evaluate.py and compare.py (docs/extrapolation.md).
 Modes: nonoverlap (windows of the length L, every token scored); sliding (windows advance by
 the stride s, only their last s tokens scored); documents=N (the YaRN authors' eval: the first
 L targets of each document of at least L + 1 tokens). Every (checkpoint, method, length) scores
-the same first N targets of the split, N = max(tokens_per_point, longest length), and also
+the same first N targets of the val split, N = max(tokens_per_point, longest length), and also
 gives bits per byte (data/tokenizer.py), so tokenizers compare.
 """
 import contextlib
@@ -30,36 +30,35 @@ COLUMNS = ("out_dir", "encoding", "method", "mode", "length", "tokens", "loss", 
 
 
 def spans(n, length, stride):
-    """Windows of `length` tokens covering the targets [0, n) (n >= length), each scoring
-    the targets from its third element on, none twice: [(start, end, first_scored), ...]."""
+    """Windows of `length` tokens covering the targets [0, n) (n >= length), each advancing by
+    `stride` and scoring its targets from an offset on, none twice: [(start, offset), ...]."""
     out, scored, end = [], 0, length
     while scored < n:
         end = min(end, n)
-        out.append((end - length, end, scored))
+        out.append((end - length, scored - end + length))
         scored, end = end, end + stride
     return out
 
 
 @torch.no_grad()
-def window_losses(model, x, y, starts, length, device="cpu", batch_tokens=BATCH_TOKENS):
-    """(len(starts), length) float64 losses of the targets y[s:s+length] predicted from x[s:s+length]."""
+def window_losses(model, tokens, starts, length, device="cpu", batch_tokens=BATCH_TOKENS):
+    """(len(starts), length) float64 losses: tokens[s:s+length] predicting tokens[s+1:s+length+1], each s."""
     per_batch = max(1, batch_tokens // length)
     out = []
     for b in range(0, len(starts), per_batch):
-        xb = torch.stack([x[s:s + length] for s in starts[b:b + per_batch]]).to(device)    # (b, L)
-        yb = torch.stack([y[s:s + length] for s in starts[b:b + per_batch]]).to(device)    # (b, L)
-        logits, _ = model(xb)                                                                # (b, L, V)
-        out.append(F.cross_entropy(logits.float().transpose(1, 2), yb, reduction="none").double().cpu())
+        seq = torch.from_numpy(np.stack([np.asarray(tokens[s:s + length + 1], dtype=np.int64)
+                                         for s in starts[b:b + per_batch]])).to(device)          # (b, L + 1)
+        logits, _ = model(seq[:, :-1])                                                            # (b, L, V)
+        out.append(F.cross_entropy(logits.float().transpose(1, 2), seq[:, 1:], reduction="none").double().cpu())
     return torch.cat(out)
 
 
-def score(model, x, y, length, stride, device="cpu", batch_tokens=BATCH_TOKENS):
-    """Summed negative log-likelihood of the targets y (x: the same tokens shifted by one),
-    scored by the windows of spans(). Returns (nll_sum, n_scored)."""
-    windows = spans(len(y), length, stride)
-    nll = window_losses(model, x, y, [s for s, _, _ in windows], length, device, batch_tokens)    # (n, L)
-    keep = torch.arange(length)[None, :] >= torch.tensor([first - s for s, _, first in windows])[:, None]
-    return nll[keep].sum().item(), int(keep.sum())
+def score(model, tokens, windows, length, device="cpu", batch_tokens=BATCH_TOKENS):
+    """(summed loss, ids of the targets scored) of windows [(start, offset)]: each window
+    tokens[start:start+length] predicts the next tokens, scored from `offset` on."""
+    nll = window_losses(model, tokens, [s for s, _ in windows], length, device, batch_tokens)      # (n, L)
+    keep = torch.arange(length)[None, :] >= torch.tensor([o for _, o in windows])[:, None]
+    return nll[keep].sum().item(), np.concatenate([tokens[s + 1 + o:s + 1 + length] for s, o in windows])
 
 
 def method_label(model):
@@ -78,25 +77,19 @@ def check_overrides(overrides):
                           f"got {overrides['window']}")
 
 
-def split_of(data, split):
-    if split not in data.splits:
-        raise ConfigError(f"unknown split {split!r}; use train or val")
-    return data.splits[split]
-
-
-def validation_tokens(ckpt, data_dir, split):
+def validation_tokens(ckpt, data_dir, split="val"):
     """(the split's tokens, its TokenData) of the checkpoint's dataset (checkpoint.dataset_dir)."""
     data = TokenData(checkpoint.dataset_dir(ckpt, data_dir))
-    return split_of(data, split), data
+    return data.splits[split], data
 
 
-def eval_text(ckpt, data_dir=None, split="val", path=""):
+def eval_text(ckpt, data_dir=None, path=""):
     """(tokens, starts, byte_lengths, where): the ids to score, each document's first offset and
     each id's bytes (None where unknown) and a name for messages. From `path` when given (files or
     folders, comma-separated, tokenized with the checkpoint's tokenizer; or one dataset folder
-    prepared with it), else the checkpoint's dataset."""
+    prepared with it), else the checkpoint's validation split."""
     entry = ckpt.get("tokenizer")
-    if path and not os.path.isfile(os.path.join(path, f"{split}.bin")):
+    if path and not os.path.isfile(os.path.join(path, "val.bin")):
         from data.documents import encode_documents, find_files, read_documents
         if entry is None:
             raise ConfigError("this checkpoint carries no tokenizer, so --data cannot be tokenized; retrain it with "
@@ -106,44 +99,22 @@ def eval_text(ckpt, data_dir=None, split="val", path=""):
         starts = np.concatenate([[0], np.cumsum([len(a) for a in ids])[:-1]]).astype(np.int64)
         return np.concatenate(ids), starts, token_byte_lengths(entry), f"--data {path}"
     data = TokenData(path or checkpoint.dataset_dir(ckpt, data_dir))
-    tokens = split_of(data, split)
     if path and entry is not None and tokenizer_entry(data.meta) != entry:
         raise ConfigError(f"{path} was prepared with another tokenizer ({describe_tokenizer(tokenizer_entry(data.meta))})"
                           f" than the checkpoint's ({describe_tokenizer(entry)}); give --data the raw files to "
                           f"tokenize them with the checkpoint's")
-    starts = data.docs[split] if data.docs is not None else None
-    return tokens, starts, token_byte_lengths(entry or tokenizer_entry(data.meta)), f"{split}.bin in {data.dir}"
-
-
-def document_windows(tokens, starts, length, limit=0):
-    """(x, y, k): the first `length` tokens of each of the first `limit` documents (0: all) that
-    hold at least length + 1 tokens, back to back, and the targets after each (int64 tensors);
-    k documents. score(model, x, y, length, length) then scores each document's window alone."""
-    ends = np.append(starts[1:], len(tokens))
-    firsts = starts[ends - starts > length][:limit or None]
-    x = np.concatenate([tokens[s:s + length] for s in firsts] or [np.zeros(0)]).astype(np.int64)
-    y = np.concatenate([tokens[s + 1:s + 1 + length] for s in firsts] or [np.zeros(0)]).astype(np.int64)
-    return torch.from_numpy(x), torch.from_numpy(y), len(firsts)
-
-
-def stream_targets(tokens, longest, tokens_per_point, where):
-    """(x, y): the first N targets of the text and their inputs, N = max(tokens_per_point, longest)."""
-    if longest > len(tokens) - 1:
-        raise ConfigError(f"{where} has {len(tokens)} tokens; evaluation length {longest} "
-                          f"needs at least {longest + 1}: use shorter --lengths or more data")
-    n = min(max(tokens_per_point, longest), len(tokens) - 1)
-    scored = torch.from_numpy(tokens[:n + 1].astype("int64"))   # only what is scored leaves the memmap
-    return scored[:n], scored[1:]
+    starts = data.docs["val"] if data.docs is not None else None
+    return data.splits["val"], starts, token_byte_lengths(entry or tokenizer_entry(data.meta)), f"val.bin in {data.dir}"
 
 
 def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, overrides=None,
-                        tokens_per_point=TOKENS_PER_POINT, device="cpu", data_dir=None, split="val",
-                        dtype="float32", ckpt=None, documents=0, data_path=""):
+                        tokens_per_point=TOKENS_PER_POINT, device="cpu", data_dir=None, dtype="float32", ckpt=None,
+                        documents=0, data_path=""):
     """Rows (dicts with COLUMNS) of loss, perplexity and bits per byte for each evaluation length
     (default MULTIPLES x block_size). overrides: evaluation-time model keys, e.g. {"rope_scaling":
     "yarn", "rope_factor": 4.0} or {"window": 64}. stride (sliding): default length // 2. dtype: a
-    name of cli.DTYPES. ckpt: out_dir's checkpoint if loaded. documents: N > 0 scores at most N
-    documents (mode "documents"). data_path: eval_text's path."""
+    name of cli.DTYPES. ckpt: out_dir's checkpoint if loaded. documents: N > 0 scores the first
+    `length` tokens of at most N documents (mode "documents"). data_path: eval_text's path."""
     overrides = dict(overrides or {})
     check_overrides(overrides)
     if mode not in ("nonoverlap", "sliding"):
@@ -157,11 +128,14 @@ def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, o
     lengths = sorted(set(lengths or [m * ckpt["model_args"]["block_size"] for m in MULTIPLES]))
     if lengths[0] < 1:
         raise ConfigError(f"evaluation lengths must be >= 1, got {lengths[0]}")
-    tokens, starts, byte_lengths, where = eval_text(ckpt, data_dir, split, data_path)
+    tokens, starts, byte_lengths, where = eval_text(ckpt, data_dir, data_path)
     if documents and starts is None:
         raise ConfigError(f"{where} has no document boundaries; per-document evaluation needs data prepared by "
                           f"data/prepare.py, or files given with --data")
-    x, y = stream_targets(tokens, lengths[-1], tokens_per_point, where) if not documents else (None, None)
+    if not documents and lengths[-1] > len(tokens) - 1:
+        raise ConfigError(f"{where} has {len(tokens)} tokens; evaluation length {lengths[-1]} "
+                          f"needs at least {lengths[-1] + 1}: use shorter --lengths or more data")
+    n = min(max(tokens_per_point, lengths[-1]), len(tokens) - 1)   # the same first n targets at every length
     base = dict(out_dir=out_dir, encoding=model.config.pos_encoding, method=method_label(model),
                 mode="documents" if documents else mode)
     rows, nan, k = [], float("nan"), None
@@ -169,16 +143,20 @@ def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, o
         s = length if mode == "nonoverlap" or documents else (stride or max(1, length // 2))
         if not 1 <= s <= length:
             raise ConfigError(f"--stride must be in [1, length]; got {s} for length {length}")
-        if documents:
-            x, y, k = document_windows(tokens, starts, length, documents)
+        if documents:   # the first `documents` documents of at least length + 1 tokens
+            ends = np.append(starts[1:], len(tokens))
+            windows = [(first, 0) for first in starts[ends - starts > length][:documents]]
+            k = len(windows)
+        else:
+            windows = spans(n, length, s)
         if (model.max_positions is not None and length > model.max_positions) or k == 0:  # no positions, or no document
             rows.append(dict(base, length=length, tokens=0, loss=nan, ppl=nan, bpb=nan, docs=k))
             continue
         with autocast(device, dtype):
-            nll, count = score(model, x, y, length, s, device)
-        loss = nll / count
-        bpt = float(byte_lengths[y.numpy()].sum()) / count if byte_lengths is not None else None
-        rows.append(dict(base, length=length, tokens=count, loss=loss, ppl=math.exp(min(loss, 700)),
+            nll, ids = score(model, tokens, windows, length, device)
+        loss = nll / len(ids)
+        bpt = float(byte_lengths[ids].sum()) / len(ids) if byte_lengths is not None else None
+        rows.append(dict(base, length=length, tokens=len(ids), loss=loss, ppl=math.exp(min(loss, 700)),
                          bpb=bits_per_byte(loss, bpt) or nan, docs=k))
     return rows
 
@@ -209,13 +187,13 @@ def table_lines(rows, key="ppl"):
     return lines
 
 
-def scored_note(n_tokens, split="val"):
-    return (f"{split} perplexity of the first {n_tokens:,} {split} tokens, the same at every length (training's "
+def scored_note(n_tokens):
+    return (f"val perplexity of the first {n_tokens:,} val tokens, the same at every length (training's "
             f"val loss averages random batches, so it differs a little)")
 
 
-def documents_note(limit, split="val"):
-    return (f"per document: the first L tokens of each {split} document at least L + 1 tokens long"
+def documents_note(limit):
+    return (f"per document: the first L tokens of each val document at least L + 1 tokens long"
             f"{f' (at most {limit})' if limit else ''}, averaged over documents; (n) is the number of documents")
 
 
