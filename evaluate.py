@@ -77,7 +77,8 @@ def parse_args(argv):
         raise ConfigError(f"--samples must be >= 1 and --depths numbers in [0, 1], got {opts['samples']}, "
                           f"{opts['depths']}")
     if opts["threads"] < 0:
-        raise ConfigError(f"--threads must be >= 0 (0: one per core that other work leaves idle), got {opts['threads']}")
+        raise ConfigError(f"--threads must be >= 0 (0: one per core that other work leaves idle), "
+                          f"got {opts['threads']}")
     opts["lengths"] = opts["lengths"] or None
     check_overrides(overrides)
     return out_dirs, opts, [dict(overrides, **({"rope_scaling": s} if s else {})) for s in scalings]

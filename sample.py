@@ -72,16 +72,6 @@ def fit_window(model, ckpt, overrides, total, device):
                       f"raw model]")
 
 
-def report(tokens, seconds, decoder, threads):
-    """The one closing line on stderr: tokens/s and how they were decoded."""
-    how = ("compiled static step" if decoder.compiled_steps else "static step" if decoder.static
-           else "reference step (an encoding needs host work per token)")
-    if decoder.compiled_steps:
-        how += f", {decoder.compiled_steps} compiled steps (the first, which compiles, took {decoder.first_step_s:.2f} s)"
-    print(f"[{tokens} tokens in {seconds:.2f} s: {tokens / max(seconds, 1e-9):.1f} tokens/s; {how}"
-          f"{'; ' + threads if threads else ''}]", file=sys.stderr)
-
-
 def streamer(decode, out):
     """on_token for generate: writes each token's text once whole; a byte-level token that ends inside
     a UTF-8 character (decoded as U+FFFD) waits, up to 4 of them, for the rest of it."""
@@ -132,7 +122,14 @@ def main(argv):
             decoder.generate(x, args["max_new_tokens"], args["temperature"], args["top_k"], gen, on_token=printer)
             sys.stdout.write("\n---------------\n")
             sys.stdout.flush()
-    report(args["num_samples"] * args["max_new_tokens"], time.perf_counter() - t, decoder, threads)
+    n, seconds = args["num_samples"] * args["max_new_tokens"], time.perf_counter() - t
+    how = ("compiled static step" if decoder.compiled_steps else "static step" if decoder.static
+           else "reference step (an encoding needs host work per token)")
+    if decoder.compiled_steps:
+        how += (f", {decoder.compiled_steps} compiled steps (the first, which compiles, took "
+                f"{decoder.first_step_s:.2f} s)")
+    how += f"; {threads}" if threads else ""
+    print(f"[{n} tokens in {seconds:.2f} s: {n / max(seconds, 1e-9):.1f} tokens/s; {how}]", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -113,7 +113,8 @@ def write_per_position(curves, report_dir, train_len=None):
         for label, curve in curves.items():
             w.writerows([label, t, f"{v:.6f}"] for t, v in enumerate(curve.tolist()))
     with figure(paths["png"], train_len, xscale="log", xlabel="position in the sequence (1-based)",
-                ylabel="mean loss (nats); thin: each position, thick: log-spaced bins", title="Loss at each position") as ax:
+                ylabel="mean loss (nats); thin: each position, thick: log-spaced bins",
+                title="Loss at each position") as ax:
         for label, curve in curves.items():
             line, = ax.plot(np.arange(1, len(curve) + 1), curve.numpy(), alpha=0.25, linewidth=0.7)  # log-x: from 1
             edges = np.unique(np.geomspace(1, len(curve) + 1, 40).astype(int))

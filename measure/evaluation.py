@@ -170,8 +170,8 @@ def series(rows):
     return out
 
 
-def fmt_num(v):
-    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+def fmt_num(v, spec=".3f"):
+    return "n/a" if math.isnan(v) else f"{v:{spec}}"
 
 
 def table_lines(rows, key="ppl"):
@@ -209,8 +209,7 @@ def write_report(rows, report_dir, train_len=None, title="Perplexity against eva
     with open(paths["csv"], "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         w.writeheader()
-        w.writerows({**r, **{k: fmt_num(r[k]) if math.isnan(r[k]) else f"{r[k]:.6f}" for k in ("loss", "ppl", "bpb")}}
-                    for r in rows)
+        w.writerows({**r, **{k: fmt_num(r[k], ".6f") for k in ("loss", "ppl", "bpb")}} for r in rows)
     tokens = sorted({r["tokens"] for r in rows if r["tokens"] and r["docs"] is None})
     note = [scored_note(tokens[-1] if tokens else 0) + (f"; trained at length {train_len}." if train_len else ".")]
     if any(r["docs"] is not None for r in rows):
@@ -226,9 +225,7 @@ def write_report(rows, report_dir, train_len=None, title="Perplexity against eva
 def figure(path, train_len=None, **axes):
     """Yields the axes of a new figure; on exit marks the training length, sets `axes` (title,
     labels), puts the legend outside the lines and writes the PNG to path."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from positional.plot import plt, save
     fig, ax = plt.subplots(figsize=(10, 5))
     yield ax
     if train_len:
@@ -236,29 +233,24 @@ def figure(path, train_len=None, **axes):
     ax.set(**axes)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)
+
+
+def label(key):
+    out_dir, enc, method, mode = key
+    return f"{os.path.basename(os.path.normpath(out_dir))} ({enc}){'' if method == 'base' else ', ' + method}, {mode}"
 
 
 def plot(rows, path, train_len=None, title=""):
     """Perplexity against length (log-log), a line per (checkpoint, method, mode)."""
     from matplotlib.ticker import NullFormatter, ScalarFormatter
-    groups = series(rows)
-    dirs_of = {}
-    for out_dir, enc, _, _ in groups:
-        dirs_of.setdefault(enc, set()).add(out_dir)
-    several_modes = len({k[3] for k in groups}) > 1
     lengths = sorted({r["length"] for r in rows})
     with figure(path, train_len, title=title, xlabel="evaluation length (tokens)",
                 ylabel="validation perplexity") as ax:
-        for (out_dir, enc, method, mode), by_len in groups.items():
+        for key, by_len in series(rows).items():
             pts = sorted((n, r["ppl"]) for n, r in by_len.items() if not math.isnan(r["ppl"]))
-            name = enc if len(dirs_of[enc]) == 1 else os.path.basename(os.path.normpath(out_dir))
-            name += ("" if method == "base" else f", {method}") + (f" ({mode})" if several_modes else "")
             if pts:
-                ax.plot(*zip(*pts), marker="o", label=name)
+                ax.plot(*zip(*pts), marker="o", label=label(key))
         ax.set_xscale("log", base=2)
         ax.set_xticks(lengths, [str(n) for n in lengths])
         ax.xaxis.set_minor_formatter(NullFormatter())
@@ -279,8 +271,8 @@ def log_wandb(rows, ckpt_config, report_dir, png):
     lengths = sorted({r["length"] for r in rows})
     groups = series(rows)
     ys = [[by_len[n]["ppl"] if n in by_len else math.nan for n in lengths] for by_len in groups.values()]
+    line = wandb.plot.line_series(xs=lengths, ys=ys, keys=[label(k) for k in groups], xname="length",
+                                  title="perplexity against evaluation length")
     run.log({"extrapolation/table": wandb.Table(columns=list(COLUMNS), data=[[r[c] for c in COLUMNS] for r in rows]),
-             "extrapolation/plot": wandb.Image(png),
-             "extrapolation/ppl": wandb.plot.line_series(xs=lengths, ys=ys, keys=[f"{e} {m} ({mo})" for _, e, m, mo in groups],
-                                                         xname="length", title="perplexity against evaluation length")})
+             "extrapolation/plot": wandb.Image(png), "extrapolation/ppl": line})
     run.finish()

@@ -70,7 +70,7 @@ def attention_entropy(model, idx):
     with attention_probe(lambda p: layers.append(-(p * torch.log(p.clamp_min(1e-30))).sum(-1).mean((0, 1)))):
         model(idx)
     if not layers:
-        raise ValueError(f"the {model.config.attention} attention of this model has no attention weights to measure")
+        raise ValueError(f"{model.config.attention} attention has no attention weights to measure")
     return torch.stack(layers).double().mean(0)
 
 

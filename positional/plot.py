@@ -101,7 +101,7 @@ def rope_angles(inv_freq, positions):
 
 
 # ---- figures ----------------------------------------------------------------------------
-def _save(fig, path):
+def save(fig, path):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -117,7 +117,7 @@ def draw_rope_decay(path, head_dim=128, length=1024, bases=(1e4, 1e5, 1e6)):
     ax.set(xlabel="relative distance m", ylabel="(2/d) Σ_i |S_i(m)|",
            title=f"RoPE long-range decay bound (d = {head_dim})")
     ax.legend()
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def draw_expected_logits(path, encodings, length=1024):
@@ -135,7 +135,7 @@ def draw_expected_logits(path, encodings, length=1024):
            title="Expected attention logit against distance, identical q = k ~ N(0, I)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def draw_bias_per_head(path, bias, title):
@@ -145,7 +145,7 @@ def draw_bias_per_head(path, bias, title):
         ax.plot(row.numpy(), label=f"head {h}", lw=1)
     ax.set(xlabel="relative distance i - j", ylabel="bias added to the logit", title=title)
     ax.legend(fontsize=7, ncol=2)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def draw_similarity(path, table, title):
@@ -153,7 +153,7 @@ def draw_similarity(path, table, title):
     im = ax.imshow(cosine_similarity_matrix(table).numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
     fig.colorbar(im, ax=ax, label="cosine similarity")
     ax.set(xlabel="position", ylabel="position", title=title)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def draw_rope_angles(path, head_dim=128, base=10000.0, train_len=1024, factor=4.0):
@@ -174,4 +174,4 @@ def draw_rope_angles(path, head_dim=128, base=10000.0, train_len=1024, factor=4.
     axes[2].set(xlabel="pair index j (high → low frequency)", ylabel="θ'_j / θ_j", yscale="log",
                 title=f"θ'_j / θ_j: 1 extrapolates, 1/{factor:g} interpolates")
     axes[2].legend(fontsize=8)
-    return _save(fig, path)
+    return save(fig, path)
