@@ -18,7 +18,7 @@ import os
 import numpy as np
 import torch
 
-from measure.evaluation import MULTIPLES, figure, window_losses
+from measure.evaluation import MULTIPLES, window_losses
 
 SCORED_TOKENS = 8192      # targets scored per context length
 SEQUENCES = 32            # sequences of length 16 L averaged by per_position_loss
@@ -112,7 +112,8 @@ def write_per_position(curves, report_dir, train_len=None):
         w.writerow(["run", "position", "loss"])
         for label, curve in curves.items():
             w.writerows([label, t, f"{v:.6f}"] for t, v in enumerate(curve.tolist()))
-    with figure(paths["png"], train_len, xscale="log", xlabel="position in the sequence (1-based)",
+    from positional.plot import figure
+    with figure(paths["png"], train_len=train_len, xscale="log", xlabel="position in the sequence (1-based)",
                 ylabel="mean loss (nats); thin: each position, thick: log-spaced bins",
                 title="Loss at each position") as ax:
         for label, curve in curves.items():

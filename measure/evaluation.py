@@ -8,7 +8,6 @@ L targets of each document of at least L + 1 tokens). Every (checkpoint, method,
 the same first N targets of the val split, N = max(tokens_per_point, longest length), and also
 gives bits per byte (data/tokenizer.py), so tokenizers compare.
 """
-import contextlib
 import csv
 import math
 import os
@@ -221,21 +220,6 @@ def write_report(rows, report_dir, train_len=None, title="Perplexity against eva
     return paths
 
 
-@contextlib.contextmanager
-def figure(path, train_len=None, **axes):
-    """Yields the axes of a new figure; on exit marks the training length, sets `axes` (title,
-    labels), puts the legend outside the lines and writes the PNG to path."""
-    from positional.plot import plt, save
-    fig, ax = plt.subplots(figsize=(10, 5))
-    yield ax
-    if train_len:
-        ax.axvline(train_len, color="grey", linestyle=":", label=f"training length {train_len}")
-    ax.set(**axes)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    save(fig, path)
-
-
 def label(key):
     out_dir, enc, method, mode = key
     return f"{os.path.basename(os.path.normpath(out_dir))} ({enc}){'' if method == 'base' else ', ' + method}, {mode}"
@@ -244,8 +228,9 @@ def label(key):
 def plot(rows, path, train_len=None, title=""):
     """Perplexity against length (log-log), a line per (checkpoint, method, mode)."""
     from matplotlib.ticker import NullFormatter, ScalarFormatter
+    from positional.plot import figure
     lengths = sorted({r["length"] for r in rows})
-    with figure(path, train_len, title=title, xlabel="evaluation length (tokens)",
+    with figure(path, train_len=train_len, title=title, xlabel="evaluation length (tokens)",
                 ylabel="validation perplexity") as ax:
         for key, by_len in series(rows).items():
             pts = sorted((n, r["ppl"]) for n, r in by_len.items() if not math.isnan(r["ppl"]))

@@ -20,7 +20,8 @@ from training import checkpoint
 import model as model_module
 from training.cli import fail, help_text, parse
 from measure.compare_report import draw_all
-from measure.evaluation import figure, validation_tokens
+from measure.evaluation import validation_tokens
+from positional.plot import figure
 
 OPTIONS = {
     "out": "plots",                   # the folder of the pictures
@@ -98,8 +99,8 @@ def entropy_curves(out_dirs, length, data_dir="", batch=4):
 
 
 def draw_entropy(path, curves, train_len):
-    with figure(path, train_len, xscale="log", xlabel="query position", ylabel="mean attention entropy (nats)",
-                title="Attention entropy against query position") as ax:
+    with figure(path, train_len=train_len, xscale="log", xlabel="query position",
+                ylabel="mean attention entropy (nats)", title="Attention entropy against query position") as ax:
         for label, h in curves.items():
             ax.plot(range(1, len(h) + 1), h.numpy(), label=label, lw=1)
     return path

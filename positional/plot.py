@@ -2,6 +2,7 @@
 ALiBi papers show them), and the figures. Encodings are asked through their hooks, never by name,
 so a new one in positional.REGISTRY is drawn unchanged; python -m measure.plots is the command line.
 """
+import contextlib
 import math
 import os
 
@@ -109,43 +110,49 @@ def save(fig, path):
     return path
 
 
+@contextlib.contextmanager
+def figure(path, figsize=(10, 5), train_len=None, **axes):
+    """Yields the axes of a new figure; on exit marks the training length, sets `axes` (ax.set's
+    keywords), puts the legend right of the lines and writes the PNG to path."""
+    fig, ax = plt.subplots(figsize=figsize)
+    yield ax
+    if train_len:
+        ax.axvline(train_len, color="grey", linestyle=":", label=f"training length {train_len}")
+    ax.set(**axes)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    save(fig, path)
+
+
 def draw_rope_decay(path, head_dim=128, length=1024, bases=(1e4, 1e5, 1e6)):
     m = torch.arange(length)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for base in bases:
-        ax.plot(m.numpy(), rope_decay_bound(m, head_dim, base).numpy(), label=f"base {base:g}", lw=1)
-    ax.set(xlabel="relative distance m", ylabel="(2/d) Σ_i |S_i(m)|",
-           title=f"RoPE long-range decay bound (d = {head_dim})")
-    ax.legend()
-    return save(fig, path)
+    with figure(path, (8, 4), xlabel="relative distance m", ylabel="(2/d) Σ_i |S_i(m)|",
+                title=f"RoPE long-range decay bound (d = {head_dim})") as ax:
+        for base in bases:
+            ax.plot(m.numpy(), rope_decay_bound(m, head_dim, base).numpy(), label=f"base {base:g}", lw=1)
+    return path
 
 
 def draw_expected_logits(path, encodings, length=1024):
-    """encodings: {label: (PositionalEncoding, head_dim)}. Drawn relative to distance 0,
-    so that heads of different widths (sqrt(D) at distance 0) share one axis. Encodings whose
-    scores read the layer input (FoX's gates) have no logit without that input and are left out."""
-    fig, ax = plt.subplots(figsize=(8.5, 4.5))
-    for label, (pe, head_dim) in encodings.items():
-        if isinstance(pe, FoX):
-            continue
-        curve = expected_logits(pe, length, head_dim)
-        ax.plot((curve - curve[0]).numpy(), label=f"{label}, D={head_dim}", lw=1)
-    ax.set_yscale("symlog", linthresh=4)  # linear near 0; ALiBi's straight fall stays on the page
-    ax.set(xlabel="relative distance m = i - j", ylabel="E[logit(m)] - E[logit(0)]",
-           title="Expected attention logit against distance, identical q = k ~ N(0, I)")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    return save(fig, path)
+    """encodings: {label: (PositionalEncoding, head_dim)}. Drawn relative to distance 0, so that heads
+    of different widths (sqrt(D) at distance 0) share one axis. Encodings whose scores read the layer
+    input (FoX's gates) have no logit without that input and are left out."""
+    with figure(path, (8.5, 4.5), xlabel="relative distance m = i - j", ylabel="E[logit(m)] - E[logit(0)]",
+                title="Expected attention logit against distance, identical q = k ~ N(0, I)") as ax:
+        for label, (pe, head_dim) in encodings.items():
+            if not isinstance(pe, FoX):
+                curve = expected_logits(pe, length, head_dim)
+                ax.plot((curve - curve[0]).numpy(), label=f"{label}, D={head_dim}", lw=1)
+        ax.set_yscale("symlog", linthresh=4)  # linear near 0; ALiBi's straight fall stays on the page
+    return path
 
 
 def draw_bias_per_head(path, bias, title):
     """bias: (H, n) from bias_by_distance."""
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for h, row in enumerate(bias):
-        ax.plot(row.numpy(), label=f"head {h}", lw=1)
-    ax.set(xlabel="relative distance i - j", ylabel="bias added to the logit", title=title)
-    ax.legend(fontsize=7, ncol=2)
-    return save(fig, path)
+    with figure(path, (8, 4), xlabel="relative distance i - j", ylabel="bias added to the logit", title=title) as ax:
+        for h, row in enumerate(bias):
+            ax.plot(row.numpy(), label=f"head {h}", lw=1)
+    return path
 
 
 def draw_similarity(path, table, title):
