@@ -16,15 +16,14 @@ import math
 import os
 
 import numpy as np
-import torch
 
-from measure.evaluation import MULTIPLES, window_losses
+from measure.evaluation import MULTIPLES, TOKENS_PER_POINT, window_losses
 
-SCORED_TOKENS = 8192      # targets scored per context length
 SEQUENCES = 32            # sequences of length 16 L averaged by per_position_loss
 
 
-def context_gain(model, tokens, base_len, multiples=MULTIPLES, stride=0, scored_tokens=SCORED_TOKENS, device="cpu"):
+def context_gain(model, tokens, base_len, multiples=MULTIPLES, stride=0, scored_tokens=TOKENS_PER_POINT,
+                 device="cpu"):
     """Rows {"context", "stride", "tokens", "loss", "ppl", "gain"}, one per context C =
     m * base_len, all scoring the same targets. stride: default base_len // 2, in [1, base_len].
     Contexts past the encoding's positions get nan rows."""
@@ -64,7 +63,7 @@ def per_position_loss(model, tokens, length, sequences=SEQUENCES, device="cpu"):
     return window_losses(model, tokens, [k * length for k in range(n)], length, device).mean(0), n
 
 
-def measure(model, tokens, base_len, gain=True, per_position=True, scored_tokens=SCORED_TOKENS,
+def measure(model, tokens, base_len, gain=True, per_position=True, scored_tokens=TOKENS_PER_POINT,
             sequences=SEQUENCES, device="cpu"):
     """{"gain": context_gain rows or None, "curve": per_position_loss curve at 16 base_len over
     `sequences` sequences, or None (also where the positions end before that)}. The caller sets autocast."""

@@ -93,8 +93,9 @@ def entropy_curves(out_dirs, length, data_dir="", batch=4):
             if model.max_positions is not None and length > model.max_positions:
                 raise ValueError(f"{d}: the {model.pos_name} encoding knows {model.max_positions} positions; "
                                  f"lower --length")
-            label = f"{os.path.basename(os.path.normpath(d))} ({model.pos_name}{' ssmax' if model.config.ssmax else ''})"
-            curves[label + suffix] = attention_entropy(model, idx)
+            tag = " ssmax" if model.config.ssmax else ""
+            name = f"{os.path.basename(os.path.normpath(d))} ({model.pos_name}{tag}){suffix}"
+            curves[name] = attention_entropy(model, idx)
     return curves, train_len
 
 
