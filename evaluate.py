@@ -1,4 +1,4 @@
-"""Perplexity against evaluation length, past the training length (evaluation.py has the
+"""Perplexity against evaluation length, past the training length (measure/evaluation.py has the
 method: Press et al. 2022, "Train Short, Test Long", https://arxiv.org/abs/2108.12409).
 
     python evaluate.py out-rope out-alibi                        # 1, 2, 4, 8, 16 x block_size
@@ -10,12 +10,9 @@ method: Press et al. 2022, "Train Short, Test Long", https://arxiv.org/abs/2108.
     python evaluate.py out-code --documents=200                  # per document: the first L tokens of each
     python evaluate.py out-code --data=my_src/ --documents=100   # your files, with the checkpoint's tokenizer
 
-Every point scores the first tokens_per_point tokens of the split, the same at every length.
-The model is the checkpoint's: only evaluation-time keys (config.EVAL_KEYS, --attention_kernel=flex
-among them) may override it;
---rope_scaling takes a comma list ("base": none). Writes extrapolation.{csv,md,png} to
---report_dir (--overwrite=True to replace an earlier one); --context_gain and --per_position add
-context_use.py's measures. docs/extrapolation.md says more.
+The model is the checkpoint's; only evaluation-time keys (config.EVAL_KEYS) may override it, and
+--rope_scaling takes a comma list ("base": none). Writes extrapolation.{csv,md,png} to --report_dir
+(--overwrite=True replaces an earlier one). docs/extrapolation.md says more.
 """
 import os
 import sys
@@ -23,11 +20,12 @@ import sys
 from training import checkpoint
 from training import cpu_threads
 import positional
-from training.cli import autocast, fail, help_text, parse, pick_device, pick_dtype
+from training.cli import as_list, autocast, fail, help_text, parse, pick_device, pick_dtype
 from training.config import ConfigError, coerce, eval_key, model_config
-from measure.evaluation import (MULTIPLES, TOKENS_PER_POINT, check_overrides, evaluate_checkpoint, fmt_num, log_wandb,
-                                method_label, report_paths, scored_note, documents_note, table_lines,
-                                validation_tokens, write_report)
+from measure import context_use
+from measure.evaluation import (MULTIPLES, TOKENS_PER_POINT, check_overrides, documents_note, evaluate_checkpoint,
+                                fmt_num, log_wandb, report_paths, scored_note, table_lines, validation_tokens,
+                                write_report)
 from tasks import report as task_report, score as task_score
 
 OPTIONS = {
@@ -38,7 +36,6 @@ OPTIONS = {
     "device": "auto",                 # auto: cuda, then mps, then cpu
     "dtype": "auto",                  # auto: bfloat16 on CUDA where supported, else float32
     "data_dir": "",                   # where the dataset is; "": the one recorded in the checkpoint
-    "split": "val",                   # train or val
     "report_dir": "",                 # where the report goes; "": the first checkpoint's folder
     "overwrite": False,               # replace the report of an earlier call
     "wandb_log": False,               # log the curve to wandb, in the training run's group
@@ -62,19 +59,16 @@ def parse_args(argv):
     """-> (out_dirs, options, methods); methods: one overrides dict per --rope_scaling entry."""
     doc = lambda: help_text(__doc__, USAGE, OPTIONS, [sys.modules[__name__]], eval_keys=True)  # noqa: E731
     opts, overrides, out_dirs = parse(argv, OPTIONS, model_key, positionals=True, doc=doc)
-    scalings = [""]
-    if isinstance(overrides.get("rope_scaling"), dict):   # a Hugging Face style dict: its method and settings
+    scalings = overrides.pop("rope_scaling", "")
+    if isinstance(scalings, dict):   # a Hugging Face style dict: its method and settings
         from positional.rope_scaling.hf import from_hf
-        kind, flat = from_hf(overrides.pop("rope_scaling"))
+        kind, flat = from_hf(scalings)
         overrides.update({k: coerce(k, v) for k, v in flat.items()})
         scalings = [kind]
-    elif "rope_scaling" in overrides:
-        raw = next(a for a in argv if a.startswith("--rope_scaling=")).split("=", 1)[1]
-        scalings = ["" if s.strip() in ("base", "none", "") else s.strip() for s in raw.split(",")]
-        for s in scalings:
-            if s and s not in positional.SCALINGS:
-                raise ConfigError(f"unknown rope_scaling {s!r}; valid: base, {', '.join(positional.SCALINGS)}")
-        del overrides["rope_scaling"]
+    scalings = ["" if s in ("base", "none") else s for s in as_list(scalings)] or [""]
+    for s in scalings:
+        if s and s not in positional.SCALINGS:
+            raise ConfigError(f"unknown rope_scaling {s!r}; valid: base, {', '.join(positional.SCALINGS)}")
     if not out_dirs:
         raise ConfigError("give one or more checkpoint folders: python evaluate.py out-rope out-alibi")
     if any(not isinstance(n, int) or isinstance(n, bool) for n in opts["lengths"]):
@@ -82,51 +76,53 @@ def parse_args(argv):
     if opts["samples"] < 1 or any(not isinstance(x, (int, float)) or not 0 <= x <= 1 for x in opts["depths"]):
         raise ConfigError(f"--samples must be >= 1 and --depths numbers in [0, 1], got {opts['samples']}, "
                           f"{opts['depths']}")
+    if opts["threads"] < 0:
+        raise ConfigError(f"--threads must be >= 0 (0: one per core that other work leaves idle), "
+                          f"got {opts['threads']}")
     opts["lengths"] = opts["lengths"] or None
     check_overrides(overrides)
-    methods = [dict(overrides, **({"rope_scaling": s} if s else {})) for s in scalings]
-    return out_dirs, opts, methods
+    return out_dirs, opts, [dict(overrides, **({"rope_scaling": s} if s else {})) for s in scalings]
 
 
-def context_reports(ckpts, methods, opts, device, dtype, report_dir):
-    """--context_gain / --per_position: context_use's measures for each (checkpoint, method)
-    on the split's tokens, written to report_dir. Returns the paths written."""
-    from measure import context_use
-    gains, curves, lens = {}, {}, set()
+def check(ckpts, methods):
+    """Every override on every checkpoint, and every --rope_scaling on at least one, before anything is scored."""
+    base = {k: v for k, v in methods[0].items() if k != "rope_scaling"}
+    for c in ckpts.values():
+        model_config(c["model_args"], base, strict=False)
+    for kind in {m.get("rope_scaling") for m in methods} - {None}:
+        if all(positional.scaling_problem(c["model_args"]["pos_encoding"], kind) for c in ckpts.values()):
+            takers = ", ".join(n for n in positional.REGISTRY if positional.scaling_problem(n, kind) is None)
+            raise ConfigError(f"--rope_scaling={kind} needs a checkpoint of {takers}; none of "
+                              f"{', '.join(ckpts)} is one: drop it from --rope_scaling")
+
+
+def evaluate_all(ckpts, methods, opts, budget, device, dtype):
+    """(rows, {label: context gain rows}, {label: per-position curve}) of every (checkpoint, method)."""
+    rows, gains, curves = [], {}, {}
     for d, ckpt in ckpts.items():
-        block = ckpt["model_args"]["block_size"]
-        tokens, _ = validation_tokens(ckpt, opts["data_dir"] or None, opts["split"])
         for overrides in methods:
-            kind = overrides.get("rope_scaling")
-            if kind and positional.scaling_problem(ckpt["model_args"]["pos_encoding"], kind) is not None:
+            kind, enc = overrides.get("rope_scaling"), ckpt["model_args"]["pos_encoding"]
+            if kind and positional.scaling_problem(enc, kind) is not None:
+                print(f"note: {d} ({enc}) does not take rope_scaling={kind}; skipped for it", file=sys.stderr)
                 continue
-            model = checkpoint.build_model(ckpt, overrides, device, strict=False)
-            label = f"{os.path.basename(os.path.normpath(d))} {method_label(model)}"
-            lens = lens | {block}
-            with autocast(device, dtype):
-                got = context_use.measure(model, tokens, block, opts["context_gain"], opts["per_position"],
-                                          opts["tokens_per_point"], device=device)
-            if got["gain"] is not None:
-                gains[label] = got["gain"]
-            if got["curve"] is not None:
-                curves[label] = got["curve"]
-    paths = []
-    if gains:
-        paths += context_use.write_context_gain(gains, report_dir).values()
-        print("\n" + "\n".join(context_use.gain_table_lines(gains)))
-    if curves:
-        paths += context_use.write_per_position(curves, report_dir, lens.pop() if len(lens) == 1 else None).values()
-    return paths
-
-
-def score_tasks(ckpts, opts, methods, device, report_dir):
-    """Task checkpoints: accuracy against length (tasks/score.py), written as task_scores.*."""
-    if len(methods) > 1:
-        raise ConfigError("task checkpoints are scored with one setting at a time: give one --rope_scaling")
-    out = task_score.score_checkpoints(list(ckpts), methods[0], opts["lengths"], opts["samples"], opts["depths"],
-                                       device, ckpts)
-    print(f"wrote {task_report.write_scores(out, report_dir)}")
-    return out
+            new = evaluate_checkpoint(d, opts["lengths"], opts["mode"], opts["stride"] or None, overrides, budget,
+                                      device, opts["data_dir"] or None, dtype, ckpt=ckpt,
+                                      documents=opts["documents"], data_path=opts["data"])
+            for r in new:
+                docs = f", {r['docs']} documents" if r["docs"] is not None else ""
+                print(f"{d:>20} {r['encoding']:>10} {r['method']:>24} {r['length']:>6}: loss {fmt_num(r['loss'])}, "
+                      f"ppl {fmt_num(r['ppl'])}, bits/byte {fmt_num(r['bpb'])}{docs}", flush=True)
+            rows += new
+            if opts["context_gain"] or opts["per_position"]:   # context_use.py's measures, on the val tokens
+                model = checkpoint.build_model(ckpt, overrides, device, strict=False)
+                tokens, _ = validation_tokens(ckpt, opts["data_dir"] or None)
+                with autocast(device, dtype):
+                    got = context_use.measure(model, tokens, ckpt["model_args"]["block_size"], opts["context_gain"],
+                                              opts["per_position"], opts["tokens_per_point"], device=device)
+                label = f"{os.path.basename(os.path.normpath(d))} {new[0]['method']}"
+                gains.update({label: got["gain"]} if got["gain"] is not None else {})
+                curves.update({label: got["curve"]} if got["curve"] is not None else {})
+    return rows, gains, curves
 
 
 def main(argv):
@@ -144,56 +140,33 @@ def main(argv):
                               f"or replace it with --overwrite=True")
         device = pick_device(opts["device"])
         dtype = pick_dtype(opts["dtype"], device.split(":")[0])
-        if all(on_task):
-            return score_tasks(ckpts, opts, methods, device, report_dir)
-        base = {k: v for k, v in methods[0].items() if k != "rope_scaling"}
-        for c in ckpts.values():
-            model_config(c["model_args"], base, strict=False)  # every override checked before anything is scored
-        encodings = {d: c["model_args"]["pos_encoding"] for d, c in ckpts.items()}
-        for kind in {m.get("rope_scaling") for m in methods} - {None}:
-            if not any(positional.scaling_problem(e, kind) is None for e in encodings.values()):
-                takers = ", ".join(n for n in positional.REGISTRY if positional.scaling_problem(n, kind) is None)
-                raise ConfigError(f"--rope_scaling={kind} needs a checkpoint of {takers}; none of "
-                                  f"{', '.join(out_dirs)} is one: drop it from --rope_scaling")
-        per_dir = {d: opts["lengths"] or [m * c["model_args"]["block_size"] for m in MULTIPLES]
-                   for d, c in ckpts.items()}
-        budget = max([opts["tokens_per_point"]] + [max(v) for v in per_dir.values()])  # the same tokens for all
-        if opts["threads"] < 0:
-            raise ConfigError(f"--threads must be >= 0 (0: one per core that other work leaves idle), "
-                              f"got {opts['threads']}")
+        if all(on_task):   # accuracy against length (tasks/score.py)
+            if len(methods) > 1:
+                raise ConfigError("task checkpoints are scored with one setting at a time: give one --rope_scaling")
+            out = task_score.score_checkpoints(list(ckpts), methods[0], opts["lengths"], opts["samples"],
+                                               opts["depths"], device, ckpts)
+            print(f"wrote {task_report.write_scores(out, report_dir)}")
+            return out
+        check(ckpts, methods)
+        blocks = {c["model_args"]["block_size"] for c in ckpts.values()}
+        budget = max(opts["tokens_per_point"], *(opts["lengths"] or [MULTIPLES[-1] * b for b in blocks]))  # same tokens
         threads = cpu_threads.choose(opts["threads"], device)
-        note = documents_note(opts["documents"], opts["split"]) if opts["documents"] else scored_note(budget, opts["split"])
+        note = documents_note(opts["documents"]) if opts["documents"] else scored_note(budget)
         print(f"evaluating on {device} ({dtype}{'; ' + threads if threads else ''}): {note}", flush=True)
-        rows = []
-        for d in out_dirs:
-            for overrides in methods:
-                kind = overrides.get("rope_scaling")
-                if kind and positional.scaling_problem(encodings[d], kind) is not None:
-                    print(f"note: {d} ({encodings[d]}) does not take rope_scaling={kind}; skipped for it",
-                          file=sys.stderr)
-                    continue
-                new = evaluate_checkpoint(d, per_dir[d], opts["mode"], opts["stride"] or None, overrides, budget,
-                                          device, opts["data_dir"] or None, opts["split"], dtype, ckpt=ckpts[d],
-                                          documents=opts["documents"], data_path=opts["data"])
-                for r in new:
-                    docs = f", {r['docs']} documents" if r["docs"] is not None else ""
-                    print(f"{d:>20} {r['encoding']:>10} {r['method']:>24} {r['length']:>6}: loss {fmt_num(r['loss'])}, "
-                          f"ppl {fmt_num(r['ppl'])}, bits/byte {fmt_num(r['bpb'])}{docs}", flush=True)
-                rows += new
+        rows, gains, curves = evaluate_all(ckpts, methods, opts, budget, device, dtype)
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         fail(e)
-    train_lens = {c["model_args"]["block_size"] for c in ckpts.values()}
-    paths = write_report(rows, report_dir, train_lens.pop() if len(train_lens) == 1 else None,
-                         title=f"Perplexity against evaluation length ({opts['mode']})")
+    train_len = blocks.pop() if len(blocks) == 1 else None
+    paths = write_report(rows, report_dir, train_len, title=f"Perplexity against evaluation length ({opts['mode']})")
     print("\n" + "\n".join(table_lines(rows)))
     print(f"\n({note})\nwrote {paths['md']}, {paths['csv']}, {paths['png']}")
     if opts["wandb_log"]:
         log_wandb(rows, next(iter(ckpts.values()))["config"], report_dir, paths["png"])
-    if opts["context_gain"] or opts["per_position"]:
-        try:
-            print("wrote " + ", ".join(context_reports(ckpts, methods, opts, device, dtype, report_dir)))
-        except (ValueError, RuntimeError) as e:
-            fail(e)
+    if gains:
+        print("\n" + "\n".join(context_use.gain_table_lines(gains)))
+        print("wrote " + ", ".join(context_use.write_context_gain(gains, report_dir).values()))
+    if curves:
+        print("wrote " + ", ".join(context_use.write_per_position(curves, report_dir, train_len).values()))
     return rows
 
 

@@ -2,16 +2,13 @@
 
     python sample.py --out_dir=out-rope --start="ROMEO:" --max_new_tokens=2000
     python sample.py --out_dir=out-alibi --start=FILE:prompt.txt --num_samples=3 --temperature=0.8
-
     python sample.py --out_dir=out-rope --rope_scaling=yarn --rope_factor=4    # RoPE extension
     python sample.py --out_dir=out-alibi --window=256 --sinks=4 --max_new_tokens=100000
     python sample.py --out_dir=out-rope --max_new_tokens=2000 --window=0       # the raw model past its length
 
-The model is the checkpoint's: only evaluation-time keys (config.EVAL_KEYS) may be given.
-Decoding runs model.py's static step (--compile=True compiles it once). Past the training
-block_size every token attends to the last block_size tokens unless --window is given
-(--window=0: the raw model); an encoding with a position table re-encodes a sliding window.
-The tokenizer comes from the checkpoint. docs/sampling.md says more.
+The model and tokenizer are the checkpoint's: only evaluation-time keys (config.EVAL_KEYS) may be
+given. Past the training block_size every token attends to the last block_size tokens unless
+--window is given (--window=0: the raw model). docs/sampling.md says more.
 """
 import sys
 import time
@@ -55,10 +52,8 @@ def parse_args(argv):
 
 def fit_window(model, ckpt, overrides, total, device):
     """(model, note): past the training length the model is rebuilt with window = the training
-    block_size, unless the user chose a window (--window=0: none), whatever its encoding.
-    note: one line saying what happens past the length, or None."""
-    trained = ckpt["model_args"]["block_size"]
-    limit = model.max_positions
+    block_size unless the user chose a window (--window=0: none); note says so, or is None."""
+    trained, limit = ckpt["model_args"]["block_size"], model.max_positions
     if limit is not None and total > limit:
         return model, (f"[{model.pos_name} knows only {limit} positions: past them, each token is predicted from "
                        f"the last {limit} tokens, re-encoded at positions 0..{limit - 1} (no KV cache)]")
@@ -77,21 +72,9 @@ def fit_window(model, ckpt, overrides, total, device):
                       f"raw model]")
 
 
-def report(tokens, seconds, decoder, threads):
-    """The one closing line on stderr: tokens/s and how they were decoded."""
-    how = ("compiled static step" if decoder.compiled_steps else "static step" if decoder.static
-           else "reference step (an encoding needs host work per token)")
-    where = f"; {threads}" if threads else ""
-    compiled = (f", {decoder.compiled_steps} compiled steps (the first, which compiles, took "
-                f"{decoder.first_step_s:.2f} s)" if decoder.compiled_steps else "")
-    print(f"[{tokens} tokens in {seconds:.2f} s: {tokens / max(seconds, 1e-9):.1f} tokens/s; {how}{compiled}{where}]",
-          file=sys.stderr)
-
-
 def streamer(decode, out):
-    """on_token for generate: writes each token's text as soon as it is whole. A byte-level token can
-    end inside a UTF-8 character (decode gives U+FFFD for the part); such tokens wait, up to 4 of them,
-    for the rest of the character."""
+    """on_token for generate: writes each token's text once whole; a byte-level token that ends inside
+    a UTF-8 character (decoded as U+FFFD) waits, up to 4 of them, for the rest of it."""
     pending = []
 
     def write(tok):
@@ -139,7 +122,14 @@ def main(argv):
             decoder.generate(x, args["max_new_tokens"], args["temperature"], args["top_k"], gen, on_token=printer)
             sys.stdout.write("\n---------------\n")
             sys.stdout.flush()
-    report(args["num_samples"] * args["max_new_tokens"], time.perf_counter() - t, decoder, threads)
+    n, seconds = args["num_samples"] * args["max_new_tokens"], time.perf_counter() - t
+    how = ("compiled static step" if decoder.compiled_steps else "static step" if decoder.static
+           else "reference step (an encoding needs host work per token)")
+    if decoder.compiled_steps:
+        how += (f", {decoder.compiled_steps} compiled steps (the first, which compiles, took "
+                f"{decoder.first_step_s:.2f} s)")
+    how += f"; {threads}" if threads else ""
+    print(f"[{n} tokens in {seconds:.2f} s: {n / max(seconds, 1e-9):.1f} tokens/s; {how}]", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ the library behind evaluate.py and compare.py (docs/extrapolation.md).
 Modes: nonoverlap (windows of the length L, every token scored); sliding (windows advance by
 the stride s, only their last s tokens scored); documents=N (the YaRN authors' eval: the first
 L targets of each document of at least L + 1 tokens). Every (checkpoint, method, length) scores
-the same first N targets of the split, N = max(tokens_per_point, longest length). Every row
-also gives bits per byte (data/tokenizer.py), so tokenizers compare.
+the same first N targets of the val split, N = max(tokens_per_point, longest length), and also
+gives bits per byte (data/tokenizer.py), so tokenizers compare.
 """
 import csv
 import math
@@ -18,7 +18,7 @@ from torch.nn import functional as F
 
 from training import checkpoint
 from training.cli import autocast
-from training.config import ConfigError
+from training.config import FIELDS, Config, ConfigError
 from data.loader import TokenData
 from data.tokenizer import bits_per_byte, describe_tokenizer, token_byte_lengths, tokenizer_entry
 
@@ -29,34 +29,35 @@ COLUMNS = ("out_dir", "encoding", "method", "mode", "length", "tokens", "loss", 
 
 
 def spans(n, length, stride):
-    """Windows of `length` tokens covering the targets [0, n) (n >= length), each scoring
-    the targets from its third element on, none twice: [(start, end, first_scored), ...]."""
+    """Windows of `length` tokens covering the targets [0, n) (n >= length), each advancing by
+    `stride` and scoring its targets from an offset on, none twice: [(start, offset), ...]."""
     out, scored, end = [], 0, length
     while scored < n:
         end = min(end, n)
-        out.append((end - length, end, scored))
+        out.append((end - length, scored - end + length))
         scored, end = end, end + stride
     return out
 
 
 @torch.no_grad()
-def score(model, x, y, length, stride, device="cpu", batch_tokens=BATCH_TOKENS):
-    """Summed negative log-likelihood of the targets y[0:n] (n = len(y)), predicted from
-    windows of x (the same tokens shifted by one). Returns (nll_sum, n_scored)."""
-    windows = spans(len(y), length, stride)
+def window_losses(model, tokens, starts, length, device="cpu", batch_tokens=BATCH_TOKENS):
+    """(len(starts), length) float64 losses: tokens[s:s+length] predicting tokens[s+1:s+length+1], each s."""
     per_batch = max(1, batch_tokens // length)
-    total, count = 0.0, 0
-    for b in range(0, len(windows), per_batch):
-        chunk = windows[b:b + per_batch]
-        xb = torch.stack([x[s:e] for s, e, _ in chunk]).to(device)             # (b, L)
-        yb = torch.stack([y[s:e] for s, e, _ in chunk]).to(device)             # (b, L)
-        logits, _ = model(xb)                                                   # (b, L, V)
-        nll = F.cross_entropy(logits.float().transpose(1, 2), yb, reduction="none")   # (b, L)
-        offset = torch.tensor([first - s for s, _, first in chunk], device=device)
-        keep = torch.arange(length, device=device)[None, :] >= offset[:, None]       # (b, L)
-        total += nll[keep].sum().item()
-        count += int(keep.sum())
-    return total, count
+    out = []
+    for b in range(0, len(starts), per_batch):
+        seq = torch.from_numpy(np.stack([np.asarray(tokens[s:s + length + 1], dtype=np.int64)
+                                         for s in starts[b:b + per_batch]])).to(device)          # (b, L + 1)
+        logits, _ = model(seq[:, :-1])                                                            # (b, L, V)
+        out.append(F.cross_entropy(logits.float().transpose(1, 2), seq[:, 1:], reduction="none").double().cpu())
+    return torch.cat(out)
+
+
+def score(model, tokens, windows, length, device="cpu", batch_tokens=BATCH_TOKENS):
+    """(summed loss, ids of the targets scored) of windows [(start, offset)]: each window
+    tokens[start:start+length] predicts the next tokens, scored from `offset` on."""
+    nll = window_losses(model, tokens, [s for s, _ in windows], length, device, batch_tokens)      # (n, L)
+    keep = torch.arange(length)[None, :] >= torch.tensor([o for _, o in windows])[:, None]
+    return nll[keep].sum().item(), np.concatenate([tokens[s + 1 + o:s + 1 + length] for s, o in windows])
 
 
 def method_label(model):
@@ -75,22 +76,19 @@ def check_overrides(overrides):
                           f"got {overrides['window']}")
 
 
-def validation_tokens(ckpt, data_dir, split):
-    """The split's tokens as the memmap (np.uint16) and the TokenData it comes from; the
-    dataset is found as checkpoint.dataset_dir says (data_dir as given, else the recorded one)."""
+def validation_tokens(ckpt, data_dir, split="val"):
+    """(the split's tokens, its TokenData) of the checkpoint's dataset (checkpoint.dataset_dir)."""
     data = TokenData(checkpoint.dataset_dir(ckpt, data_dir))
-    if split not in data.splits:
-        raise ConfigError(f"unknown split {split!r}; use train or val")
     return data.splits[split], data
 
 
-def eval_text(ckpt, data_dir=None, split="val", path=""):
-    """(tokens, starts, byte_lengths, where): the token ids to score (np array), the offset of each
-    document's first token (None where unknown), the bytes of each id (None where unknown) and a
-    name for messages. From `path` when given (comma-separated files or folders, tokenized with
-    the checkpoint's tokenizer, or one dataset folder prepared with it), else the checkpoint's dataset."""
+def eval_text(ckpt, data_dir=None, path=""):
+    """(tokens, starts, byte_lengths, where): the ids to score, each document's first offset and
+    each id's bytes (None where unknown) and a name for messages. From `path` when given (files or
+    folders, comma-separated, tokenized with the checkpoint's tokenizer; or one dataset folder
+    prepared with it), else the checkpoint's validation split."""
     entry = ckpt.get("tokenizer")
-    if path and not os.path.isfile(os.path.join(path, f"{split}.bin")):
+    if path and not os.path.isfile(os.path.join(path, "val.bin")):
         from data.documents import encode_documents, find_files, read_documents
         if entry is None:
             raise ConfigError("this checkpoint carries no tokenizer, so --data cannot be tokenized; retrain it with "
@@ -99,37 +97,23 @@ def eval_text(ckpt, data_dir=None, split="val", path=""):
         ids = encode_documents(entry, docs)
         starts = np.concatenate([[0], np.cumsum([len(a) for a in ids])[:-1]]).astype(np.int64)
         return np.concatenate(ids), starts, token_byte_lengths(entry), f"--data {path}"
-    data = TokenData(path) if path else validation_tokens(ckpt, data_dir, split)[1]
-    if split not in data.splits:
-        raise ConfigError(f"unknown split {split!r}; use train or val")
+    data = TokenData(path or checkpoint.dataset_dir(ckpt, data_dir))
     if path and entry is not None and tokenizer_entry(data.meta) != entry:
         raise ConfigError(f"{path} was prepared with another tokenizer ({describe_tokenizer(tokenizer_entry(data.meta))})"
                           f" than the checkpoint's ({describe_tokenizer(entry)}); give --data the raw files to "
                           f"tokenize them with the checkpoint's")
-    starts = data.docs[split] if data.docs is not None else None
-    return data.splits[split], starts, token_byte_lengths(entry or tokenizer_entry(data.meta)), f"{split}.bin in {data.dir}"
-
-
-def document_windows(tokens, starts, length, limit=0):
-    """(x, y, k): the first `length` tokens of each of the first `limit` documents (0: all) that
-    hold at least length + 1 tokens, back to back, and the targets after each (int64 tensors);
-    k documents. score(model, x, y, length, length) then scores each document's window alone."""
-    ends = np.append(starts[1:], len(tokens))
-    firsts = starts[ends - starts > length][:limit or None]
-    x = np.concatenate([tokens[s:s + length] for s in firsts] or [np.zeros(0)]).astype(np.int64)
-    y = np.concatenate([tokens[s + 1:s + 1 + length] for s in firsts] or [np.zeros(0)]).astype(np.int64)
-    return torch.from_numpy(x), torch.from_numpy(y), len(firsts)
+    starts = data.docs["val"] if data.docs is not None else None
+    return data.splits["val"], starts, token_byte_lengths(entry or tokenizer_entry(data.meta)), f"val.bin in {data.dir}"
 
 
 def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, overrides=None,
-                        tokens_per_point=TOKENS_PER_POINT, device="cpu", data_dir=None, split="val",
-                        dtype="float32", ckpt=None, documents=0, data_path=""):
-    """Rows (dicts with COLUMNS) of loss, perplexity and bits per byte for each evaluation length.
-    lengths: default MULTIPLES x the checkpoint's block_size. overrides: model keys or
-    encoding settings, e.g. {"rope_scaling": "yarn", "rope_factor": 4.0} or {"window": 64}.
-    stride (sliding mode): default length // 2; must be in [1, length]. dtype: a name of
-    cli.DTYPES (autocast). ckpt: the checkpoint of out_dir when already loaded. documents: N > 0
-    scores per document (at most N documents; mode is then "documents"). data_path: eval_text's path."""
+                        tokens_per_point=TOKENS_PER_POINT, device="cpu", data_dir=None, dtype="float32", ckpt=None,
+                        documents=0, data_path=""):
+    """Rows (dicts with COLUMNS) of loss, perplexity and bits per byte for each evaluation length
+    (default MULTIPLES x block_size). overrides: evaluation-time model keys, e.g. {"rope_scaling":
+    "yarn", "rope_factor": 4.0} or {"window": 64}. stride (sliding): default length // 2. dtype: a
+    name of cli.DTYPES. ckpt: out_dir's checkpoint if loaded. documents: N > 0 scores the first
+    `length` tokens of at most N documents (mode "documents"). data_path: eval_text's path."""
     overrides = dict(overrides or {})
     check_overrides(overrides)
     if mode not in ("nonoverlap", "sliding"):
@@ -140,51 +124,44 @@ def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, o
         raise ConfigError(f"tokens_per_point must be >= 1, got {tokens_per_point}")
     ckpt = ckpt if ckpt is not None else checkpoint.load(out_dir)
     model = checkpoint.build_model(ckpt, overrides, device, strict=False)  # a sweep: base ignores rope_factor
-    block = ckpt["model_args"]["block_size"]
-    lengths = sorted(set(lengths or [m * block for m in MULTIPLES]))
+    lengths = sorted(set(lengths or [m * ckpt["model_args"]["block_size"] for m in MULTIPLES]))
     if lengths[0] < 1:
         raise ConfigError(f"evaluation lengths must be >= 1, got {lengths[0]}")
-    tokens, starts, byte_lengths, where = eval_text(ckpt, data_dir, split, data_path)
+    tokens, starts, byte_lengths, where = eval_text(ckpt, data_dir, data_path)
     if documents and starts is None:
         raise ConfigError(f"{where} has no document boundaries; per-document evaluation needs data prepared by "
                           f"data/prepare.py, or files given with --data")
-    x, y = stream_targets(tokens, lengths[-1], tokens_per_point, where) if not documents else (None, None)
+    if not documents and lengths[-1] > len(tokens) - 1:
+        raise ConfigError(f"{where} has {len(tokens)} tokens; evaluation length {lengths[-1]} "
+                          f"needs at least {lengths[-1] + 1}: use shorter --lengths or more data")
+    n = min(max(tokens_per_point, lengths[-1]), len(tokens) - 1)   # the same first n targets at every length
     base = dict(out_dir=out_dir, encoding=model.config.pos_encoding, method=method_label(model),
                 mode="documents" if documents else mode)
-    rows, nan = [], float("nan")
+    rows, nan, k = [], float("nan"), None
     for length in lengths:
         s = length if mode == "nonoverlap" or documents else (stride or max(1, length // 2))
         if not 1 <= s <= length:
             raise ConfigError(f"--stride must be in [1, length]; got {s} for length {length}")
-        k = None
-        if documents:
-            x, y, k = document_windows(tokens, starts, length, documents)
-        limit = model.max_positions
-        if (limit is not None and length > limit) or k == 0:  # the table ends, or no document is long enough
+        if documents:   # the first `documents` documents of at least length + 1 tokens
+            ends = np.append(starts[1:], len(tokens))
+            windows = [(first, 0) for first in starts[ends - starts > length][:documents]]
+            k = len(windows)
+        else:
+            windows = spans(n, length, s)
+        if (model.max_positions is not None and length > model.max_positions) or k == 0:  # no positions, or no document
             rows.append(dict(base, length=length, tokens=0, loss=nan, ppl=nan, bpb=nan, docs=k))
             continue
         with autocast(device, dtype):
-            nll, count = score(model, x, y, length, s, device)
-        loss = nll / count
-        bpt = float(byte_lengths[y.numpy()].sum()) / count if byte_lengths is not None else None
-        rows.append(dict(base, length=length, tokens=count, loss=loss, ppl=math.exp(min(loss, 700)),
+            nll, ids = score(model, tokens, windows, length, device)
+        loss = nll / len(ids)
+        bpt = float(byte_lengths[ids].sum()) / len(ids) if byte_lengths is not None else None
+        rows.append(dict(base, length=length, tokens=len(ids), loss=loss, ppl=math.exp(min(loss, 700)),
                          bpb=bits_per_byte(loss, bpt) or nan, docs=k))
     return rows
 
 
-def stream_targets(tokens, longest, tokens_per_point, where):
-    """(x, y): the first N targets of the text and their inputs, N = max(tokens_per_point, longest)."""
-    available = len(tokens) - 1                         # targets that have an input before them
-    if longest > available:
-        raise ConfigError(f"{where} has {len(tokens)} tokens; evaluation length {longest} "
-                          f"needs at least {longest + 1}: use shorter --lengths or more data")
-    n = min(max(tokens_per_point, longest), available)
-    scored = torch.from_numpy(tokens[:n + 1].astype("int64"))   # only what is scored leaves the memmap
-    return scored[:n], scored[1:]
-
-
 # ---- reports -------------------------------------------------------------------------
-def _series(rows):
+def series(rows):
     """{(out_dir, encoding, method, mode): {length: row}} in first-seen order."""
     out = {}
     for r in rows:
@@ -192,33 +169,30 @@ def _series(rows):
     return out
 
 
-def fmt_num(v):
-    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
-
-
-def cell(row, key):
-    """A table cell: the value, and per document the count of documents in parentheses."""
-    return fmt_num(row.get(key)) + (f" ({row['docs']})" if row.get("docs") is not None else "")
+def fmt_num(v, spec=".3f"):
+    return "n/a" if math.isnan(v) else f"{v:{spec}}"
 
 
 def table_lines(rows, key="ppl"):
-    """A markdown table of `key` (ppl or bpb): one line per (checkpoint, method, mode), one column per length."""
+    """A markdown table of `key` (ppl or bpb): one line per (checkpoint, method, mode), one column per
+    length; per document, the count of documents in parentheses."""
     lengths = sorted({r["length"] for r in rows})
     head = ["run", "encoding", "method", "mode"] + [str(n) for n in lengths]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for (out_dir, enc, method, mode), by_len in _series(rows).items():
-        cells = [cell(by_len[n], key) if n in by_len else "" for n in lengths]
+    for (out_dir, enc, method, mode), by_len in series(rows).items():
+        cells = [fmt_num(by_len[n][key]) + (f" ({by_len[n]['docs']})" if by_len[n]["docs"] is not None else "")
+                 if n in by_len else "" for n in lengths]
         lines.append("| " + " | ".join([os.path.basename(os.path.normpath(out_dir)), enc, method, mode] + cells) + " |")
     return lines
 
 
-def scored_note(n_tokens, split="val"):
-    return (f"{split} perplexity of the first {n_tokens:,} {split} tokens, the same at every length (training's "
+def scored_note(n_tokens):
+    return (f"val perplexity of the first {n_tokens:,} val tokens, the same at every length (training's "
             f"val loss averages random batches, so it differs a little)")
 
 
-def documents_note(limit, split="val"):
-    return (f"per document: the first L tokens of each {split} document at least L + 1 tokens long"
+def documents_note(limit):
+    return (f"per document: the first L tokens of each val document at least L + 1 tokens long"
             f"{f' (at most {limit})' if limit else ''}, averaged over documents; (n) is the number of documents")
 
 
@@ -227,19 +201,17 @@ def report_paths(report_dir):
 
 
 def write_report(rows, report_dir, train_len=None, title="Perplexity against evaluation length"):
-    """Write extrapolation.csv (one row per point), .md (perplexity table) and .png (plot)
-    into report_dir. Returns {"md": path, "csv": path, "png": path}."""
+    """extrapolation.csv (one row per point), .md (tables of ppl and bits per byte) and .png into
+    report_dir. Returns report_paths."""
     os.makedirs(report_dir, exist_ok=True)
     paths = report_paths(report_dir)
     with open(paths["csv"], "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         w.writeheader()
-        for r in rows:
-            values = {k: r.get(k, math.nan) for k in ("loss", "ppl", "bpb")}
-            w.writerow({**r, **{k: fmt_num(v) if math.isnan(v) else f"{v:.6f}" for k, v in values.items()}})
-    tokens = sorted({r["tokens"] for r in rows if r["tokens"] and r.get("docs") is None})
+        w.writerows({**r, **{k: fmt_num(r[k], ".6f") for k in ("loss", "ppl", "bpb")}} for r in rows)
+    tokens = sorted({r["tokens"] for r in rows if r["tokens"] and r["docs"] is None})
     note = [scored_note(tokens[-1] if tokens else 0) + (f"; trained at length {train_len}." if train_len else ".")]
-    if any(r.get("docs") is not None for r in rows):
+    if any(r["docs"] is not None for r in rows):
         note.append(documents_note(0) + ".")
     with open(paths["md"], "w") as f:
         f.write("\n".join([f"## {title}", "", *note, "", *table_lines(rows), "", "### Bits per byte", "",
@@ -248,64 +220,44 @@ def write_report(rows, report_dir, train_len=None, title="Perplexity against eva
     return paths
 
 
+def label(key):
+    out_dir, enc, method, mode = key
+    return f"{os.path.basename(os.path.normpath(out_dir))} ({enc}){'' if method == 'base' else ', ' + method}, {mode}"
+
+
 def plot(rows, path, train_len=None, title=""):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    series = _series(rows)
-    dirs_of = {}
-    for out_dir, enc, _, _ in series:
-        dirs_of.setdefault(enc, set()).add(out_dir)
-    modes = {k[3] for k in series}
-    fig, ax = plt.subplots(figsize=(10, 5))
-    for (out_dir, enc, method, mode), by_len in series.items():
-        pts = sorted((n, r["ppl"]) for n, r in by_len.items() if not math.isnan(r["ppl"]))
-        if not pts:
-            continue
-        name = enc if len(dirs_of[enc]) == 1 else os.path.basename(os.path.normpath(out_dir))
-        name += "" if method == "base" else f", {method}"
-        name += "" if len(modes) == 1 else f" ({mode})"
-        ax.plot(*zip(*pts), marker="o", label=name)
-    if train_len:
-        ax.axvline(train_len, color="grey", linestyle=":", label=f"training length {train_len}")
+    """Perplexity against length (log-log), a line per (checkpoint, method, mode)."""
     from matplotlib.ticker import NullFormatter, ScalarFormatter
+    from positional.plot import figure
     lengths = sorted({r["length"] for r in rows})
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(lengths, [str(n) for n in lengths])
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(ScalarFormatter())
-    ax.yaxis.set_minor_formatter(ScalarFormatter())
-    ax.set_xlabel("evaluation length (tokens)")
-    ax.set_ylabel("validation perplexity")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))   # outside: lines stay visible
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure(path, train_len=train_len, title=title, xlabel="evaluation length (tokens)",
+                ylabel="validation perplexity") as ax:
+        for key, by_len in series(rows).items():
+            pts = sorted((n, r["ppl"]) for n, r in by_len.items() if not math.isnan(r["ppl"]))
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=label(key))
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(lengths, [str(n) for n in lengths])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(ScalarFormatter())
 
 
 def log_wandb(rows, ckpt_config, report_dir, png):
     """One new wandb run (job_type eval) holding the rows as a table and the plot."""
-    import dataclasses
-    from training.config import Config
     from training.wandb_util import start_wandb
-    known = {f.name for f in dataclasses.fields(Config)}
-    cfg = Config(**{k: v for k, v in ckpt_config.items() if k in known})
+    cfg = Config(**{k: v for k, v in ckpt_config.items() if k in FIELDS})
     cfg.out_dir = report_dir
     run = start_wandb(cfg, job_type="eval", name="extrapolation")
     if run is None:
         return
     import wandb
-    table = wandb.Table(columns=list(COLUMNS), data=[[r[c] for c in COLUMNS] for r in rows])
-    series = _series(rows)
     lengths = sorted({r["length"] for r in rows})
-    ys = [[by_len[n]["ppl"] if n in by_len else float("nan") for n in lengths] for by_len in series.values()]
-    keys = [f"{enc} {method} ({mode})" for _, enc, method, mode in series]
-    run.log({"extrapolation/table": table, "extrapolation/plot": wandb.Image(png),
-             "extrapolation/ppl": wandb.plot.line_series(xs=lengths, ys=ys, keys=keys, xname="length",
-                                                         title="perplexity against evaluation length")})
+    groups = series(rows)
+    ys = [[by_len[n]["ppl"] if n in by_len else math.nan for n in lengths] for by_len in groups.values()]
+    line = wandb.plot.line_series(xs=lengths, ys=ys, keys=[label(k) for k in groups], xname="length",
+                                  title="perplexity against evaluation length")
+    run.log({"extrapolation/table": wandb.Table(columns=list(COLUMNS), data=[[r[c] for c in COLUMNS] for r in rows]),
+             "extrapolation/plot": wandb.Image(png), "extrapolation/ppl": line})
     run.finish()
-
-

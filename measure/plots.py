@@ -1,13 +1,13 @@
-"""Pictures of what each positional encoding does, untrained and from trained checkpoints.
+"""Pictures of what each positional encoding does, untrained and from trained checkpoints
+(positional/plot.py's figures, drawn by compare_report.draw_all as compare.py's report shows them).
 
     python -m measure.plots --out=plots/                                   # d = 128, distances up to 1024
     python -m measure.plots --out=plots/ --ckpt=out-t5,out-learned         # plus trained tables
     python -m measure.plots --out=plots/ --head_dim=64 --length=4096 --bases=1e4,5e5
     python -m measure.plots --out=plots/ --entropy=out-rope,out-ssmax --length=1024     # attention entropy only
 
---entropy draws only the attention-entropy picture, over `length` tokens of each checkpoint's
-validation data, with and without log-n scaling. The figures are positional/plot.py's, drawn
-for every encoding by compare_report.draw_all (the set compare.py's report shows).
+--entropy draws only the attention entropy over `length` tokens of each checkpoint's validation
+data, with and without log-n scaling.
 """
 import contextlib
 import math
@@ -21,6 +21,7 @@ import model as model_module
 from training.cli import fail, help_text, parse
 from measure.compare_report import draw_all
 from measure.evaluation import validation_tokens
+from positional.plot import figure
 
 OPTIONS = {
     "out": "plots",                   # the folder of the pictures
@@ -66,16 +67,12 @@ def attention_probe(record):
 def attention_entropy(model, idx):
     """(T,) mean entropy (nats) of the attention distribution of each query position of idx
     (B, T), averaged over the batch, the heads and the layers."""
-    total = torch.zeros(idx.shape[1], dtype=torch.float64)
-    layers = []
-
-    def record(p):
-        layers.append(1)
-        total.add_(-(p * torch.log(p.clamp_min(1e-30))).sum(-1).mean((0, 1)).double())   # (Tq,)
-
-    with attention_probe(record):
+    layers = []                                                       # (Tq,) per softmax attention layer
+    with attention_probe(lambda p: layers.append(-(p * torch.log(p.clamp_min(1e-30))).sum(-1).mean((0, 1)))):
         model(idx)
-    return total / max(1, len(layers))
+    if not layers:
+        raise ValueError(f"{model.config.attention} attention has no attention weights to measure")
+    return torch.stack(layers).double().mean(0)
 
 
 def entropy_curves(out_dirs, length, data_dir="", batch=4):
@@ -97,25 +94,16 @@ def entropy_curves(out_dirs, length, data_dir="", batch=4):
                 raise ValueError(f"{d}: the {model.pos_name} encoding knows {model.max_positions} positions; "
                                  f"lower --length")
             tag = " ssmax" if model.config.ssmax else ""
-            curves[f"{os.path.basename(os.path.normpath(d))} ({model.pos_name}{tag}){suffix}"] = attention_entropy(model, idx)
+            name = f"{os.path.basename(os.path.normpath(d))} ({model.pos_name}{tag}){suffix}"
+            curves[name] = attention_entropy(model, idx)
     return curves, train_len
 
 
 def draw_entropy(path, curves, train_len):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(9, 5))
-    for label, h in curves.items():
-        ax.plot(range(1, len(h) + 1), h.numpy(), label=label, lw=1)
-    if train_len:
-        ax.axvline(train_len, color="grey", ls="--", lw=1, label=f"training length {train_len}")
-    ax.set(xscale="log", xlabel="query position", ylabel="mean attention entropy (nats)",
-           title="Attention entropy against query position")
-    ax.legend(fontsize=8)
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    with figure(path, train_len=train_len, xscale="log", xlabel="query position",
+                ylabel="mean attention entropy (nats)", title="Attention entropy against query position") as ax:
+        for label, h in curves.items():
+            ax.plot(range(1, len(h) + 1), h.numpy(), label=label, lw=1)
     return path
 
 

@@ -1,16 +1,8 @@
-"""Pictures of what each positional encoding does, the way the RoPE and ALiBi papers show them.
-
-The numbers and the figures, for any encoding object given (untrained or trained): this
-module imports nothing from the application. plots.py (at the project root) builds the
-encodings, loads trained checkpoints and is the command line:
-
-    python -m measure.plots --out=plots/ --ckpt=out-t5,out-learned
-
-Every number drawn is computed by a small pure function here (tested in tests/test_plot.py);
-the draw_* functions only lay them out. The encodings are asked through their hooks
-(embed / rotate / score_bias / attend), never by name, so a new encoding in
-positional.REGISTRY shows up in the pictures without a change here.
+"""The numbers behind the pictures of what each positional encoding does (the way the RoPE and
+ALiBi papers show them), and the figures. Encodings are asked through their hooks, never by name,
+so a new one in positional.REGISTRY is drawn unchanged; python -m measure.plots is the command line.
 """
+import contextlib
 import math
 import os
 
@@ -25,17 +17,14 @@ from .base import Ctx  # noqa: E402
 from .fox import FoX  # noqa: E402
 from .rope import rope_inv_freq  # noqa: E402
 
-ROPE_METHODS = ("linear", "ntk", "yarn")  # extension methods drawn by draw_rope_angles
-
 
 # ---- numbers --------------------------------------------------------------------------
 def rope_decay_bound(distances, head_dim=128, base=10000.0):
-    """RoFormer's long-range decay bound (Su et al. 2021, section 3.4.3; Su's blog 8265).
-
-    With the Abel transform, |sum_j h_j e^{i m theta_j}| <= (max_j |h_{j+1} - h_j|) * sum_i |S_i(m)|,
+    """RoFormer's long-range decay bound (Su et al. 2021, section 3.4.3; Su's blog 8265). By the Abel
+    transform, |sum_j h_j e^{i m theta_j}| <= (max_j |h_{j+1} - h_j|) * sum_i |S_i(m)|, with
     S_i(m) = sum_{j<i} e^{i m theta_j}, theta_j = base^(-2j/d). The curve is the mean
         B(m) = (2/d) * sum_{i=1..d/2} |S_i(m)|,      B(0) = (d/2 + 1) / 2.
-    distances: (M,) -> (M,) float64. Real arithmetic (cos, sin), no complex numbers."""
+    distances: (M,) -> (M,) float64, in real arithmetic (cos, sin)."""
     m = torch.as_tensor(distances, dtype=torch.float64)[:, None]                        # (M, 1)
     theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)     # (d/2,)
     re, im = torch.cumsum(torch.cos(m * theta), -1), torch.cumsum(torch.sin(m * theta), -1)  # S_i: (M, d/2)
@@ -43,18 +32,13 @@ def rope_decay_bound(distances, head_dim=128, base=10000.0):
 
 
 def expected_logits(pe, n_distances, head_dim):
-    """E over x ~ N(0, I) of the attention logit when query and key carry the same content
-    x, for a query at position L = n-1 and a key m = 0 .. n-1 positions back, mean over heads.
-    Each head sees x plus its slice of the position embedding e (identity projections):
-
-        E[ f(x + e_L, x + e_{L-m}) ] = E[f(x, x)] + mean_h f(e_L,h, e_{L-m},h)
+    """E over x ~ N(0, I) of the attention logit when query and key carry the same content x, for
+    a query at position L = n-1 and keys m = 0 .. n-1 back, mean over heads; (n,) float32 by distance.
+    With identity projections each head sees x plus its slice of the position embedding e:
+        E[f(x + e_L, x + e_{L-m})] = E[f(x, x)] + mean_h f(e_L,h, e_{L-m},h) + mean_h bias_h(L, L-m)
         f(q, k) = <rotate(q), rotate(k)> / sqrt(D)   (or the logits of an encoding that forms them)
-
-    plus mean_h bias_h(L, L-m). f is at most quadratic in x, so E[f(x, x)] is exact from
-    the 2D vectors +-sqrt(D) u_b (u_b the unit basis): their mean is 0 and their covariance
-    I, so averaging f over them gives tr(M) + c for f = x^T M x + (linear) + c, no sampling.
-    The split of the embedding term assumes f bilinear (true for q.k).
-    Returns (n_distances,) float32, index m = distance."""
+    f is at most quadratic in x, so E[f(x, x)] is exact over the 2D vectors +-sqrt(D) u_b (mean 0,
+    covariance I): no sampling. The split of the embedding term assumes f bilinear (true for q.k)."""
     L = n_distances - 1
     q_pos, k_pos = torch.tensor([L]), torch.arange(n_distances)
 
@@ -72,9 +56,8 @@ def expected_logits(pe, n_distances, head_dim):
             score += f(chunk, chunk.expand(-1, 1, n_distances, head_dim)).sum(0).mean(0)[0] / len(x)
         e_k = position_table(pe, n_distances)                                 # (n, C) or None
         if e_k is not None:
-            e_q = e_k[-1:]                                                     # (1, C)
             H = e_k.shape[-1] // head_dim
-            a = e_q.view(1, H, head_dim)[:, :, None, :]                        # (1, H, 1, D)
+            a = e_k[-1:].view(1, H, head_dim)[:, :, None, :]                   # (1, H, 1, D): the query's
             b = e_k.view(n_distances, H, head_dim).transpose(0, 1)[None]       # (1, H, n, D)
             score = score + f(a, b)[0, :, 0].mean(0)
         bias = pe.dense_bias(q_pos, k_pos)                                     # (H, 1, n) or None
@@ -119,7 +102,7 @@ def rope_angles(inv_freq, positions):
 
 
 # ---- figures ----------------------------------------------------------------------------
-def _save(fig, path):
+def save(fig, path):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -127,43 +110,49 @@ def _save(fig, path):
     return path
 
 
+@contextlib.contextmanager
+def figure(path, figsize=(10, 5), train_len=None, **axes):
+    """Yields the axes of a new figure; on exit marks the training length, sets `axes` (ax.set's
+    keywords), puts the legend right of the lines and writes the PNG to path."""
+    fig, ax = plt.subplots(figsize=figsize)
+    yield ax
+    if train_len:
+        ax.axvline(train_len, color="grey", linestyle=":", label=f"training length {train_len}")
+    ax.set(**axes)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    save(fig, path)
+
+
 def draw_rope_decay(path, head_dim=128, length=1024, bases=(1e4, 1e5, 1e6)):
     m = torch.arange(length)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for base in bases:
-        ax.plot(m.numpy(), rope_decay_bound(m, head_dim, base).numpy(), label=f"base {base:g}", lw=1)
-    ax.set(xlabel="relative distance m", ylabel="(2/d) Σ_i |S_i(m)|",
-           title=f"RoPE long-range decay bound (d = {head_dim})")
-    ax.legend()
-    return _save(fig, path)
+    with figure(path, (8, 4), xlabel="relative distance m", ylabel="(2/d) Σ_i |S_i(m)|",
+                title=f"RoPE long-range decay bound (d = {head_dim})") as ax:
+        for base in bases:
+            ax.plot(m.numpy(), rope_decay_bound(m, head_dim, base).numpy(), label=f"base {base:g}", lw=1)
+    return path
 
 
 def draw_expected_logits(path, encodings, length=1024):
-    """encodings: {label: (PositionalEncoding, head_dim)}. Drawn relative to distance 0,
-    so that heads of different widths (sqrt(D) at distance 0) share one axis. Encodings whose
-    scores read the layer input (FoX's gates) have no logit without that input and are left out."""
-    fig, ax = plt.subplots(figsize=(8.5, 4.5))
-    for label, (pe, head_dim) in encodings.items():
-        if isinstance(pe, FoX):
-            continue
-        curve = expected_logits(pe, length, head_dim)
-        ax.plot((curve - curve[0]).numpy(), label=f"{label}, D={head_dim}", lw=1)
-    ax.set_yscale("symlog", linthresh=4)  # linear near 0; ALiBi's straight fall stays on the page
-    ax.set(xlabel="relative distance m = i - j", ylabel="E[logit(m)] - E[logit(0)]",
-           title="Expected attention logit against distance, identical q = k ~ N(0, I)")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    return _save(fig, path)
+    """encodings: {label: (PositionalEncoding, head_dim)}. Drawn relative to distance 0, so that heads
+    of different widths (sqrt(D) at distance 0) share one axis. Encodings whose scores read the layer
+    input (FoX's gates) have no logit without that input and are left out."""
+    with figure(path, (8.5, 4.5), xlabel="relative distance m = i - j", ylabel="E[logit(m)] - E[logit(0)]",
+                title="Expected attention logit against distance, identical q = k ~ N(0, I)") as ax:
+        for label, (pe, head_dim) in encodings.items():
+            if not isinstance(pe, FoX):
+                curve = expected_logits(pe, length, head_dim)
+                ax.plot((curve - curve[0]).numpy(), label=f"{label}, D={head_dim}", lw=1)
+        ax.set_yscale("symlog", linthresh=4)  # linear near 0; ALiBi's straight fall stays on the page
+    return path
 
 
 def draw_bias_per_head(path, bias, title):
     """bias: (H, n) from bias_by_distance."""
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for h, row in enumerate(bias):
-        ax.plot(row.numpy(), label=f"head {h}", lw=1)
-    ax.set(xlabel="relative distance i - j", ylabel="bias added to the logit", title=title)
-    ax.legend(fontsize=7, ncol=2)
-    return _save(fig, path)
+    with figure(path, (8, 4), xlabel="relative distance i - j", ylabel="bias added to the logit", title=title) as ax:
+        for h, row in enumerate(bias):
+            ax.plot(row.numpy(), label=f"head {h}", lw=1)
+    return path
 
 
 def draw_similarity(path, table, title):
@@ -171,28 +160,25 @@ def draw_similarity(path, table, title):
     im = ax.imshow(cosine_similarity_matrix(table).numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
     fig.colorbar(im, ax=ax, label="cosine similarity")
     ax.set(xlabel="position", ylabel="position", title=title)
-    return _save(fig, path)
+    return save(fig, path)
 
 
-def draw_rope_angles(path, head_dim=128, base=10000.0, train_len=1024, factor=4.0, methods=ROPE_METHODS):
-    """Left: angle of the fastest and the slowest pair against position, per method.
+def draw_rope_angles(path, head_dim=128, base=10000.0, train_len=1024, factor=4.0):
+    """Left, middle: angle of the fastest and the slowest pair against position, per extension method.
     Right: theta'_j / theta_j per pair: 1 = extrapolation, 1/factor = interpolation."""
     curves = {"RoPE": scaled_inv_freq(head_dim, base)}
-    for method in methods:
-        curves[method] = scaled_inv_freq(head_dim, base, method, factor, train_len)
+    curves.update({m: scaled_inv_freq(head_dim, base, m, factor, train_len) for m in ("linear", "ntk", "yarn")})
     m = torch.arange(0, int(train_len * factor) + 1, max(1, int(train_len * factor) // 512))
-    pairs = {"fastest pair j=0": 0, f"slowest pair j={head_dim // 2 - 1}": head_dim // 2 - 1}
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    for ax, (pair_label, j) in zip(axes[:2], pairs.items()):
+    for ax, j, which in ((axes[0], 0, "fastest"), (axes[1], head_dim // 2 - 1, "slowest")):
         for label, inv in curves.items():
             ax.plot(m.numpy(), rope_angles(inv, m)[:, j].numpy(), label=label, lw=1)
         ax.axvline(train_len, color="grey", ls=":", label="training length")
-        ax.set(xlabel="position m", ylabel="angle m·θ_j (rad)", title=f"RoPE rotation angle, {pair_label}")
+        ax.set(xlabel="position m", ylabel="angle m·θ_j (rad)", title=f"RoPE rotation angle, {which} pair j={j}")
         ax.legend(fontsize=8)
-    base_inv = curves["RoPE"]
     for label, inv in curves.items():
-        axes[2].plot((inv / base_inv).numpy(), label=label, lw=1)
+        axes[2].plot((inv / curves["RoPE"]).numpy(), label=label, lw=1)
     axes[2].set(xlabel="pair index j (high → low frequency)", ylabel="θ'_j / θ_j", yscale="log",
                 title=f"θ'_j / θ_j: 1 extrapolates, 1/{factor:g} interpolates")
     axes[2].legend(fontsize=8)
-    return _save(fig, path)
+    return save(fig, path)

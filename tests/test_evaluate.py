@@ -28,21 +28,21 @@ def save_tiny(tiny_data, out_dir, pos="rope", block_size=16):
 
 
 def test_spans_cover_every_target_once():
-    assert evaluation.spans(10, 4, 4) == [(0, 4, 0), (4, 8, 4), (6, 10, 8)]
-    assert evaluation.spans(10, 4, 2) == [(0, 4, 0), (2, 6, 4), (4, 8, 6), (6, 10, 8)]
+    assert evaluation.spans(10, 4, 4) == [(0, 0), (4, 0), (6, 2)]
+    assert evaluation.spans(10, 4, 2) == [(0, 0), (2, 2), (4, 2), (6, 2)]
     for n, length, stride in [(37, 8, 3), (64, 16, 16), (16, 16, 1)]:
-        scored = [t for s, e, first in evaluation.spans(n, length, stride) for t in range(first, e)]
-        assert scored == list(range(n))
-        assert all(e - s == length for s, e, _ in evaluation.spans(n, length, stride))
+        windows = evaluation.spans(n, length, stride)
+        assert [t for s, o in windows for t in range(s + o, s + length)] == list(range(n))
+        assert all(s >= 0 and s + length <= n for s, _ in windows)
 
 
 def test_score_equals_the_models_own_loss():
     model = tiny_gpt("alibi")
     tokens = torch.randint(0, 40, (65,))
-    nll, count = evaluation.score(model, tokens[:64], tokens[1:], 16, 16, batch_tokens=32)
+    nll, ids = evaluation.score(model, tokens, evaluation.spans(64, 16, 16), 16, batch_tokens=32)
     with torch.no_grad():
         want = model(tokens[:64].view(4, 16), tokens[1:].view(4, 16))[1].item()
-    assert count == 64 and nll / count == pytest.approx(want, rel=1e-5)
+    assert ids.tolist() == tokens[1:].tolist() and nll / len(ids) == pytest.approx(want, rel=1e-5)
 
 
 def test_sliding_with_stride_equal_to_length_is_nonoverlap(tiny_data, tmp_path):
