@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from training import checkpoint
+from training import checkpoint, longlora
 from positional import sampling as position_sampling
 import positional
 from training.cli import fail, fmt_time, help_text
@@ -111,6 +111,8 @@ def load_run(cfg):
             changed = [f"{k} {old[k]!r} -> {v!r}" for k, v in cfg.pos_settings.items() if k in old and old[k] != v]
             hint = f" (settings changed since the checkpoint: {', '.join(changed)})" if changed else ""
             raise ConfigError(f"checkpoint weights do not fit the configured model: {why}{hint}")
+    if cfg.finetune_method:  # LongLoRA: adapters on the frozen checkpoint, or the adapters it was saved with
+        longlora.adapt(model, cfg, ckpt.get("lora"))
     if cfg.init_from == "scratch" and not cfg.eval_only and not cfg.overwrite and os.path.exists(path):
         raise ConfigError(f"{path} already exists and a scratch run would overwrite it; resume it with "
                           f"--init_from=resume, start over with --overwrite=True, or use another --out_dir")
@@ -193,8 +195,9 @@ def train(argv, cfg, ckpt, data, model, stop):
     if rt.master:
         os.makedirs(cfg.out_dir, exist_ok=True)
         print(f"config ({'resumed from ' + cfg.out_dir if ckpt else 'from scratch'}):\n{describe(cfg)}")
-        print(f"{model.pos_name}: {model.get_num_params() / 1e6:.2f}M parameters, {tokens_per_iter:,} tokens/iter, "
-              f"device {rt.device}, {rt.dtype}, {rt.world} process(es)")
+        trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        print(f"{model.pos_name}: {model.get_num_params() / 1e6:.2f}M parameters ({trained:,} trained), "
+              f"{tokens_per_iter:,} tokens/iter, device {rt.device}, {rt.dtype}, {rt.world} process(es)")
 
     # ---- model, optimizer, and where a resumed run stands ---------------------------------
     raw_model = model.to(rt.device)
@@ -267,7 +270,8 @@ def train(argv, cfg, ckpt, data, model, stop):
 
 def restore(ckpt, optimizer, data_gen, cfg, rt):
     """Load the optimizer and, for an exact resume, the random states; return where the run stands."""
-    optimizer.load_state_dict(ckpt["optimizer"])
+    if ("lora" in ckpt) == bool(cfg.finetune_method):   # else other parameters train now: a new optimizer
+        optimizer.load_state_dict(ckpt["optimizer"])
     if ckpt.get("rng") and ckpt["config"].get("seed") == cfg.seed:
         restore_rng(ckpt["rng"], data_gen, rt)
     st = Progress(ckpt["iter_num"], ckpt.get("best_val_loss", math.inf), ckpt.get("nonfinite_skipped", 0),
@@ -370,7 +374,7 @@ def save(cfg, model, optimizer, st, data, data_gen, rt, val_loss):
     every rank calls it: each rank's random states are gathered, and rank 0 writes them all."""
     rngs = rank_rng_states(data_gen, rt)
     if rt.master:
-        checkpoint.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        checkpoint.save({**longlora.checkpoint_state(model, cfg), "optimizer": optimizer.state_dict(),
                          "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": st.iter_num,
                          "best_val_loss": st.best_val, "val_loss": val_loss, "rng": rngs, "wandb_id": st.wandb_id,
                          "nonfinite_skipped": st.skipped, "tokenizer": tokenizer_entry(data.meta)},
