@@ -9,7 +9,7 @@ plus LongLoRA's "+": the embeddings, the normalisation layers and the encoding's
 embeddings and bias tables) train too; every other weight is frozen. A checkpoint holds the merged weights
 W + (alpha / r) B A under "model", a plain GPT that sample.py, evaluate.py and compare.py load as any
 other, and under "lora" what an exact resume needs: the settings, the frozen W and A, B of each layer.
-Written here (40 lines) rather than with HF peft: peft adds a dependency and wraps modules by name for
+Written here (a few dozen lines) rather than with HF peft: peft adds a dependency and wraps modules by name for
 the same few lines, and its merge and save would still need this repo's checkpoint format.
 """
 import math
