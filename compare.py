@@ -52,6 +52,7 @@ DEFAULTS = {   # compare.py's own keys; every other key is a training key (train
     "plots": True,                    # lm: also draw what each encoding does (measure/plots.py)
     "finetune_iters": 0,              # lm: iterations of the fine-tune at s L; 0: no fine-tuning
     "finetune_factor": 0.0,           # lm: s of the fine-tune; 0: rope_factor
+    "finetune_longlora": False,       # lm: also LongLoRA's fine-tune (PI + LoRA + S²-Attn), as "<enc>+longlora ft"
     "context_use": False,             # lm: measure context gain and per-position loss of each run
     "context_labels": [],             # lm: more runs to measure: "<enc>+<method>" or "<enc>+<method> ft"
     "context_tokens": 2048,           # lm: targets scored per context length
@@ -155,14 +156,15 @@ def context_label(label, settings):
     rope_scalings) is False; a label that names no run of any comparison is refused."""
     import positional
     enc, method, ft = parse_label(label)
+    ft_only = {"direct": True, "longlora": settings["finetune_longlora"]}   # fine-tunes without a method of their own
     if ft is None or enc not in (*positional.REGISTRY, *settings["variants"]) or method not in (
-            *positional.SCALINGS, *(["direct"] if ft else [])):
+            *positional.SCALINGS, *(ft_only if ft else [])):
         raise ConfigError(f"context_labels: {label!r} is not a label of this comparison; use '<encoding>+<method>' "
                           f"or '<encoding>+<method> ft' (with --finetune_iters) for a compared encoding and a "
                           f"method of rope_scalings")
     made = (settings["context_use"] and enc in settings["encodings"] and (not ft or settings["finetune_iters"])
-            and (method in settings["rope_scalings"] or method == "direct"))
-    if made and method != "direct" and not takes(enc, method, settings):
+            and (method in settings["rope_scalings"] or ft_only.get(method, False)))
+    if made and method not in ft_only and not takes(enc, method, settings):
         raise ConfigError(f"context_labels: {label!r} names a method that {enc} does not take")
     return bool(made)
 
@@ -294,7 +296,8 @@ def finetune_methods(enc, settings):
     from positional import rope_scaling
     if not settings["finetune_iters"] or not takes(enc, "linear", settings):
         return []
-    return [""] + [m for m in settings["rope_scalings"] if m in rope_scaling.METHODS and takes(enc, m, settings)]
+    methods = [m for m in settings["rope_scalings"] if m in rope_scaling.METHODS and takes(enc, m, settings)]
+    return [""] + methods + (["longlora"] if settings["finetune_longlora"] else [])
 
 
 def finetune(run, base_iter, method, settings, train_keys, cfg, tag):
@@ -312,7 +315,9 @@ def finetune(run, base_iter, method, settings, train_keys, cfg, tag):
         cmd = train_command(train_keys, ft_run, settings, resume=True)
         cmd += [f"--block_size={round(s * cfg.block_size)}", f"--batch_size={max(1, round(cfg.batch_size / s))}",
                 f"--max_iters={target}", "--decay_lr=False", f"--learning_rate={cfg.min_lr!r}"]
-        cmd += [f"--rope_scaling={method}", f"--rope_factor={s!r}"] if method else []
+        scaling = "linear" if method == "longlora" else method   # LongLoRA fine-tunes with PI's interpolation
+        cmd += [f"--rope_scaling={scaling}", f"--rope_factor={s!r}"] if method else []
+        cmd += ["--finetune_method=longlora"] if method == "longlora" else []   # training/longlora.py
         print(f"{tag} fine-tuning {method or 'direct'} at {round(s * cfg.block_size)} to iter {target}", flush=True)
         train_run(cmd, os.path.join(ft_dir, "train.out"), f"{tag} ft {method or 'direct'}", settings["threads"])
     return ft_dir, checkpoint.load(ft_dir)
@@ -323,7 +328,8 @@ def finetune_rows(run, base_iter, settings, train_keys, cfg, tag, rows):
     enc, methods = run["encoding"], finetune_methods(run["encoding"], settings)
     for m in methods:
         ft_dir, ckpt = finetune(run, base_iter, m, settings, train_keys, cfg, tag)
-        rows = rows + evaluate_run(ft_dir, enc, settings, cfg.data_dir, ckpt, label=f"{enc}+{m or 'direct'} ft")[0]
+        got = evaluate_run(ft_dir, enc, settings, cfg.data_dir, ckpt, label=f"{enc}+{m or 'direct'} ft")[0]
+        rows = rows + [dict(r, trained_params=ckpt["lora"]["trained_params"]) if "lora" in ckpt else r for r in got]
     order = [enc, f"{enc}+direct ft"] + [x for m in methods[1:] for x in (f"{enc}+{m}", f"{enc}+{m} ft")]
     return sorted(rows, key=lambda r: order.index(r["label"]) if r["label"] in order else len(order))
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from positional.base import Ctx, sees
+from positional.base import Ctx, sees, shifted_groups
 from positional.linear_attention import LinearAttentionCache, LinearSelfAttention
 from positional.schedule import build_layers, pattern_label
 from positional.temperature import logn_factor, ssmax_factor, ssmax_init
@@ -53,6 +53,7 @@ class GPTConfig:
     tie_embeddings: bool = True     # lm_head shares wte's weight
     parallel_residual: bool = False   # GPT-NeoX: x + attn(ln_1(x)) + mlp(ln_2(x))
     attention_kernel: str = ""      # "flex": biases by FlexAttention at evaluation on CPU too (compiled once)
+    s2_group: int = 0               # > 0: LongLoRA's S²-Attn in training, groups of s2_group tokens (positional/base.py)
 
 
 # ---- attention ------------------------------------------------------------------------------
@@ -123,9 +124,9 @@ def choose_kernel(p: AttentionPlan) -> str:
     biased = p.bias is not None or (p.pe is not None and p.pe.overrides("score_bias"))
     grad = torch.is_grad_enabled()
     if not (own or biased):
-        return "causal" if p.causal and not p.window and p.doc is None else "sdpa"
+        return "causal" if p.causal and not p.window and p.doc is None and p.groups is None else "sdpa"
     flex_ok = p.flex is not None and p.flex["error"] is None and (p.q_pos.is_cuda or (p.flex.get("cpu") and not grad))
-    if flex_ok and biased and not own and p.dropout == 0.0 and p.causal:
+    if flex_ok and biased and not own and p.dropout == 0.0 and p.causal and p.groups is None:
         return "flex"
     if not grad and len(p.q_pos) > ATTENTION_BLOCK:
         return "blocks"
@@ -181,10 +182,8 @@ def causal_blocks(T):
 def explicit_attention(q, k, v, mask, dropout=0.0, training=False, causal=False):
     """softmax(q k^T / sqrt(D) + mask) v written out, the bias added in place and broadcast over the
     batch (no (B, H, Tq, Tk) copy of it). causal: queries and keys at the same positions, so keys past a
-    query block's last row are left out (causal_blocks). mask: (H, Tq, Tk) float or (Tq, Tk) bool."""
+    query block's last row are left out (causal_blocks). mask: (H, Tq, Tk) additive, -inf where hidden."""
     D, Tk = q.shape[-1], k.shape[2]
-    if mask.dtype == torch.bool:
-        mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
     ys = []
     for a, b in causal_blocks(q.shape[2]) if causal else [(0, q.shape[2])]:
         end = b if causal else Tk
@@ -513,9 +512,8 @@ class GPT(nn.Module):
             raise ValueError("document ids need softmax attention (linear attention sums every earlier key)")
         if doc is not None and (doc.shape != (T,) or doc.is_floating_point()):
             raise ValueError(f"document ids must be a (T,) = ({T},) integer tensor, got {tuple(doc.shape)}")
-        if pos is None:
-            end = start + T
-        else:
+        end = start + T
+        if pos is not None:
             if pos.shape != (T,) or pos.is_floating_point():
                 raise ValueError(f"explicit positions must be a (T,) = ({T},) integer tensor, got {tuple(pos.shape)}")
             rising = pos[1:] > pos[:-1]
@@ -539,11 +537,12 @@ class GPT(nn.Module):
         cfg, plans, biases = self.config, {}, {}
         k_pos = cache.key_positions(len(pos)) if cache is not None else pos                  # (Tk,)
         k_doc = cache.key_positions(len(pos), cache.slot_doc) if cache is not None and doc is not None else None
+        groups = shifted_groups(len(pos), cfg.n_head, cfg.s2_group, pos.device) if self.training and cfg.s2_group else None
         for layer in self.schedule:
             if layer in plans:
                 continue
             plan = AttentionPlan(pos, k_pos, layer.window, cfg.sinks, causal=cache is None, doc=doc, k_doc=k_doc,
-                                 cache=cache,
+                                 cache=cache, groups=groups,
                                  n_positions=n_positions, pe=encodings[layer.encoding], bias=biases.get(layer.encoding),
                                  dropout=cfg.dropout if self.training else 0.0, flex=self.flex)
             biases.setdefault(layer.encoding, plan.bias)                         # (H, Tq, Tk) made once, or None

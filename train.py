@@ -30,7 +30,7 @@ from data.tokenizer import bits_per_byte, tokenizer_entry
 from model import GPT, GPTConfig
 from positional import sampling as position_sampling
 from tasks import TaskData
-from training import checkpoint
+from training import checkpoint, longlora
 from training.cli import fail, fmt_time, help_text
 from training.config import ConfigError, gather, load_config, upgrade_model_args
 from training.guard import OutDirLock, StopSignal
@@ -104,6 +104,8 @@ def load_run(cfg):
                        if old["pos_settings"].get(k, v) != v]
             hint = f" (settings changed since the checkpoint: {', '.join(changed)})" if changed else ""
             raise ConfigError(f"checkpoint weights do not fit the configured model: {why}{hint}")
+    if cfg.finetune_method:  # LongLoRA: adapters on the frozen checkpoint, or the adapters it was saved with
+        longlora.adapt(model, cfg, ckpt.get("lora"))
     if cfg.init_from == "scratch" and not cfg.eval_only and not cfg.overwrite and os.path.exists(path):
         raise ConfigError(f"{path} already exists and a scratch run would overwrite it; resume it with "
                           f"--init_from=resume, start over with --overwrite=True, or use another --out_dir")
@@ -177,8 +179,9 @@ def train(argv, cfg, ckpt, data, model, stop):
         os.makedirs(cfg.out_dir, exist_ok=True)
         config = "\n".join(f"  {k} = {v!r}" for k, v in asdict(cfg).items())
         print(f"config ({'resumed from ' + cfg.out_dir if ckpt else 'from scratch'}):\n{config}")
-        print(f"{model.pos_name}: {model.get_num_params() / 1e6:.2f}M parameters, {tokens_per_iter:,} tokens/iter, "
-              f"device {rt.device}, {rt.dtype}, {rt.world} process(es)")
+        trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        print(f"{model.pos_name}: {model.get_num_params() / 1e6:.2f}M parameters ({trained:,} trained), "
+              f"{tokens_per_iter:,} tokens/iter, device {rt.device}, {rt.dtype}, {rt.world} process(es)")
     raw_model = model.to(rt.device)
     optimizer = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), rt.device_type)
     st = restore(ckpt, optimizer, data_gen, cfg, rt) if ckpt is not None else Progress()
@@ -189,7 +192,6 @@ def train(argv, cfg, ckpt, data, model, stop):
     if rt.ddp:  # the encodings' buffers are tables computed from the config: nothing to broadcast
         model = DDP(model, device_ids=[rt.local_rank] if rt.device_type == "cuda" else None, broadcast_buffers=False)
     log = RunLog(cfg, rt.master, st.wandb_id)
-
     it_start, t_last, code = st.iter_num, time.time(), 0
     log("start", iter=st.iter_num, params=raw_model.get_num_params(), tokens_per_iter=tokens_per_iter)
     while True:
@@ -252,7 +254,8 @@ def train(argv, cfg, ckpt, data, model, stop):
 
 def restore(ckpt, optimizer, data_gen, cfg, rt):
     """Load the optimizer and, for an exact resume, the random states; return where the run stands."""
-    optimizer.load_state_dict(ckpt["optimizer"])
+    if ("lora" in ckpt) == bool(cfg.finetune_method):   # else other parameters train now: a new optimizer
+        optimizer.load_state_dict(ckpt["optimizer"])
     rngs = ckpt.get("rng") or []
     rngs = [rngs] if isinstance(rngs, dict) else rngs   # one dict: written before every rank's states were kept
     if ckpt["config"].get("seed") == cfg.seed and len(rngs) == rt.world:   # else the batches differ anyway
@@ -349,7 +352,7 @@ def save(cfg, model, optimizer, st, data, data_gen, rt, val_loss):
         rngs = [None] * rt.world if rt.master else None
         dist.gather_object(rng_state(data_gen), rngs, dst=0)
     if rt.master:
-        checkpoint.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        checkpoint.save({**longlora.checkpoint_state(model, cfg), "optimizer": optimizer.state_dict(),
                          "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": st.iter_num,
                          "best_val_loss": st.best_val, "val_loss": val_loss, "rng": rngs, "wandb_id": st.wandb_id,
                          "nonfinite_skipped": st.skipped, "tokenizer": tokenizer_entry(data.meta)},

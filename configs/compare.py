@@ -41,9 +41,11 @@ rope_factor = 4.0             # s: the methods target 4L = 1024 tokens
 finetune_iters = 100          # PI fine-tunes ~1000 steps, YaRN 400; scaled to this model's 500-step pretraining
 finetune_factor = 4.0         # at s L = 1024 tokens, batch_size / s sequences: the same tokens per iteration
 scaled_encodings = ["rope", "xpos"]   # the encodings evaluated and fine-tuned with every method ([]: all that take them)
+finetune_longlora = True      # and LongLoRA's fine-tune (PI, LoRA r=8 on qkv/proj + embeddings + norms, S²-Attn)
 
 # ---- does the model use the longer context? (context_use.py) ---------------------------
 context_use = True            # context gain and per-position loss of every run as trained, plus:
-context_labels = ["rope+ntk", "rope+yarn", "rope+leaky_rerope", "rope+direct ft", "rope+linear ft", "rope+yarn ft"]
+context_labels = ["rope+ntk", "rope+yarn", "rope+leaky_rerope", "rope+direct ft", "rope+linear ft", "rope+yarn ft",
+                  "rope+longlora ft"]
 context_tokens = 2048         # targets scored per context length (16 windows of stride L/2)
 context_sequences = 8         # sequences of 16 L averaged by the per-position loss

@@ -208,10 +208,11 @@ def plot_ppl(path, labels, by_label, lengths, train_len):
     return path
 
 
-def finetune_lines(labels, by_label, length):
+def finetune_lines(labels, by_label, length, notes=None):
     """Markdown: for each encoding with fine-tuned rows, ppl at `length` (the fine-tuning
     length s L) of each method without and with fine-tuning, and of the direct fine-tune
-    (PI's control), mean ± std over seeds."""
+    (PI's control), mean ± std over seeds. notes: {label: what follows its method's name}."""
+    notes = notes or {}
     at = lambda label: [s["ppl"].get(length, math.nan) for s in by_label.get(label, [])]  # noqa: E731
     lines = []
     for enc in [label[:-len("+direct ft")] for label in labels if label.endswith("+direct ft")]:
@@ -220,7 +221,8 @@ def finetune_lines(labels, by_label, length):
         lines += [f"| {enc}: method | ppl@{length}, no fine-tune | ppl@{length}, fine-tuned | "
                   f"direct fine-tune (no scaling) |", "|---|---|---|---|",
                   f"| none | {fmt(at(enc), '.2f')} | — | {fmt(at(enc + '+direct ft'), '.2f')} |"]
-        lines += [f"| {m} | {fmt(at(f'{enc}+{m}'), '.2f')} | {fmt(at(f'{enc}+{m} ft'), '.2f')} | |" for m in methods]
+        lines += [f"| {m}{notes.get(f'{enc}+{m} ft', '')} | {fmt(at(f'{enc}+{m}'), '.2f')} | "
+                  f"{fmt(at(f'{enc}+{m} ft'), '.2f')} | |" for m in methods]
         lines.append("")
     if lines:
         lines = ["## Extension methods at the fine-tuning length", "",
@@ -344,7 +346,9 @@ def write(results, failed, settings, cfg, command):
         md += [f"- {e} seed {s}: {msg}" for e, s, msg in failed]
         md.append("")
     ft_len = round(settings.get("finetune_factor", 0) * cfg.block_size) if settings.get("finetune_iters") else 0
-    md += finetune_lines(labels, by_label, ft_len) if ft_len in lengths else []
+    notes = {row["label"]: f" ({row['trained_params']:,} parameters trained)" for r in results for row in r["rows"]
+             if row.get("trained_params")}   # LongLoRA's fine-tune trains adapters, embeddings and norms only
+    md += finetune_lines(labels, by_label, ft_len, notes) if ft_len in lengths else []
     context_md, context_pngs = write_context(results, out, cfg.block_size)
     md += context_md
     runs_plots = ("val_loss", "ppl_vs_length")

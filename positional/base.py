@@ -77,6 +77,7 @@ class Ctx:
     causal: bool = False                # the keys are the queries' own positions, in order (no cache)
     doc: torch.Tensor = None            # (T,) document ids of the forward's tokens, or None
     k_doc: torch.Tensor = None          # (Tk,) the keys' ids with a cache (None: the keys are doc's own tokens)
+    groups: torch.Tensor = None         # (H, T) S²-Attn's group ids in training (shifted_groups), or None
     cache: object = None                # the generation's cache, or None
     n_positions: int = 0                # positions in play (of the forward, or of a static generation); 0: from k_pos
     x: torch.Tensor = None              # (B, T, C) the input of the layer attending now (set by the model)
@@ -88,11 +89,13 @@ class Ctx:
             self.n_positions = int(torch.cat([self.q_pos, self.k_pos]).max()) + 1
 
     def visible(self):
-        """(Tq, Tk) bool: the keys each query sees."""
+        """(Tq, Tk) bool: the keys each query sees; (H, Tq, Tk) with S²-Attn's groups."""
         doc = self.doc
         k_doc = doc[:len(self.k_pos)] if self.k_doc is None and doc is not None else self.k_doc
         q_doc = None if doc is None else doc[self.rows]
-        return visible_keys(self.q_pos, self.k_pos, self.window, self.sinks, q_doc, k_doc)
+        seen = visible_keys(self.q_pos, self.k_pos, self.window, self.sinks, q_doc, k_doc)
+        g = self.groups
+        return seen if g is None else seen & (g[:, self.rows, None] == g[:, None, :len(self.k_pos)])   # (H, Tq, Tk)
 
     def softmax(self, scores, v):
         """softmax(scores, hidden keys masked) @ v -> (y (B, H, Tq, D), probs); scores a new tensor."""
@@ -167,6 +170,17 @@ def visible_keys(q_pos, k_pos, window=0, sinks=0, q_doc=None, k_doc=None):
     if q_doc is not None:
         seen &= q_doc[:, None] == k_doc[None, :]
     return seen
+
+
+def shifted_groups(n, n_head, group, device=None):
+    """(H, n) group ids of S²-Attn, LongLoRA's shifted sparse attention (Chen et al., ICLR 2024,
+    arXiv:2309.12307; docs/extrapolation.md): a query sees the earlier keys of its own group of G tokens,
+    token t in group t // G in heads h < H // 2 and (t + G/2) // G in the others, shifted by half a group
+    so that information flows between groups. The paper's Algorithm 1 rolls the shifted heads' tokens by
+    -G/2 instead, so that its last group wraps around: the first G/2 tokens see the last G/2 (later) ones.
+    Here no token is moved (the mask is the whole change) and those first G/2 tokens form a group of their own."""
+    shift = (torch.arange(n_head, device=device) >= n_head // 2) * (group // 2)      # (H,) 0 or G/2
+    return (torch.arange(n, device=device)[None, :] + shift[:, None]) // group      # (H, n)
 
 
 def sees(q, k, window=0, sinks=0):

@@ -17,6 +17,7 @@ from data.loader import DOCUMENTS
 from model import GPTConfig
 from positional import sampling as position_sampling
 from positional.schedule import check_layers
+from training.longlora import targets_problem
 
 
 class ConfigError(ValueError):
@@ -68,13 +69,31 @@ class Config(GPTConfig):
     # 2023, an ordered subset of [0, max_position)), "pose" (Zhu et al. 2024, chunks with skips below max_position)
     position_sampling: str = ""            # "", "randomized" or "pose"
     pose_chunks: int = 2                   # pose: chunks per sequence
+    # LongLoRA (Chen et al. 2024; training/longlora.py): a fine-tune of a checkpoint with LoRA and S²-Attn
+    finetune_method: str = ""              # "longlora": LoRA on lora_targets, embeddings and norms trained, the rest
+                                           # frozen, S²-Attn in groups of s2_group (0: block_size / 4, the paper's)
+    lora_rank: int = 8                     # longlora: r of the update (lora_alpha / r) B A
+    lora_alpha: float = 16.0               # longlora: its alpha
+    lora_targets: str = "qkv,proj"         # longlora: the adapted layers, of qkv, proj (attention in, out) and mlp
 
     def validate(self):
         """self, if every key can hold; else a one-line ConfigError naming the first that cannot."""
         lows = {"block_size": 1, "batch_size": 1, "n_layer": 1, "gradient_accumulation_steps": 1, "learning_rate": 0,
                 "min_lr": 0, "max_iters": 0, "eval_iters": 1, "eval_interval": 1}
         checks = [(getattr(self, k) < low, f"{k} must be >= {low}, got {getattr(self, k)}") for k, low in lows.items()]
+        longlora = self.finetune_method == "longlora"
+        if longlora and not self.s2_group:
+            self.s2_group = self.block_size // 4
         checks += [
+            (self.finetune_method not in ("", "longlora"),
+             f"finetune_method must be '' or 'longlora', got {self.finetune_method!r}"),
+            (longlora and self.lora_rank < 1, f"lora_rank must be >= 1 for longlora, got {self.lora_rank}"),
+            (longlora and self.init_from != "resume",
+             "finetune_method=longlora fine-tunes a checkpoint: add --init_from=resume"),
+            (longlora and targets_problem(self.lora_targets), targets_problem(self.lora_targets)),
+            (self.s2_group != 0 and (self.s2_group < 2 or self.block_size % self.s2_group),
+             f"s2_group must be 0 (off) or >= 2 and divide block_size={self.block_size}, got {self.s2_group}"),
+            (self.s2_group and self.attention != "softmax", "s2_group (S²-Attn) needs attention=softmax"),
             (not 0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}"),
             (self.init_from not in ("scratch", "resume"), f"init_from must be 'scratch' or 'resume', got {self.init_from!r}"),
             (self.on_nonfinite not in ("stop", "skip"), f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}"),
