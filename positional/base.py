@@ -13,7 +13,7 @@ An encoding can act in four places of a GPT, and each hook defaults to "do nothi
                              gives (H, Tq, Tk)), a query block, or a FlexAttention score_mod
   attend(q, k, v, ctx, layer) -> (B, H, Tq, D), or None for softmax(q.k + bias) v: for encodings whose
                              scores are not "q.k plus a fixed bias" (Shaw, Transformer-XL, ReRoPE, CoPE,
-                             FoX); they form their logits (logits(), 1/sqrt(D) included) and call
+                             FoX); they form their logits (OwnLogits.logits, 1/sqrt(D) included) and call
                              ctx.softmax(logits, v) -> (y, probs) (mask and dropout applied). It costs
                              the fused SDPA kernel; the model may call it on a causal block of queries
                              with the keys up to its last one (ctx.rows says which rows of the forward).
@@ -39,9 +39,9 @@ documents are given), computed once in GPT.forward from the KV-cache offset. sco
 called once per forward pass and shared by all layers; it spans the full key length (Tk).
 
 Settings: each encoding declares a small typed dataclass of its knobs next to its class
-(`Settings`, a subclass of base.Settings; field names are the users' flat config keys), with
-a check(cfg) that refuses bad values in one line: the one place a setting is validated
-(constructors trust their arguments); positional.build() and positional.check() type and check them.
+(`Settings`; field names are the users' flat config keys, bounds declared with setting()), whose
+check(cfg) refuses bad values in one line: the one place a setting is validated (constructors
+trust their arguments; positional.chosen() types and checks them).
 
 Capabilities, read by model/train/sample code instead of encoding names:
   max_positions        None if any position works, else how many it can represent
@@ -51,20 +51,37 @@ Capabilities, read by model/train/sample code instead of encoding names:
                        and re-rotated at every call, and a decode step needs the host (no static step)
   ordered_keys         attend needs the keys in position order (CoPE counts them)
 """
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 
+def setting(default, *, at_least=None, above=None, choices=(), why="", length=False):
+    """A settings field whose bounds Settings.check enforces: >= at_least, > above, one of choices;
+    `why` (what a boundary value means) goes into the error; length: 0 means the length the model
+    was trained at (positional.pin_lengths)."""
+    return field(default=default, metadata=dict(at_least=at_least, above=above, choices=choices, why=why,
+                                                length=length))
+
+
 @dataclass
 class Settings:
-    """No settings. An encoding's subclass adds typed fields named as the flat config keys
-    (a field with metadata {"length": True} holds a length where 0 means "the length the
-    model was trained at", see positional.pin_lengths)."""
+    """No settings. An encoding's subclass adds typed fields named as the flat config keys."""
 
     def check(self, cfg):
-        """Raise ValueError with one actionable line if a value cannot work with cfg (GPTConfig)."""
+        """Raise ValueError with one actionable line if a value cannot work with cfg (GPTConfig): here
+        the bounds the fields declare (setting()); a subclass checks the rest after super().check(cfg)."""
+        for f in dataclasses.fields(self):
+            v, m = getattr(self, f.name), f.metadata
+            why = f" ({m['why']})" if m.get("why") else ""
+            if m.get("choices") and v not in m["choices"]:
+                raise ValueError(f"{f.name} must be one of {', '.join(m['choices'])}, got {v!r}")
+            if m.get("at_least") is not None and not v >= m["at_least"]:
+                raise ValueError(f"{f.name} must be >= {m['at_least']}{why}, got {v}")
+            if m.get("above") is not None and not v > m["above"]:
+                raise ValueError(f"{f.name} must be > {m['above']}{why}, got {v}")
 
 
 @dataclass(eq=False)
@@ -154,6 +171,17 @@ class PositionalEncoding(nn.Module):
 
     def extra_repr(self):
         return f"name={self.name!r}"
+
+
+class OwnLogits(PositionalEncoding):
+    """An encoding whose scores are not q.k plus a bias: logits(q, k, ctx, layer) -> (B, H, Tq, Tk),
+    1/sqrt(D) included (plots and tests read them too), turned into attention by ctx.softmax."""
+
+    def logits(self, q, k, ctx, layer):
+        raise NotImplementedError
+
+    def attend(self, q, k, v, ctx, layer):
+        return ctx.softmax(self.logits(q, k, ctx, layer), v)[0]
 
 
 def distance(q_pos, k_pos):

@@ -15,16 +15,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .base import PositionalEncoding, Settings
+from .base import PositionalEncoding, Settings, setting
 
 
 @dataclass
 class ConvSettings(Settings):
-    conv_kernel: int = 4        # k: taps of the causal convolution (the current token and k-1 before it)
-
-    def check(self, cfg):
-        if self.conv_kernel < 2:
-            raise ValueError(f"conv_kernel must be >= 2 (1 is no convolution), got {self.conv_kernel}")
+    conv_kernel: int = setting(4, at_least=2, why="1 is no convolution")   # k: taps (this token and k-1 before it)
 
 
 class Conv(PositionalEncoding):

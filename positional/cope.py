@@ -24,21 +24,17 @@ sum, two gathers and about five (B, H, Tq, Tk) tensors per layer.
 Settings: cope_max_position (P; 0: the training length). Counts past P share e[P].
 """
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from .base import PositionalEncoding, Settings
+from .base import OwnLogits, Settings, setting
 
 
 @dataclass
 class CoPESettings(Settings):
-    cope_max_position: int = field(default=0, metadata={"length": True})   # P; 0: block_size
-
-    def check(self, cfg):
-        if self.cope_max_position < 0:
-            raise ValueError(f"cope_max_position must be >= 0 (0: block_size), got {self.cope_max_position}")
+    cope_max_position: int = setting(0, at_least=0, why="0: block_size", length=True)   # P; 0: block_size
 
 
 def cope_positions(gates, max_position):
@@ -55,7 +51,7 @@ def interpolate(table, p):
     return table.gather(-1, lo) * (1 - w) + table.gather(-1, hi) * w
 
 
-class CoPE(PositionalEncoding):
+class CoPE(OwnLogits):
     name = "cope"
     ordered_keys = True   # counts run over the keys in position order
     Settings = CoPESettings
@@ -68,9 +64,6 @@ class CoPE(PositionalEncoding):
     @classmethod
     def from_config(cls, cfg, s):
         return cls(cfg.n_layer, cfg.n_embd // cfg.n_head, s.cope_max_position or cfg.block_size)
-
-    def attend(self, q, k, v, ctx, layer):
-        return ctx.softmax(self.logits(q, k, ctx, layer), v)[0]
 
     def logits(self, q, k, ctx, layer):
         scale = 1.0 / math.sqrt(q.shape[-1])

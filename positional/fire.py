@@ -23,12 +23,12 @@ position is below L at first, then keeps (T, width) for the backward pass, not
 (T, T, width). One MLP serves all layers (score_bias is computed once per forward pass). Knobs: fire_mlp_width
 (32 in the paper), fire_init_c (0.1), fire_init_L (0: the training block_size).
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from .base import PositionalEncoding, Settings
+from .base import PositionalEncoding, Settings, setting
 
 EPS = 1e-6
 HIDDEN = 2 ** 22   # values of the (rows, Tk, width) hidden layer per MLP call
@@ -48,14 +48,9 @@ def psi_ratio(dist, norm, c):
 
 @dataclass
 class FIRESettings(Settings):
-    fire_mlp_width: int = 32      # hidden units of the bias MLP (32 in the paper)
-    fire_init_c: float = 0.1      # initial c of psi(x) = log(c x + 1)
-    fire_init_L: int = field(default=0, metadata={"length": True})   # initial threshold L; 0: block_size
-
-    def check(self, cfg):
-        if self.fire_mlp_width < 1 or self.fire_init_c <= 0 or self.fire_init_L < 0:
-            raise ValueError(f"fire needs fire_mlp_width >= 1, fire_init_c > 0, fire_init_L >= 0 (0: block_size), "
-                             f"got {self.fire_mlp_width}, {self.fire_init_c}, {self.fire_init_L}")
+    fire_mlp_width: int = setting(32, at_least=1)     # hidden units of the bias MLP (32 in the paper)
+    fire_init_c: float = setting(0.1, above=0)        # initial c of psi(x) = log(c x + 1)
+    fire_init_L: int = setting(0, at_least=0, why="0: block_size", length=True)   # initial threshold L; 0: block_size
 
 
 class FIRE(PositionalEncoding):

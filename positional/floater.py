@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .base import PositionalEncoding, Settings
+from .base import PositionalEncoding, Settings, setting
 
 
 def rk4(h, p0, n, steps=4, unit=1.0):
@@ -42,14 +42,9 @@ def rk4(h, p0, n, steps=4, unit=1.0):
 
 @dataclass
 class FloaterSettings(Settings):
-    floater_steps: int = 4          # RK4 steps per position
-    floater_width: int = 32         # hidden width of the MLP h
-    floater_dt: float = 0.01        # Δ: time from one position to the next
-
-    def check(self, cfg):
-        if self.floater_steps < 1 or self.floater_width < 1 or not self.floater_dt > 0:
-            raise ValueError(f"floater_steps and floater_width must be >= 1 and floater_dt > 0, got "
-                             f"{self.floater_steps}, {self.floater_width}, {self.floater_dt}")
+    floater_steps: int = setting(4, at_least=1)        # RK4 steps per position
+    floater_width: int = setting(32, at_least=1)       # hidden width of the MLP h
+    floater_dt: float = setting(0.01, above=0)         # Δ: time from one position to the next
 
 
 class Floater(PositionalEncoding):

@@ -33,10 +33,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from .alibi import alibi_slopes
-from .base import PositionalEncoding
+from .base import OwnLogits
 
 
-class FoX(PositionalEncoding):
+class FoX(OwnLogits):
     name = "fox"
 
     def __init__(self, n_layer: int, n_head: int, n_embd: int):
@@ -77,9 +77,6 @@ class FoX(PositionalEncoding):
             grown[..., :sums.shape[-1]] = sums
             sums = cache.states[(id(self), layer)] = grown
         return sums
-
-    def attend(self, q, k, v, ctx, layer):
-        return ctx.softmax(self.logits(q, k, ctx, layer), v)[0]
 
     def logits(self, q, k, ctx, layer):
         """The gates read the layer input ctx.x once per forward and layer (every query block shares them)."""

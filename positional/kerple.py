@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .base import PositionalEncoding, Settings
+from .base import PositionalEncoding, Settings, setting
 
 VARIANTS = ("log", "power")
 EPS = 1e-2   # smallest value a parameter is clamped to
@@ -42,11 +42,7 @@ def kernel(d, r1, r2, variant):
 
 @dataclass
 class KerpleSettings(Settings):
-    kerple_variant: str = "log"   # "log": -r1 log(1 + r2 d); "power": -r1 d^r2
-
-    def check(self, cfg):
-        if self.kerple_variant not in VARIANTS:
-            raise ValueError(f"kerple_variant must be one of {', '.join(VARIANTS)}, got {self.kerple_variant!r}")
+    kerple_variant: str = setting("log", choices=VARIANTS)   # "log": -r1 log(1 + r2 d); "power": -r1 d^r2
 
 
 class Kerple(PositionalEncoding):

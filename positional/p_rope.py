@@ -25,23 +25,21 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Settings
+from .base import Settings, setting
 from .rope import RoPE
 
 
 @dataclass
 class PRoPESettings(Settings):
-    rope_base: float = 10000.0      # theta_i = base^(-2i/D)
+    rope_base: float = setting(10000.0, above=1)   # theta_i = base^(-2i/D)
     p_rope_fraction: float = 0.75   # p: share of RoPE's frequencies kept (the highest ones)
 
     def check(self, cfg):
-        head_dim = cfg.n_embd // cfg.n_head
-        if head_dim % 2:
-            raise ValueError(f"p_rope needs an even head dim, got {head_dim}; change n_embd/n_head")
+        super().check(cfg)
+        if (cfg.n_embd // cfg.n_head) % 2:
+            raise ValueError(f"p_rope needs an even head dim, got {cfg.n_embd // cfg.n_head}; change n_embd/n_head")
         if not 0 <= self.p_rope_fraction <= 1:
             raise ValueError(f"p_rope_fraction must be in [0, 1] (1: RoPE, 0: NoPE), got {self.p_rope_fraction}")
-        if not self.rope_base > 1:
-            raise ValueError(f"rope_base must be > 1, got {self.rope_base}")
 
 
 class PRoPE(RoPE):

@@ -32,28 +32,22 @@ from dataclasses import dataclass
 
 import torch
 
+from .base import OwnLogits, Settings, setting
 from .rope import RoPE, RoPESettings
 
 
 @dataclass
 class ReRoPESettings(RoPESettings):
-    rerope_window: int = 0           # w; 0: block_size // 2
+    rerope_window: int = setting(0, at_least=0, why="0: half the training length")   # w; 0: block_size // 2
 
     def check(self, cfg):
         super().check(cfg)
-        if self.rerope_window < 0:
-            raise ValueError(f"rerope_window must be >= 0 (0: half the training length), got {self.rerope_window}")
+        Settings.check(self, cfg)   # the bounds declared here (RoPESettings.check does not chain)
 
 
 @dataclass
 class LeakyReRoPESettings(ReRoPESettings):
-    rerope_leak: float = 32.0        # k: past w, distances grow by 1/k per token
-
-    def check(self, cfg):
-        super().check(cfg)
-        if not self.rerope_leak > 1:
-            raise ValueError(f"rerope_leak must be > 1 (distances past the window grow by 1/leak), "
-                             f"got {self.rerope_leak}")
+    rerope_leak: float = setting(32.0, above=1)   # k: past w, distances grow by 1/k per token
 
 
 def rerope_logits(rope, q, k, q_pos, k_pos, window, leak=None):
@@ -71,7 +65,7 @@ def rerope_logits(rope, q, k, q_pos, k_pos, window, leak=None):
     return torch.where(near, exact, far) / math.sqrt(q.shape[-1])
 
 
-class ReRoPE(RoPE):
+class ReRoPE(OwnLogits, RoPE):
     name = "rerope"
     Settings = ReRoPESettings
 
@@ -92,9 +86,6 @@ class ReRoPE(RoPE):
 
     def logits(self, q, k, ctx, layer):
         return rerope_logits(self, q, k, ctx.q_pos, ctx.k_pos, self.window, self.leak)
-
-    def attend(self, q, k, v, ctx, layer):
-        return ctx.softmax(self.logits(q, k, ctx, layer), v)[0]
 
 
 class LeakyReRoPE(ReRoPE):

@@ -28,20 +28,16 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .base import PositionalEncoding, Settings, distance
+from .base import OwnLogits, Settings, distance, setting
 
 
 @dataclass
 class ShawSettings(Settings):
-    shaw_max_distance: int = 16   # k: distances past it share one embedding
+    shaw_max_distance: int = setting(16, at_least=1)   # k: distances past it share one embedding
     shaw_values: bool = True      # also learn relative value embeddings
 
-    def check(self, cfg):
-        if self.shaw_max_distance < 1:
-            raise ValueError(f"shaw_max_distance must be >= 1, got {self.shaw_max_distance}")
 
-
-class Shaw(PositionalEncoding):
+class Shaw(OwnLogits):
     name = "shaw"
     Settings = ShawSettings
 

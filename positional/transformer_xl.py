@@ -33,7 +33,7 @@ import math
 import torch
 from torch import nn
 
-from .base import PositionalEncoding, distance
+from .base import OwnLogits, distance
 from .sinusoidal import sinusoidal_table
 
 
@@ -44,7 +44,7 @@ def queries_at_the_end(q_pos, k_pos):
     return Tq <= Tk and int(k_pos[-1] - k_pos[0]) == Tk - 1 and bool((q_pos == k_pos[Tk - Tq:]).all())
 
 
-class TransformerXL(PositionalEncoding):
+class TransformerXL(OwnLogits):
     name = "transformer_xl"
 
     def __init__(self, n_layer: int, n_head: int, n_embd: int):
@@ -90,9 +90,6 @@ class TransformerXL(PositionalEncoding):
         P = (qv @ r.transpose(-1, -2)).contiguous()                                 # (B, H, Tq, Tk + 1)
         return P.as_strided((B, H, Tq, Tk), (H * Tq * (Tk + 1), Tq * (Tk + 1), Tk, 1),
                             P.storage_offset() + Tk - 1 - (Tk - Tq))
-
-    def attend(self, q, k, v, ctx, layer):
-        return ctx.softmax(self.logits(q, k, ctx, layer), v)[0]
 
     def logits(self, q, k, ctx, layer):
         B, _, Tq, D = q.shape

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .base import Settings, setting
 from .rope import RoPE, RoPESettings
 
 
@@ -42,12 +43,11 @@ def max_finite_positions(scale_base: float) -> int:
 
 @dataclass
 class XPosSettings(RoPESettings):
-    xpos_scale_base: float = 512.0   # gamma: the decay zeta_j^(distance / gamma)
+    xpos_scale_base: float = setting(512.0, above=0)   # gamma: the decay zeta_j^(distance / gamma)
 
     def check(self, cfg):
         super().check(cfg)
-        if not self.xpos_scale_base > 0:
-            raise ValueError(f"xpos_scale_base must be > 0, got {self.xpos_scale_base}")
+        Settings.check(self, cfg)   # the bound declared here (RoPESettings.check does not chain)
 
 
 class XPos(RoPE):

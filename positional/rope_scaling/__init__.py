@@ -14,15 +14,15 @@ frequencies, so they are encodings (positional/rerope.py), though chosen by the 
 """
 from .base import ScalingSettings
 from .dynamic import DynamicSettings, dynamic
-from .linear import LinearSettings, linear
+from .linear import linear
 from .llama3 import Llama3Settings, llama3
-from .ntk import NTKSettings, ntk
+from .ntk import ntk
 from .ntk_by_parts import NTKByPartsSettings, ntk_by_parts
 from .yarn import YarnSettings, yarn
 
 METHODS = {                 # name -> (frequency transform, its settings class)
-    "linear": (linear, LinearSettings),
-    "ntk": (ntk, NTKSettings),
+    "linear": (linear, ScalingSettings),
+    "ntk": (ntk, ScalingSettings),
     "dynamic": (dynamic, DynamicSettings),
     "ntk_by_parts": (ntk_by_parts, NTKByPartsSettings),
     "yarn": (yarn, YarnSettings),

@@ -12,9 +12,5 @@ Settings: rope_factor (s > 0). The paper follows it with a short fine-tune at th
 from .base import ScalingSettings
 
 
-class LinearSettings(ScalingSettings):
-    pass
-
-
-def linear(inv_freq, s: LinearSettings, *, base, seq_len=0):
+def linear(inv_freq, s: ScalingSettings, *, base, seq_len=0):
     return inv_freq / s.rope_factor, 1.0

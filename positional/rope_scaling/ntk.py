@@ -15,10 +15,6 @@ import torch
 from .base import ScalingSettings
 
 
-class NTKSettings(ScalingSettings):
-    pass
-
-
 def ntk_factor(inv_freq, factor):
     """theta_j * s^(-2j / (d - 2)) for d = 2 * len(inv_freq)."""
     d = 2 * len(inv_freq)
@@ -26,5 +22,5 @@ def ntk_factor(inv_freq, factor):
     return inv_freq * factor ** (-2 * j / (d - 2))
 
 
-def ntk(inv_freq, s: NTKSettings, *, base, seq_len=0):
+def ntk(inv_freq, s: ScalingSettings, *, base, seq_len=0):
     return ntk_factor(inv_freq, s.rope_factor), 1.0

@@ -40,6 +40,7 @@ from typing import ClassVar
 
 import torch
 
+from ..base import setting
 from .base import ScalingSettings
 
 RAMPS = ("index", "turns")
@@ -49,15 +50,13 @@ RAMPS = ("index", "turns")
 class NTKByPartsSettings(ScalingSettings):
     rope_beta_fast: float = 32.0   # pairs turning more than this many times within L are kept
     rope_beta_slow: float = 1.0    # pairs turning fewer times than this are divided by s
-    rope_ramp: str = "index"       # "index": HF / the YaRN authors' code; "turns": the paper's formula in r
+    rope_ramp: str = setting("index", choices=RAMPS)   # "index": HF / the YaRN code; "turns": the paper's, in r
     rope_truncate: bool = True     # index ramp: floor/ceil its ends to whole pairs (HF's truncate)
     # checkpoints saved before rope_ramp existed were made with the turns ramp (config.upgrade_model_args)
     older_values: ClassVar[dict] = {"rope_ramp": "turns"}
 
     def check(self, cfg):
         super().check(cfg)
-        if self.rope_ramp not in RAMPS:
-            raise ValueError(f"rope_ramp must be one of {', '.join(RAMPS)}, got {self.rope_ramp!r}")
         if not self.rope_beta_fast > self.rope_beta_slow > 0:
             raise ValueError(f"need rope_beta_fast > rope_beta_slow > 0 (turns within L), got "
                              f"{self.rope_beta_fast} and {self.rope_beta_slow}")

@@ -25,20 +25,15 @@ rope_mscale_all_dim (0 means unset for all three, as None in HF).
 import math
 from dataclasses import dataclass
 
+from ..base import setting
 from .ntk_by_parts import NTKByPartsSettings, ntk_by_parts
 
 
 @dataclass
 class YarnSettings(NTKByPartsSettings):
-    rope_attention_factor: float = 0.0   # > 0: the per-side scale of q and k, as given; 0: from s and mscale
-    rope_mscale: float = 0.0             # with rope_mscale_all_dim: m = g(s, mscale) / g(s, mscale_all_dim)
-    rope_mscale_all_dim: float = 0.0
-
-    def check(self, cfg):
-        super().check(cfg)
-        for key in ("rope_attention_factor", "rope_mscale", "rope_mscale_all_dim"):
-            if getattr(self, key) < 0:
-                raise ValueError(f"{key} must be >= 0 (0: unset), got {getattr(self, key)}")
+    rope_attention_factor: float = setting(0.0, at_least=0)   # > 0: the per-side scale of q and k, as given; 0: from s
+    rope_mscale: float = setting(0.0, at_least=0)   # with rope_mscale_all_dim: m = g(s, mscale) / g(s, mscale_all_dim)
+    rope_mscale_all_dim: float = setting(0.0, at_least=0)
 
 
 def get_mscale(factor, mscale=1.0):
