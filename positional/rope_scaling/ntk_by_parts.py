@@ -67,46 +67,25 @@ def correction_dim(turns, dim, base, original):
     return dim * math.log(original / (2 * math.pi * turns)) / (2 * math.log(base))
 
 
-def correction_range(s, dim, base):
-    """(low, high): the pair indices where the index ramp starts and ends."""
-    low = correction_dim(s.rope_beta_fast, dim, base, s.rope_original_max_position)
-    high = correction_dim(s.rope_beta_slow, dim, base, s.rope_original_max_position)
-    if s.rope_truncate:
-        low, high = math.floor(low), math.ceil(high)
-    return max(low, 0), min(high, dim - 1)
-
-
-def index_ramp(n_pairs, low, high, like):
-    """(n_pairs,): 0 up to pair `low`, 1 from pair `high`, linear in j between."""
-    if low == high:
-        high += 0.001  # as HF: avoid 0/0
-    j = torch.arange(n_pairs, dtype=like.dtype, device=like.device)
-    return ((j - low) / (high - low)).clamp(0.0, 1.0)
-
-
-def turns_ramp(inv_freq, original_max_position, low, high):
-    """gamma(r_j): 0 below `low` turns within L, 1 above `high` turns, linear in r between."""
-    turns = original_max_position * inv_freq / (2 * math.pi)
-    return ((turns - low) / (high - low)).clamp(0.0, 1.0)
-
-
-
 def kept_share(inv_freq, s, base):
     """gamma_j, (D/2,): 1 where pair j keeps theta_j, 0 where it is divided by s."""
-    if s.rope_original_max_position <= 0:
-        raise ValueError(f"rope_original_max_position must be resolved to > 0 before scaling, "
-                         f"got {s.rope_original_max_position}")
-    if s.rope_ramp == "turns":
-        return turns_ramp(inv_freq, s.rope_original_max_position, s.rope_beta_slow, s.rope_beta_fast)
-    low, high = correction_range(s, 2 * len(inv_freq), base)
-    return 1 - index_ramp(len(inv_freq), low, high, inv_freq)
-
-
-def blend(inv_freq, factor, kept):
-    """HF's blend: interpolation (theta / s) * (1 - kept) + extrapolation (theta) * kept."""
-    return inv_freq / factor * (1 - kept) + inv_freq * kept
+    L, dim = s.rope_original_max_position, 2 * len(inv_freq)
+    if L <= 0:
+        raise ValueError(f"rope_original_max_position must be resolved to > 0 before scaling, got {L}")
+    if s.rope_ramp == "turns":  # linear in the turns r_j within L
+        turns = L * inv_freq / (2 * math.pi)
+        return ((turns - s.rope_beta_slow) / (s.rope_beta_fast - s.rope_beta_slow)).clamp(0.0, 1.0)
+    low, high = correction_dim(s.rope_beta_fast, dim, base, L), correction_dim(s.rope_beta_slow, dim, base, L)
+    if s.rope_truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001  # as HF: avoid 0/0
+    j = torch.arange(len(inv_freq), dtype=inv_freq.dtype, device=inv_freq.device)
+    return 1 - ((j - low) / (high - low)).clamp(0.0, 1.0)
 
 
 def ntk_by_parts(inv_freq, s: NTKByPartsSettings, *, base: float, seq_len: int = 0):
-    """inv_freq: (D/2,) float64 -> (inv_freq', 1.0)."""
-    return blend(inv_freq, s.rope_factor, kept_share(inv_freq, s, base)), 1.0
+    """inv_freq: (D/2,) float64 -> (inv_freq', 1.0), HF's blend of theta / s and theta."""
+    kept = kept_share(inv_freq, s, base)
+    return inv_freq / s.rope_factor * (1 - kept) + inv_freq * kept, 1.0
