@@ -116,6 +116,15 @@ class Ctx:
         probs = torch.softmax(scores.masked_fill(~self.visible(), float("-inf")).float(), -1).to(v.dtype)
         return probs @ v, probs
 
+    def kept(self, owner, name, make, dim=0):
+        """What `owner` keeps in the cache for the positions in play: make(a, b) gives its rows a..b-1
+        (along dim), made for n_positions at first and grown by doubling when a generation passes them."""
+        t = self.cache.state(owner, name, lambda: make(0, self.n_positions))
+        if t.shape[dim] < self.n_positions:
+            more = make(t.shape[dim], max(self.n_positions, 2 * t.shape[dim]))
+            t = self.cache.states[(id(owner), name)] = torch.cat([t, more], dim)
+        return t
+
     def once(self, key, make):
         """make() the first time `key` is asked in this forward (scratch), shared by the layers."""
         if key not in self.scratch:

@@ -1,4 +1,4 @@
-"""CoPE, contextual position encoding (Golovneva, Wang, Weston & Sukhbaatar 2024,
+"""CoPE (Golovneva, Wang, Weston & Sukhbaatar 2024,
 "Contextual Position Encoding: Learning to Count What's Important",
 https://arxiv.org/abs/2405.18719).
 
@@ -10,17 +10,10 @@ and the position of key j is the number of counted keys from j up to i:
     e[p] = (p - floor p) e[ceil p] + (1 - p + floor p) e[floor p]   (e: P + 1 learned vectors)
     logit(i, j) = (q_i . k_j + q_i . e[p_ij]) / sqrt(D)
 
-q_i . e[p] is computed once for the P + 1 integer positions, (B, H, Tq, P + 1), and
-interpolated, never e[p] itself. e: (P + 1, D) per layer, shared by the heads, zeros at
-the start (so CoPE starts as NoPE), as in the paper. The gates read the same scaled
-logits as the softmax. Absolute positions play no part: only which keys are visible, so
-shifting every position changes nothing, and the cached keys give the same counts as a
-full pass. A window or another document hides keys from the count too (their gate is 0),
-which keeps the ring cache equal to a windowed recompute.
-
-Cost: the logits are formed here (explicit softmax, no fused kernel), with a cumulative
-sum, two gathers and about five (B, H, Tq, Tk) tensors per layer.
-
+q_i . e[p] is computed for the P + 1 integer positions, (B, H, Tq, P + 1), and interpolated.
+e: (P + 1, D) per layer, shared by the heads, zeros at the start (CoPE starts as NoPE), as in
+the paper. Only which keys are visible matters (a window or another document hides keys from the
+count too), so shifting every position changes nothing and cached keys count as a full pass.
 Settings: cope_max_position (P; 0: the training length). Counts past P share e[P].
 """
 import math

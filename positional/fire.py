@@ -13,15 +13,9 @@ learned (L as a multiplier of its initial value, as in the paper's implementatio
 While i < L the normaliser is the constant psi(L) and the bias depends on i - j only;
 beyond L it is not translation invariant, by design. At distance 0 the bias is f(0).
 
-The MLP runs once per distinct input, not per (i, j): queries before L (positions increase,
-so a prefix of them) share the normaliser psi(L), and their input depends on i - j alone,
-so f is evaluated at the distances 0 .. max(i - j) and read at each pair; a query past L
-has its own normaliser, so its row of inputs goes through f as it is, a few rows at a time
-(a (rows, Tk, width) hidden layer of at most 2^22 values without gradients; the model asks for a
-block of queries at a time at evaluation, so no (H, Tq, Tk) output either). Training, where every
-position is below L at first, then keeps (T, width) for the backward pass, not
-(T, T, width). One MLP serves all layers (score_bias is computed once per forward pass). Knobs: fire_mlp_width
-(32 in the paper), fire_init_c (0.1), fire_init_L (0: the training block_size).
+The MLP runs once per distinct input, not per (i, j): the queries before L share psi(L), so f is
+evaluated at the distances 0 .. max(i - j) and read at each pair; a query past L goes through f
+row by row, a few rows at a time (a hidden layer of at most HIDDEN values). One MLP serves all layers.
 """
 from dataclasses import dataclass
 
@@ -74,10 +68,8 @@ class FIRE(PositionalEncoding):
         return self.L_multiplier * self.init_L
 
     def score_bias(self, h, q, k):
-        """The MLP gives every head at once, so the heads h are picked from its (H, Tq, Tk) output and q,
-        k come as (Tq, 1), (1, Tk): a query block works, a score_mod does not (it needs a per-distance
-        table: issue #22; FlexAttention falls back to query blocks). One query (a decode
-        step), or positions that restart (documents), take the per-pair path: no host read-back."""
+        """The MLP gives every head at once: h is picked from its (H, Tq, Tk) output, so a query block
+        works and a score_mod does not (issue #22: FlexAttention falls back to query blocks)."""
         return self.dense(q.view(-1), k.view(-1))[h.view(-1)]
 
     def dense(self, q_pos, k_pos):

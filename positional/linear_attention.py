@@ -11,16 +11,9 @@ denominator free of the rotation (it stays positive, no division by ~0):
          = (R_m phi(q_m)) . S_m  /  phi(q_m) . z_m,
            S_m = sum_{n<=m} (R_n phi(k_n)) v_n^T   (D, D),   z_m = sum_{n<=m} phi(k_n)   (D,)
 
-R is whatever pe.rotate does (rope, xpos; the identity for none, learned, sinusoidal),
-so the numerator depends on m - n only: shifting all positions changes nothing.
-S and z are prefix sums over the sequence, taken chunk by chunk (inside a chunk of 64
-tokens, a masked (64, 64) product; across chunks, the running S and z): no (T, T)
-matrix, and time and memory linear in T. With a cache, the sums after the last token
-are all that is kept (LinearAttentionCache below), so decoding costs O(1) time and
-memory per token whatever the length.
-
-Encodings that act on the (Tq, Tk) score matrix (score_bias, attend; their
-needs_score_matrix capability) cannot work here, and GPT refuses them at construction.
+R is whatever pe.rotate does (the identity for none, learned, sinusoidal). S and z are prefix
+sums taken chunk by chunk (time and memory linear in T); with a cache only the sums after the
+last token are kept, O(1) per decoded token. Encodings that need the score matrix are refused.
 """
 import torch
 from torch import nn

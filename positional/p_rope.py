@@ -8,18 +8,10 @@ position (they act as NoPE channels, free to carry semantic content):
     theta_i = base^(-2i / D)            if i <  round(p * D/2)
             = 0                         otherwise,            i = 0 .. D/2 - 1
 
-p = 1 is RoPE, p = 0 is NoPE. The pairing is RoPE's half-split (channel i with i + D/2).
-
-Not GPT-NeoX's partial rotary (`rope` with rotary_fraction = p): that rotates the first
-p*D channels with frequencies recomputed over the rotated width, base^(-2i / (p D)), so
-its lowest kept frequency is base^(-1 + 2/(pD)), the same as full RoPE's lowest; p-RoPE's
-kept frequencies are full RoPE's highest ones, unchanged, and its lowest is near
-base^(-p). The two also pair different channels. tests/test_new_encodings.py shows the
-difference on numbers.
-
-A rope_scaling method changes the frequencies first; the removed ones are zeroed after
-it (and after dynamic NTK's recomputation: the zeroing is applied to the angles).
-Settings: rope_base, p_rope_fraction (p).
+p = 1 is RoPE, p = 0 is NoPE. Not GPT-NeoX's partial rotary (`rope` with rotary_fraction = p),
+which recomputes the frequencies over the rotated width and pairs other channels
+(tests/test_new_encodings.py shows the difference on numbers). A rope_scaling method
+changes the frequencies first; the removed ones are zeroed on the angles after it.
 """
 from dataclasses import dataclass
 

@@ -17,15 +17,10 @@ built twice and merged (logits, in attend):
     s2 = R(i/k + w(1 - 1/k)) q . R(j/k) k                Leaky: distance w + (i - j - w)/k
     logits = where(i - j < w, s1, s2) / sqrt(D)
 
-Cost, against plain RoPE: two (B, H, Tq, Tk) score matrices and an explicit softmax, so
-no fused (flash) attention kernel and quadratic memory; keys are cached un-rotated and
-re-rotated at every decoding step (O(Tk) extra work per token). Inside the window it is
-plain RoPE exactly: the weights of a RoPE model load unchanged, which is how it is used
-(chosen with rope_scaling=rerope or leaky_rerope on a rope model, at any time).
-
-Settings: rerope_window (w; 0 means half the training length, as Su's w = 256 for a
-512 training length), rerope_leak (k, Leaky only; the default 32 keeps a relative
-distance of 16 L at w + 15.5 L / 32 < L for w = L / 2).
+Two score matrices and no fused kernel; keys are cached un-rotated. Inside the window it is
+plain RoPE exactly, so a RoPE model's weights load unchanged (rope_scaling=rerope or leaky_rerope).
+Settings: rerope_window (w; 0: half the training length, as Su's w = 256 for 512), rerope_leak
+(k, Leaky only; 32 keeps a distance of 16 L at w + 15.5 L / 32 < L for w = L / 2).
 """
 import math
 from dataclasses import dataclass

@@ -10,12 +10,8 @@ as Gemma 3's 5:1 pattern over 26 or 62 layers); "" gives every layer pos_encodin
     layer_windows   = "32,32,32,0"             Gemma-style local/global layers (Gemma 2 alternates 1:1,
                                                Gemma 3 has 5 local to 1 global); 0 = global
 
-pos_encoding stays the model's main encoding (model.pe: its settings and rope_scaling, reports)
-and must be one of the pattern's. Each distinct encoding is built once, with the settings of all
-encodings in play (positional.resolve over the pattern) and the model's rope_scaling where it
-applies (rotary ones); layers sharing (encoding, window) share one score bias and one attention
-plan per forward. An encoding that acts on the token embeddings (learned, sinusoidal) acts before
-any layer, so it cannot be given to some layers only.
+pos_encoding stays the model's main encoding and must be one of the pattern's; each distinct
+encoding is built once, with the model's rope_scaling where it applies (docs/encodings.md).
 """
 from typing import NamedTuple
 

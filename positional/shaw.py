@@ -7,18 +7,10 @@ Each layer learns one vector per clipped distance, shared by its heads, for the 
     e_ij = q_i . (k_j + w^K[d_ij]) / sqrt(D)            d_ij = min(i - j, k)
     z_i  = sum_j softmax_j(e_ij) (v_j + w^V[d_ij])
 
-Causal, so only distances 0 .. k exist (k + 1 vectors per table); every key further
-than k shares w^K[k]. With k at least the sequence length, every distance has its own
-vector: the paper's unclipped ("full") relative representations.
-
-Never builds the (Tq, Tk, D) tensor of the paper's a_ij: the key term is q @ w^K.T,
-(B, H, Tq, k+1), read at d_ij (a product with the one-hot (Tq, Tk, k+1) of d_ij in
-training, a gather elsewhere) into the one (B, H, Tq, Tk) tensor this adds, which a
-single baddbmm takes as the matrix q k^T is added to (the scale applied to both by the
-GEMM itself); the value term sums the attention probabilities per distance, (B, H, Tq, k+1),
-then multiplies by w^V (k+1, D).
-
-Knobs: shaw_max_distance (k, 16 in the paper), shaw_values (the w^V term).
+Causal, so only distances 0 .. k exist (k + 1 vectors per table). With k at least the
+sequence length, every distance has its own vector (the paper's unclipped form).
+No (Tq, Tk, D) tensor: q @ w^K.T, (B, H, Tq, k+1), is read at d_ij into the matrix q k^T
+is added to (one baddbmm); the value term sums the probabilities per distance, then @ w^V.
 """
 import math
 

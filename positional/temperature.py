@@ -18,18 +18,11 @@ import math
 
 import torch
 
-from .base import visible_keys
-
 
 def logn_factor(pos, length):
     """(T,) query scales max(1, log n / log L) at positions pos, n = pos + 1 tokens seen."""
     n = (pos + 1).to(torch.float32)
     return (torch.log(n) / math.log(length)).clamp(min=1.0)
-
-
-def key_counts(q_pos, k_pos, window=0, sinks=0):
-    """(Tq,) float: how many of the keys k_pos each query at q_pos sees (causal, window, sinks)."""
-    return visible_keys(q_pos, k_pos, window, sinks).sum(-1).to(torch.float32)
 
 
 def ssmax_init(n_head, length):

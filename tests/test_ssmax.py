@@ -6,8 +6,13 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from positional.temperature import key_counts
+from positional.base import Ctx
 from tests.conftest import assert_decodes_like_a_recompute, tiny_gpt
+
+
+def key_counts(q_pos, k_pos, window=0, sinks=0):
+    """n of each query, as the model counts them for SSMax (plan.visible())."""
+    return Ctx(q_pos, k_pos, window, sinks).visible().sum(-1)
 
 
 def test_key_counts_by_hand():

@@ -26,13 +26,8 @@ config). Solving L theta_j / (2 pi) = beta for j gives the pair that turns beta 
 
     gamma_j = clamp((r_j - beta_slow) / (beta_fast - beta_slow), 0, 1)
 
-The index ramp is linear in j (that is, in log r) and rounded outwards to whole pairs,
-so it keeps more: at D = 32, base 1e4, L = 256, s = 4, pair 2 is 0.2485 against 0.1700
-with turns; at L = 64 the turns ramp halves even the fastest pair (0.472), the index
-ramp keeps it (1.0) because floor(d(32)) = -2 clamps to 0.
-
-Settings: rope_factor (s), rope_original_max_position (L), rope_beta_fast (32),
-rope_beta_slow (1), rope_ramp ("index"), rope_truncate (True). Attention scale 1.
+The index ramp is linear in j (in log r) and rounded outwards to whole pairs, so it keeps more
+(tests/test_yarn.py compares the two on numbers).
 """
 import math
 from dataclasses import dataclass

@@ -1,26 +1,19 @@
 """YaRN (Peng, Quesnelle, Fan & Shippole 2023, "YaRN: Efficient Context Window Extension of
 Large Language Models", https://arxiv.org/abs/2309.00071, section 3.4).
 
-NTK-by-parts frequencies (ntk_by_parts.py: the index ramp of the authors' code and of
-Hugging Face by default, the paper's turns ramp with rope_ramp="turns") plus an
-attention temperature t:
+NTK-by-parts frequencies (ntk_by_parts.py) plus an attention temperature t:
 
     softmax(q.k / (t sqrt(D))),   sqrt(1 / t) = 0.1 ln(s) + 1     (s > 1; 1 for s <= 1)
 
 The returned attention scale is the per-side factor m = sqrt(1/t): RoPE multiplies its
-cos/sin tables by it, so queries and keys each carry one factor and the logits are
-scaled by m^2 = 1/t, at no cost. Hugging Face's `attention_factor` is the same per-side
-factor (its rotary embedding returns cos * attention_scaling and sin * attention_scaling,
-applied to q and k alike), so a value copied from an HF config means the same here.
-How m is chosen, as in HF's `_compute_yarn_parameters`:
+cos/sin tables by it, so the logits are scaled by m^2 = 1/t, at no cost. Hugging Face's
+`attention_factor` is the same per-side factor, so a value copied from an HF config means
+the same here. How m is chosen, as in HF's `_compute_yarn_parameters`:
 
     rope_attention_factor > 0                m = rope_attention_factor (as given)
     rope_mscale and rope_mscale_all_dim      m = g(s, mscale) / g(s, mscale_all_dim)   (DeepSeek-V2/V3)
     otherwise                                m = g(s, 1)
-    g(s, c) = 0.1 c ln(s) + 1 for s > 1, else 1
-
-Settings: those of NTK-by-parts plus rope_attention_factor, rope_mscale,
-rope_mscale_all_dim (0 means unset for all three, as None in HF).
+    g(s, c) = 0.1 c ln(s) + 1 for s > 1, else 1           (0 means unset for the three settings)
 """
 import math
 from dataclasses import dataclass
