@@ -8,24 +8,20 @@ An encoding can act in four places of a GPT, and each hook defaults to "do nothi
                              or at ctx.k_pos (every key, again at each call) when length_dependent
   score_bias(h, q, k)        -> additive attention logits, or None: an elementwise formula over
                              broadcastable integer tensors (head h, query position q, key position
-                             k), backed by small per-head / per-distance tables, so one formula
-                             serves a dense call (h (H,1,1), q (Tq,1), k (1,Tk): dense_bias(q_pos, k_pos)
-                             gives (H, Tq, Tk)), a query block, or a FlexAttention score_mod
+                             k), so one formula serves a dense call (h (H,1,1), q (Tq,1), k (1,Tk):
+                             dense_bias(q_pos, k_pos) gives (H, Tq, Tk)), a query block, or a
+                             FlexAttention score_mod
   attend(q, k, v, ctx, layer) -> (B, H, Tq, D), or None for softmax(q.k + bias) v: for encodings whose
-                             scores are not "q.k plus a fixed bias" (Shaw, Transformer-XL, ReRoPE, CoPE,
-                             FoX); they form their logits (OwnLogits.logits, 1/sqrt(D) included) and call
-                             ctx.softmax(logits, v) -> (y, probs) (mask and dropout applied). It costs
-                             the fused SDPA kernel; the model may call it on a causal block of queries
-                             with the keys up to its last one (ctx.rows says which rows of the forward).
+                             scores are not "q.k plus a fixed bias" (OwnLogits: Shaw, Transformer-XL,
+                             ReRoPE, CoPE, FoX, DeBERTa). It costs the fused SDPA kernel; the model may
+                             call it on a causal block of queries (ctx.rows: which rows of the forward).
 
 ctx (Ctx below) is the one per-forward object: the positions of the queries and keys, the
-positions in play (n_positions), the window and sinks, whether the keys are the queries' own
-positions (`causal`: no cache), the document ids, the layer input x (set by the model before each
-layer attends: FoX's gates), the cache, and a scratch dict where hooks keep what they compute once
-per forward for every layer (RoPE's cos/sin rows, Transformer-XL's projected rows). Everything an
-encoding keeps across the calls of a generation (Transformer-XL's rows, FoX's running sums) lives in
-the cache, through ctx.cache.state(owner, name, make), and is gone with it. A forward writes nothing
-on the encoding: tables are computed from the positions (tests/test_encodings.py checks it).
+positions in play (n_positions), the window and sinks, the document ids, the layer input x (set by
+the model before each layer attends: FoX's gates), the cache, and a scratch dict for what hooks
+compute once per forward for every layer (ctx.once). What an encoding keeps across the calls of a
+generation lives in the cache (ctx.cache.state, ctx.kept) and is gone with it. A forward writes
+nothing on the encoding (tests/test_encodings.py checks it).
 
 Notation (used in shape comments across the repo):
   B batch, T tokens in this call, H heads, D head dim, C model width,

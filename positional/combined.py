@@ -95,11 +95,8 @@ class Combined(PositionalEncoding):
         return x
 
     def _score_bias(self, h, q, k):
-        total = None
-        for p in self.parts.values():
-            b = p.score_bias(h, q, k)
-            total = b if total is None else total if b is None else total + b
-        return total
+        biases = [b for b in (p.score_bias(h, q, k) for p in self.parts.values()) if b is not None]
+        return sum(biases) if biases else None
 
     def _attend(self, q, k, v, ctx, layer):
         for p in self.parts.values():

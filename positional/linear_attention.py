@@ -30,10 +30,8 @@ def feature_map(x):
 def causal_linear_attention(q, k, v, pe, ctx, state=None, chunk=CHUNK):
     """q, k, v: (B, H, T, D) projections at positions ctx.q_pos (T,); state: (S, z) summing
     the earlier tokens, or None. Returns y (B, H, T, D) and the state after the last token.
-
-    Chunkwise prefix sums: inside a chunk of `chunk` tokens the causal sums are a small
-    masked (chunk, chunk) product; S and z carry everything before the chunk. chunk=1 is
-    the pure recurrence, chunk >= T the quadratic form; all give the same y."""
+    Inside a chunk a masked (chunk, chunk) product; chunk=1 is the pure recurrence, chunk >= T
+    the quadratic form; all give the same y."""
     B, H, T, D = q.shape
     fq, fk = feature_map(q), feature_map(k)                                # (B, H, T, D), > 0
     rq, rk = pe.rotate(fq, ctx), pe.rotate(fk, ctx, key=True)

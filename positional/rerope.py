@@ -45,21 +45,6 @@ class LeakyReRoPESettings(ReRoPESettings):
     rerope_leak: float = setting(32.0, above=1)   # k: past w, distances grow by 1/k per token
 
 
-def rerope_logits(rope, q, k, q_pos, k_pos, window, leak=None):
-    """q, k: (B, H, Tq, D), (B, H, Tk, D) un-rotated; q_pos (Tq,), k_pos (Tk,) absolute.
-    `rope` rotates at any (fractional) positions: rope.rotate_at(x, positions).
-    Returns the pre-softmax logits (B, H, Tq, Tk), 1/sqrt(D) included."""
-    exact = rope.rotate_at(q, q_pos) @ rope.rotate_at(k, k_pos).transpose(-1, -2)        # (B, H, Tq, Tk)
-    if leak is None:  # every far key sits at distance w: rotate q by w, leave k alone
-        w = torch.full_like(q_pos, window, dtype=torch.float64)
-        far = rope.rotate_at(q, w) @ k.transpose(-1, -2)
-    else:
-        qp = q_pos.to(torch.float64) / leak + window * (1 - 1 / leak)
-        far = rope.rotate_at(q, qp) @ rope.rotate_at(k, k_pos.to(torch.float64) / leak).transpose(-1, -2)
-    near = (q_pos[:, None] - k_pos[None, :]) < window                                    # (Tq, Tk)
-    return torch.where(near, exact, far) / math.sqrt(q.shape[-1])
-
-
 class ReRoPE(OwnLogits, RoPE):
     name = "rerope"
     Settings = ReRoPESettings
@@ -71,7 +56,7 @@ class ReRoPE(OwnLogits, RoPE):
     @classmethod
     def from_config(cls, cfg, s):
         return cls(cfg.n_embd // cfg.n_head, s.rotary_fraction, s.rope_base,
-                   s.rerope_window or max(1, cfg.block_size // 2))
+                   s.rerope_window or max(1, cfg.block_size // 2), getattr(s, "rerope_leak", None))
 
     def method_label(self):
         return f"{self.name} w{self.window}" + (f" k{self.leak:g}" if self.leak else "")
@@ -80,14 +65,18 @@ class ReRoPE(OwnLogits, RoPE):
         return x   # keys cached raw, rotated twice inside logits()
 
     def logits(self, q, k, ctx, layer):
-        return rerope_logits(self, q, k, ctx.q_pos, ctx.k_pos, self.window, self.leak)
+        """q, k: (B, H, Tq, D), (B, H, Tk, D) un-rotated, rotated here at any (fractional) positions."""
+        q_pos, k_pos, w, leak = ctx.q_pos, ctx.k_pos, self.window, self.leak
+        exact = self.rotate_at(q, q_pos) @ self.rotate_at(k, k_pos).transpose(-1, -2)        # (B, H, Tq, Tk)
+        if leak is None:  # every far key sits at distance w: rotate q by w, leave k alone
+            far = self.rotate_at(q, torch.full_like(q_pos, w, dtype=torch.float64)) @ k.transpose(-1, -2)
+        else:
+            qp = q_pos.to(torch.float64) / leak + w * (1 - 1 / leak)
+            far = self.rotate_at(q, qp) @ self.rotate_at(k, k_pos.to(torch.float64) / leak).transpose(-1, -2)
+        near = (q_pos[:, None] - k_pos[None, :]) < w                                         # (Tq, Tk)
+        return torch.where(near, exact, far) / math.sqrt(q.shape[-1])
 
 
 class LeakyReRoPE(ReRoPE):
     name = "leaky_rerope"
     Settings = LeakyReRoPESettings
-
-    @classmethod
-    def from_config(cls, cfg, s):
-        return cls(cfg.n_embd // cfg.n_head, s.rotary_fraction, s.rope_base,
-                   s.rerope_window or max(1, cfg.block_size // 2), s.rerope_leak)

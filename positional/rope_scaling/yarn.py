@@ -34,16 +34,11 @@ def get_mscale(factor, mscale=1.0):
     return 0.1 * mscale * math.log(factor) + 1.0 if factor > 1 else 1.0
 
 
-def yarn_attention_scale(s: YarnSettings):
-    """m, the factor on queries and keys each (logits scale by m^2)."""
-    if s.rope_attention_factor > 0:
-        return float(s.rope_attention_factor)
-    if s.rope_mscale and s.rope_mscale_all_dim:
-        return get_mscale(s.rope_factor, s.rope_mscale) / get_mscale(s.rope_factor, s.rope_mscale_all_dim)
-    return get_mscale(s.rope_factor)
-
-
 def yarn(inv_freq, s: YarnSettings, *, base: float, seq_len: int = 0):
-    """inv_freq: (D/2,) float64 -> (inv_freq', m)."""
+    """inv_freq: (D/2,) float64 -> (inv_freq', m), m the factor on queries and keys each."""
     inv, _ = ntk_by_parts(inv_freq, s, base=base, seq_len=seq_len)
-    return inv, yarn_attention_scale(s)
+    if s.rope_attention_factor > 0:
+        return inv, float(s.rope_attention_factor)
+    if s.rope_mscale and s.rope_mscale_all_dim:
+        return inv, get_mscale(s.rope_factor, s.rope_mscale) / get_mscale(s.rope_factor, s.rope_mscale_all_dim)
+    return inv, get_mscale(s.rope_factor)
