@@ -1,14 +1,8 @@
-"""Positional encodings behind one interface (see base.py). Pick one by name:
-
-    pe = positional.build(config)      # config.pos_encoding in REGISTRY
-
-Each encoding declares its settings (a dataclass next to its class); so does each RoPE
-frequency method (rope_scaling/). A model config holds the choice (pos_encoding,
-rope_scaling) and the chosen settings (pos_settings: {flat key: value}); this module
-turns them into typed, checked objects in one place (resolve, chosen).
-
-Adding an encoding: its file, one line in REGISTRY, configs/<name>.py; the tests
-parametrised over REGISTRY pick it up.
+"""Positional encodings behind one interface (base.py), by name: positional.build(config) builds
+config.pos_encoding, a key of REGISTRY. Each encoding and each RoPE frequency method (rope_scaling/)
+declares its settings (a dataclass next to it); a model config holds the choice (pos_encoding,
+rope_scaling) and the chosen settings (pos_settings: {flat key: value}), typed and checked here in
+one place (resolve, chosen). Adding an encoding: its file, one line in REGISTRY, configs/<name>.py.
 """
 import dataclasses
 import difflib

@@ -27,7 +27,7 @@ Notation (used in shape comments across the repo):
   B batch, T tokens in this call, H heads, D head dim, C model width,
   Tq = T query positions, Tk = cache length + T key positions.
   Distance d = q_pos - k_pos (distance(q_pos, k_pos)): d >= 0 for past keys, d < 0 for future ones.
-  Visible keys (visible_keys, the one rule: mask, SSMax counts, CoPE, caches): 0 <= d, and with a
+  Visible keys (sees, the one rule: mask, SSMax counts, CoPE, caches): 0 <= d, and with a
   window d < window unless the key is a sink (k_pos < sinks), and with documents the same document.
 
 Positions are explicit LongTensors of *absolute* positions (restarting at each document when
@@ -101,11 +101,12 @@ class Ctx:
             self.n_positions = int(torch.cat([self.q_pos, self.k_pos]).max()) + 1
 
     def visible(self):
-        """(Tq, Tk) bool: the keys each query sees."""
-        doc = self.doc
-        k_doc = doc[:len(self.k_pos)] if self.k_doc is None and doc is not None else self.k_doc
-        q_doc = None if doc is None else doc[self.rows]
-        return visible_keys(self.q_pos, self.k_pos, self.window, self.sinks, q_doc, k_doc)
+        """(Tq, Tk) bool: the keys each query sees (causal, window, sinks, documents)."""
+        seen = sees(self.q_pos[:, None], self.k_pos[None, :], self.window, self.sinks)
+        if self.doc is not None:
+            k_doc = self.doc[:len(self.k_pos)] if self.k_doc is None else self.k_doc
+            seen &= self.doc[self.rows][:, None] == k_doc[None, :]
+        return seen
 
     def softmax(self, scores, v):
         """softmax(scores, hidden keys masked) @ v -> (y (B, H, Tq, D), probs); scores a new tensor."""
@@ -192,14 +193,6 @@ class OwnLogits(PositionalEncoding):
 def distance(q_pos, k_pos):
     """(Tq, Tk) d = q_pos - k_pos: >= 0 for past keys (the repo's one convention)."""
     return q_pos[:, None] - k_pos[None, :]
-
-
-def visible_keys(q_pos, k_pos, window=0, sinks=0, q_doc=None, k_doc=None):
-    """(Tq, Tk) bool: the keys each query sees (causal, window, sinks, documents)."""
-    seen = sees(q_pos[:, None], k_pos[None, :], window, sinks)
-    if q_doc is not None:
-        seen &= q_doc[:, None] == k_doc[None, :]
-    return seen
 
 
 def sees(q, k, window=0, sinks=0):

@@ -6,12 +6,10 @@ Each part contributes through its hooks, in the order named:
     embed:      x -> b.embed(a.embed(x))              (chained)
     rotate:     q, k -> b.rotate(a.rotate(q))         (chained; rotations compose)
     score_bias: a.score_bias(h, q, k) + b.score_bias(h, q, k)   (summed)
-    attend:     the one part that forms its own logits, if any (then no other part may add a bias:
-                that part's logits would drop it)
+    attend:     the one part that forms its own logits, if any (and then no part adds a bias)
 
 so logits(rope+alibi) = q_m R_{n-m} k_n / sqrt(D) - m_h (m - n). Settings are the union of the
-parts' (a key two parts share, as rope_base, sets both); rope_scaling applies to the rotary parts.
-Capabilities: the fewest max_positions, any part's length_dependent / ordered_keys.
+parts' (a shared key sets both); rope_scaling applies to the rotary parts.
 """
 import dataclasses
 import functools

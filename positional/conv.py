@@ -6,9 +6,8 @@ encode?", arXiv:2001.08248) show that a convolution leaks position through its z
     y_t = sum_{j=0..k-1} w_j * x_{t-j}        w: (k, C), one kernel per channel (depthwise)
 
 with x_{t-j} = 0 before the sequence (or the document) starts. w_0 starts at 1 and the other
-taps at 0 (identity). With a KV cache the last k-1 embeddings are the state: kept in the cache
-(ctx.cache.state), in a ring of k-1 slots indexed by position mod (k-1), so a call continues the
-previous one (one token at a time or a chunk) and gives the full forward's values.
+taps at 0 (identity). With a KV cache the last k-1 embeddings (and document ids) are kept in the
+cache, in a ring of k-1 slots indexed by position mod (k-1).
 """
 from dataclasses import dataclass
 

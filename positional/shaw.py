@@ -49,10 +49,8 @@ class Shaw(OwnLogits):
         return distance(q_pos, k_pos).clamp(0, self.max_distance)
 
     def one_hot(self, q_pos, k_pos, batch_heads, dtype):
-        """(Tq, Tk, k+1) indicator of d_ij, where it is no larger than a (B, H, Tq, Tk) tensor
-        (k + 1 <= B H: training); else None. Reading a table at d_ij is then a matrix product
-        (the indicator as the second operand), whose backward is one too: on CPU both are
-        faster than gather and its backward scatter_add (benchmarks/)."""
+        """(Tq, Tk, k+1) indicator of d_ij where it is no larger than a (B, H, Tq, Tk) tensor (training),
+        else None: a product with it is faster than gather and its backward on CPU (benchmarks/)."""
         if self.max_distance + 1 > batch_heads:
             return None
         return F.one_hot(self.distances(q_pos, k_pos), self.max_distance + 1).to(dtype)

@@ -6,11 +6,8 @@ https://arxiv.org/abs/1706.03762, section 3.5):
 
 Added to the token embeddings, times a fixed gain g = 0.02 * sqrt(2), so that position
 and token vectors start with the same RMS (the paper instead multiplies the token
-embeddings by sqrt(C)). The gain matters: the table's entries are +-1 while GPT-2-style
-token embeddings start at std 0.02, and an unscaled table drowns the tokens (measured: a
-4x128 char model stayed at the unigram loss, 3.32, for 300 steps).
-Defined for every position, so nothing stops a model from being run past its training
-length (whether it works there is another matter).
+embeddings by sqrt(C)). Unscaled, the +-1 table drowns the std-0.02 token embeddings
+(measured: a 4x128 char model stayed at the unigram loss, 3.32, for 300 steps).
 """
 import math
 

@@ -9,10 +9,8 @@ scale the queries, hence q.k (not an encoding's additive score bias), per query 
 
       SSMax(z)_j = n^(s z_j) / sum_j' n^(s z_j') = softmax(s log(n) z)_j,
 
-  s = s_h learned per head (and layer). n is the number of keys the query sees: position + 1
-  under a causal mask, fewer in a window (counted from the plan, so cached decoding, bounded
-  window caches and sampled training positions all count the same keys). Our choice of
-  initialisation: s_h = 1 / log L, so that at n = L the logits start as softmax's.
+  s = s_h learned per head (and layer); n is counted from the plan's visible keys (window,
+  cache and sampled positions alike). Our initialisation: s_h = 1 / log L (softmax's at n = L).
 """
 import math
 

@@ -14,13 +14,11 @@ LlamaYaRNScaledRotaryEmbedding.py) and Hugging Face transformers
 (`_compute_yarn_parameters` in modeling_rope_utils.py, which reads every released YaRN
 config). Solving L theta_j / (2 pi) = beta for j gives the pair that turns beta times:
 
-    d(beta) = D ln(L / (2 pi beta)) / (2 ln base)
-    low = d(beta_fast), high = d(beta_slow); rope_truncate (HF `truncate`, default True):
-    low = floor(low), high = ceil(high); then low = max(low, 0), high = min(high, D - 1)
-    ramp_j = clamp((j - low) / (high - low), 0, 1)    (high + 0.001 when high == low)
-    gamma_j = 1 - ramp_j
+    d(beta) = D ln(L / (2 pi beta)) / (2 ln base),   low = d(beta_fast), high = d(beta_slow)
+    gamma_j = 1 - clamp((j - low) / (high - low), 0, 1)
 
-(HF clamps high to D - 1, not D/2 - 1; kept as is: it changes nothing below absurd L.)
+with low, high rounded outwards to whole pairs (rope_truncate, HF's `truncate`) and clamped to
+[0, D - 1] (HF's D - 1, not D/2 - 1: it changes nothing below absurd L).
 
 "turns": the paper's formula, in the turns r_j = L theta_j / (2 pi) of pair j within L:
 
