@@ -7,10 +7,8 @@ An encoding can act in four places of a GPT, and each hook defaults to "do nothi
                              ctx.q_pos; keys at ctx.q_pos too (the new keys, before they are cached),
                              or at ctx.k_pos (every key, again at each call) when length_dependent
   score_bias(h, q, k)        -> additive attention logits, or None: an elementwise formula over
-                             broadcastable integer tensors (head h, query position q, key position
-                             k), so one formula serves a dense call (h (H,1,1), q (Tq,1), k (1,Tk):
-                             dense_bias(q_pos, k_pos) gives (H, Tq, Tk)), a query block, or a
-                             FlexAttention score_mod
+                             broadcastable head, query and key positions, so one formula serves a
+                             dense call (dense_bias: (H, Tq, Tk)), a query block, or a score_mod
   attend(q, k, v, ctx, layer) -> (B, H, Tq, D), or None for softmax(q.k + bias) v: for encodings whose
                              scores are not "q.k plus a fixed bias" (OwnLogits: Shaw, Transformer-XL,
                              ReRoPE, CoPE, FoX, DeBERTa). It costs the fused SDPA kernel; the model may
@@ -30,9 +28,8 @@ Notation (used in shape comments across the repo):
   Visible keys (sees, the one rule: mask, SSMax counts, CoPE, caches): 0 <= d, and with a
   window d < window unless the key is a sink (k_pos < sinks), and with documents the same document.
 
-Positions are explicit LongTensors of *absolute* positions (restarting at each document when
-documents are given), computed once in GPT.forward from the KV-cache offset. score_bias is
-called once per forward pass and shared by all layers; it spans the full key length (Tk).
+Positions are explicit LongTensors of *absolute* positions (restarting at each document),
+computed once in GPT.forward from the KV-cache offset; biases span the full key length (Tk).
 
 Settings: each encoding declares a small typed dataclass of its knobs next to its class
 (`Settings`; field names are the users' flat config keys, bounds declared with setting()), whose

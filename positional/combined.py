@@ -34,6 +34,11 @@ def problem(parts):
     return None
 
 
+def _own(c, s):
+    """Part class c's settings, out of the combination's settings s."""
+    return c.Settings(**{f.name: getattr(s, f.name) for f in dataclasses.fields(c.Settings)})
+
+
 def _settings(parts):
     """One dataclass with every part's fields (the first owner's default), checked by each part."""
     fields = {}
@@ -44,7 +49,7 @@ def _settings(parts):
 
     def check(self, cfg):
         for c in parts.values():
-            c.Settings(**{f.name: getattr(self, f.name) for f in dataclasses.fields(c.Settings)}).check(cfg)
+            _own(c, self).check(cfg)
     return dataclasses.make_dataclass("CombinedSettings", list(fields.values()), bases=(Settings,),
                                       namespace={"check": check})
 
@@ -74,12 +79,10 @@ class Combined(PositionalEncoding):
     @classmethod
     def from_config(cls, cfg, s, scaling=None):
         from . import make, scaling_problem
-        given = dataclasses.asdict(s)
         parts = {}
         for name, c in cls.part_classes.items():
-            own = c.Settings(**{f.name: given[f.name] for f in dataclasses.fields(c.Settings)})
             rotary = scaling is not None and scaling_problem(name, scaling[0]) is None
-            parts[name] = make(cfg, c, own, scaling if rotary else None)
+            parts[name] = make(cfg, c, _own(c, s), scaling if rotary else None)
         return cls(parts, cfg.n_head)
 
     def _embed(self, x, ctx):

@@ -10,10 +10,9 @@ and the position of key j is the number of counted keys from j up to i:
     e[p] = (p - floor p) e[ceil p] + (1 - p + floor p) e[floor p]   (e: P + 1 learned vectors)
     logit(i, j) = (q_i . k_j + q_i . e[p_ij]) / sqrt(D)
 
-q_i . e[p] is computed for the P + 1 integer positions, (B, H, Tq, P + 1), and interpolated.
-e: (P + 1, D) per layer, shared by the heads, zeros at the start (CoPE starts as NoPE), as in
-the paper. Only which keys are visible matters (a window or another document hides keys from the
-count too), so shifting every position changes nothing and cached keys count as a full pass.
+q_i . e[p] is computed for the P + 1 integers and interpolated. e: (P + 1, D) per layer, shared
+by the heads, zeros at the start (NoPE), as in the paper. Only which keys are visible counts
+(window and documents included), so shifting every position changes nothing.
 Settings: cope_max_position (P; 0: the training length). Counts past P share e[P].
 """
 import math

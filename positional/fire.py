@@ -12,10 +12,8 @@ training length, distances are interpolated rather than extrapolated. c and L ar
 learned (L as a multiplier of its initial value, as in the paper's implementation).
 While i < L the normaliser is the constant psi(L) and the bias depends on i - j only;
 beyond L it is not translation invariant, by design. At distance 0 the bias is f(0).
-
-The MLP runs once per distinct input, not per (i, j): the queries before L share psi(L), so f is
-evaluated at the distances 0 .. max(i - j) and read at each pair; a query past L goes through f
-row by row, a few rows at a time (a hidden layer of at most HIDDEN values). One MLP serves all layers.
+The MLP runs once per distinct input: at the distances 0 .. max(i - j) for the queries before L
+(read at each pair), row by row for the queries past L. One MLP serves all layers.
 """
 from dataclasses import dataclass
 

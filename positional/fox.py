@@ -11,10 +11,8 @@ gate from the layer's input x_t (B, T, C) and the logits decay by the gates in b
 A data-dependent ALiBi: with f_t = exp(-m) everywhere it is ALiBi with slope m, which is
 how the gates start here (b_h = log(e^-m_h / (1 - e^-m_h)) for ALiBi's slopes m_h,
 w ~ N(0, 0.02); our choice of initialisation, not the paper's). The scores depend on
-content, never on absolute positions. The gates read ctx.x (the layer input, set by the model);
-with documents the sums start over at each one. Cached decoding keeps c by position in the
-generation's cache ((B, H, n) per layer, grown by doubling): a call continues the sum from the
-position before it and reads c at the keys' positions, so a ring of keys works too.
+content, never on absolute positions. The gates read ctx.x (the layer input); with documents
+the sums start over at each one. The cache keeps c by position (ctx.kept, (B, H, n) per layer).
 """
 import math
 

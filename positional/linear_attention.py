@@ -11,9 +11,8 @@ denominator free of the rotation (it stays positive, no division by ~0):
          = (R_m phi(q_m)) . S_m  /  phi(q_m) . z_m,
            S_m = sum_{n<=m} (R_n phi(k_n)) v_n^T   (D, D),   z_m = sum_{n<=m} phi(k_n)   (D,)
 
-R is whatever pe.rotate does (the identity for none, learned, sinusoidal). S and z are prefix
-sums taken chunk by chunk (time and memory linear in T); with a cache only the sums after the
-last token are kept, O(1) per decoded token. Encodings that need the score matrix are refused.
+R is whatever pe.rotate does. S and z are prefix sums taken chunk by chunk (linear in T); a cache
+keeps only the sums after the last token. Encodings that need the score matrix are refused.
 """
 import torch
 from torch import nn

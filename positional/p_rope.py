@@ -8,10 +8,9 @@ position (they act as NoPE channels, free to carry semantic content):
     theta_i = base^(-2i / D)            if i <  round(p * D/2)
             = 0                         otherwise,            i = 0 .. D/2 - 1
 
-p = 1 is RoPE, p = 0 is NoPE. Not GPT-NeoX's partial rotary (`rope` with rotary_fraction = p),
-which recomputes the frequencies over the rotated width and pairs other channels
-(tests/test_new_encodings.py shows the difference on numbers). A rope_scaling method
-changes the frequencies first; the removed ones are zeroed on the angles after it.
+p = 1 is RoPE, p = 0 is NoPE. Not `rope` with rotary_fraction = p, which recomputes the frequencies
+over the rotated width and pairs other channels. The zeroing applies to the angles, after any
+rope_scaling method.
 """
 from dataclasses import dataclass
 

@@ -7,9 +7,7 @@ Each RoPE wavelength lambda_i = 2 pi / theta_i is rounded to a whole number of t
 
 so every channel pair repeats exactly every round(lambda_i) positions: a pair whose
 wavelength is shorter than the training length has shown all of its angles in training.
-An encoding rather than a RoPE setting: the rounding comes after any rope_scaling method
-(the paper pairs it with YaRN), applied to the angles, so it follows dynamic NTK too.
-A `rope` checkpoint loads into it unchanged (same weights, slightly different angles).
+The rounding applies to the angles, after any rope_scaling method (the paper pairs it with YaRN).
 """
 import math
 

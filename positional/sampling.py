@@ -1,6 +1,5 @@
-"""Positions sampled in training: a trainer option, not an encoding. The model is trained
-on block_size tokens but sees positions spread over a longer range, so that at evaluation
-(contiguous positions 0..n-1) longer lengths use positions it has seen.
+"""Positions sampled in training (a trainer option): block_size tokens at positions spread over a
+longer range, so that longer evaluations (positions 0..n-1) use positions the model has seen.
 
 - randomized (Ruoss et al. 2023, "Randomized Positional Encodings Boost Length
   Generalization of Transformers", https://arxiv.org/abs/2305.16843): a sequence of n
@@ -15,8 +14,6 @@ on block_size tokens but sees positions spread over a longer range, so that at e
   so that the last position stays below the target length L_t:
 
       u_i ~ U{u_(i-1), ..., L_t - n},   pos[chunk i] = arange(start_i, end_i) + u_i
-
-One position vector per batch, shared by its rows, drawn from the trainer's generator.
 """
 import torch
 

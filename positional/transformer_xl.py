@@ -13,12 +13,9 @@ concatenates them, which is the same up to a permutation of W_R's input columns)
 As in the paper's code (untied biases off by default), W_R is per layer while u and v,
 each (H, D), are shared by all layers.
 
-No (Tq, Tk, D) tensor of r_{i-j}: r is projected once per distance, (n, C) for the n positions in
-play, and (q + v) . r is read at i - j: the paper's "relative shift" as a strided view where the
-queries are the last of consecutive keys (shifted()), else as a gather, which stays right with a
-KV cache and a ring of keys. One GEMM (baddbmm) forms (q + u).k and adds the position term.
-Decoding keeps the projected rows in the generation's cache (cache.state, per layer; grown by
-doubling past them): n x C floats per layer, half of what a KV cache of every position holds.
+r is projected once per distance ((n, C), n the positions in play; kept in the cache when
+decoding) and (q + v) . r read at i - j: the paper's "relative shift" as a strided view where the
+queries are the last of consecutive keys (shifted()), else as a gather (KV cache, rings).
 """
 import math
 

@@ -8,9 +8,8 @@ decays as zeta_j^((m - n) / gamma) with the distance:
     zeta_j = (2j / d + 0.4) / 1.4      (in (0.29, 1), low frequencies decay least)
     gamma  = xpos_scale_base (512 in the paper)
 
-Positions are not re-centred (that would break the KV cache). The key scales grow as
-3.5^(n / gamma), so max_positions is the last length whose largest key scale stays below
-MAX_SCALE (1e30): 28,231 positions at gamma = 512; past it GPT.forward refuses, as for a table.
+Positions are not re-centred (that would break the KV cache). Key scales grow as 3.5^(n / gamma):
+max_positions keeps them below MAX_SCALE (1e30), 28,231 positions at gamma = 512.
 """
 import math
 from dataclasses import dataclass

@@ -6,9 +6,8 @@ v4, `rope_parameters` in v5), e.g. {"rope_type": "yarn", "factor": 4.0,
 from_hf turns into ("yarn", {"rope_factor": 4.0, "rope_original_max_position": 256,
 "rope_beta_fast": 32}). Rules, as transformers reads them: the method is "rope_type", or the
 older "type" ("default": none); a None value is absent; "rope_theta" and "partial_rotary_factor"
-map to rope_base and rotary_fraction. Differences: the factor is always the dict's "factor";
-a missing original_max_position_embeddings means the model's block_size. "ntk" and
-"ntk_by_parts" are not HF types; they are accepted with the same key names for our methods.
+map to rope_base and rotary_fraction. Differences: the factor is always the dict's "factor"; a
+missing original_max_position_embeddings means block_size; "ntk", "ntk_by_parts" are ours.
 """
 
 KEYS = {  # HF key -> our flat key

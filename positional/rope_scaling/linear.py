@@ -5,9 +5,7 @@ Positions are divided by the factor s, so a sequence s times longer than the tra
 length is squeezed into the trained range of angles. Dividing the position is the same
 as dividing every inverse frequency:
 
-    theta'_j = theta_j / s                     attention scale 1
-
-Settings: rope_factor (s > 0). The paper follows it with a short fine-tune at the longer length.
+    theta'_j = theta_j / s                     attention scale 1   (the paper then fine-tunes briefly)
 """
 from .base import ScalingSettings
 

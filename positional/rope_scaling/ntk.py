@@ -7,8 +7,7 @@ the lowest frequency is interpolated by about s while the highest is barely touc
     b' = b * s^(d / (d - 2))
     theta'_j = b'^(-2j / d) = theta_j * s^(-2j / (d - 2))     j = 0 .. d/2 - 1
 
-so theta'_0 = theta_0 (no change) and theta'_{d/2-1} = theta_{d/2-1} / s. Attention scale 1.
-Settings: rope_factor (s > 0); d is the rotary dimension (2 * len(inv_freq)).
+so theta'_0 = theta_0 (no change) and theta'_{d/2-1} = theta_{d/2-1} / s (d the rotary dimension).
 """
 import torch
 

@@ -5,10 +5,8 @@ NTK-by-parts frequencies (ntk_by_parts.py) plus an attention temperature t:
 
     softmax(q.k / (t sqrt(D))),   sqrt(1 / t) = 0.1 ln(s) + 1     (s > 1; 1 for s <= 1)
 
-The returned attention scale is the per-side factor m = sqrt(1/t): RoPE multiplies its
-cos/sin tables by it, so the logits are scaled by m^2 = 1/t, at no cost. Hugging Face's
-`attention_factor` is the same per-side factor, so a value copied from an HF config means
-the same here. How m is chosen, as in HF's `_compute_yarn_parameters`:
+The returned attention scale is the per-side factor m = sqrt(1/t) (RoPE's cos/sin tables carry it,
+so the logits scale by m^2 = 1/t), as HF's `attention_factor`; chosen as in `_compute_yarn_parameters`:
 
     rope_attention_factor > 0                m = rope_attention_factor (as given)
     rope_mscale and rope_mscale_all_dim      m = g(s, mscale) / g(s, mscale_all_dim)   (DeepSeek-V2/V3)
