@@ -56,16 +56,13 @@ class Registry(dict):
     """The encodings by name; a name "a+b" of listed ones is their combination (combined.py)."""
 
     def __missing__(self, name):
-        if "+" not in str(name) or combination_problem(name):
+        if name not in self:
             raise KeyError(name)
         return combined.combination(tuple((p, dict.__getitem__(self, p)) for p in name.split("+")))
 
     def __contains__(self, name):
-        try:
-            self[name]
-        except KeyError:
-            return False
-        return True
+        return dict.__contains__(self, name) or (isinstance(name, str) and "+" in name
+                                                  and not combination_problem(name))
 
 
 REGISTRY = Registry({

@@ -27,8 +27,7 @@ from .sinusoidal import sinusoidal_table
 
 
 def queries_at_the_end(q_pos, k_pos):
-    """Keys at consecutive positions, the queries the last of them (training, a prefill, a query
-    block; positions increase: GPT.forward)."""
+    """Keys at consecutive positions, the queries the last of them (training, a prefill, a query block)."""
     Tq, Tk = len(q_pos), len(k_pos)
     return Tq <= Tk and int(k_pos[-1] - k_pos[0]) == Tk - 1 and bool((q_pos == k_pos[Tk - Tq:]).all())
 

@@ -10,20 +10,10 @@ map to rope_base and rotary_fraction. Differences: the factor is always the dict
 missing original_max_position_embeddings means block_size; "ntk", "ntk_by_parts" are ours.
 """
 
-KEYS = {  # HF key -> our flat key
-    "factor": "rope_factor",
-    "original_max_position_embeddings": "rope_original_max_position",
-    "beta_fast": "rope_beta_fast",
-    "beta_slow": "rope_beta_slow",
-    "truncate": "rope_truncate",
-    "attention_factor": "rope_attention_factor",
-    "mscale": "rope_mscale",
-    "mscale_all_dim": "rope_mscale_all_dim",
-    "low_freq_factor": "rope_low_freq_factor",
-    "high_freq_factor": "rope_high_freq_factor",
-    "rope_theta": "rope_base",
-    "partial_rotary_factor": "rotary_fraction",
-}
+_SAME = ("factor", "beta_fast", "beta_slow", "truncate", "attention_factor", "mscale", "mscale_all_dim",
+         "low_freq_factor", "high_freq_factor")   # HF keys whose flat key is "rope_" + the key
+KEYS = {**{k: "rope_" + k for k in _SAME}, "original_max_position_embeddings": "rope_original_max_position",
+        "rope_theta": "rope_base", "partial_rotary_factor": "rotary_fraction"}   # HF key -> our flat key
 COMMON = ("rope_theta", "partial_rotary_factor")
 _BY_PARTS = ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "truncate")
 TYPES = {  # rope_type -> (our method, the HF keys it takes besides COMMON)
