@@ -1,21 +1,16 @@
-"""Positional encodings behind one interface (see base.py). Pick one by name:
-
-    pe = positional.build(config)      # config.pos_encoding in REGISTRY
-
-Each encoding declares its settings (a dataclass next to its class); so does each RoPE
-frequency method (rope_scaling/). A model config holds the choice (pos_encoding,
-rope_scaling) and the chosen settings (pos_settings: {flat key: value}); this module
-turns them into typed, checked objects in one place (resolve, build).
-
-Adding an encoding: its file, one line in REGISTRY, configs/<name>.py; the tests
-parametrised over REGISTRY pick it up.
+"""Positional encodings behind one interface (base.py), by name: positional.build(config) builds
+config.pos_encoding, a key of REGISTRY. Each encoding and each RoPE frequency method (rope_scaling/)
+declares its settings (a dataclass next to it); a model config holds the choice (pos_encoding,
+rope_scaling) and the chosen settings (pos_settings: {flat key: value}), typed and checked here in
+one place (resolve, chosen). Adding an encoding: its file, one line in REGISTRY, configs/<name>.py.
 """
 import dataclasses
 import difflib
+import typing
 
 from . import combined, rope_scaling as scalings
 from .alibi import ALiBi
-from .base import PositionalEncoding, Settings
+from .base import PositionalEncoding
 from .complex_order import ComplexOrder
 from .conv import Conv
 from .cope import CoPE
@@ -40,27 +35,34 @@ from .transformer_xl import TransformerXL
 from .xpos import XPos
 
 
+def _suggest(name, valid):
+    close = difflib.get_close_matches(name, valid, n=1)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
+def combination_problem(name):
+    """Why a name "a+b" is not a valid combination (one line), or None."""
+    parts = name.split("+")
+    unknown = [p for p in parts if not dict.__contains__(REGISTRY, p)]
+    if unknown:
+        return (f"unknown encoding {unknown[0]!r} in pos_encoding={name!r}; {_suggest(unknown[0], REGISTRY)}"
+                f"valid parts: {', '.join(n for n in REGISTRY if '+' not in n)}")
+    if len(set(parts)) < len(parts):
+        return f"pos_encoding={name!r} names an encoding twice; name each part once"
+    return combined.problem({p: dict.__getitem__(REGISTRY, p) for p in parts})
+
 
 class Registry(dict):
     """The encodings by name; a name "a+b" of listed ones is their combination (combined.py)."""
 
     def __missing__(self, name):
-        parts = str(name).split("+")
-        if len(parts) < 2 or len(set(parts)) < len(parts) or not all(dict.__contains__(self, p) for p in parts):
+        if name not in self:
             raise KeyError(name)
-        classes = {p: dict.__getitem__(self, p) for p in parts}
-        if combined.problem(classes):
-            raise KeyError(name)
-        return combined.combination(tuple(classes.items()))
+        return combined.combination(tuple((p, dict.__getitem__(self, p)) for p in name.split("+")))
 
     def __contains__(self, name):
-        return dict.__contains__(self, name) or self.get(name) is not None
-
-    def get(self, name, default=None):
-        try:
-            return self[name]
-        except KeyError:
-            return default
+        return dict.__contains__(self, name) or (isinstance(name, str) and "+" in name
+                                                  and not combination_problem(name))
 
 
 REGISTRY = Registry({
@@ -93,27 +95,6 @@ LOGIT_METHODS = {"rerope": (ReRoPE, "rope"), "leaky_rerope": (LeakyReRoPE, "rope
 SCALINGS = (*scalings.METHODS, *LOGIT_METHODS)   # every valid rope_scaling
 
 
-class SettingError(ValueError):
-    """A setting that does not belong to the chosen encoding, or an unknown name."""
-
-
-def _suggest(name, valid):
-    close = difflib.get_close_matches(name, valid, n=1)
-    return f"did you mean {close[0]!r}? " if close else ""
-
-
-def combination_problem(name):
-    """Why a name "a+b" is not a valid combination (one line), or None."""
-    parts = name.split("+")
-    unknown = [p for p in parts if not dict.__contains__(REGISTRY, p) or "+" in p]
-    if unknown:
-        return (f"unknown encoding {unknown[0]!r} in pos_encoding={name!r}; {_suggest(unknown[0], REGISTRY)}"
-                f"valid parts: {', '.join(n for n in REGISTRY if '+' not in n)}")
-    if len(set(parts)) < len(parts):
-        return f"pos_encoding={name!r} names an encoding twice; name each part once"
-    return combined.problem({p: dict.__getitem__(REGISTRY, p) for p in parts})
-
-
 def rotary(cls):
     """Whether an encoding class rotates with RoPE's frequencies (itself or one of its parts)."""
     return issubclass(cls, RoPE) or any(map(rotary, getattr(cls, "part_classes", {}).values()))
@@ -125,9 +106,8 @@ def scaling_problem(pos_encoding, rope_scaling):
         return None
     if rope_scaling in LOGIT_METHODS:
         extends = LOGIT_METHODS[rope_scaling][1]
-        if pos_encoding != extends:
-            return f"rope_scaling={rope_scaling!r} is defined for the {extends} encoding only; this model uses {pos_encoding!r}"
-        return None
+        return None if pos_encoding == extends else (f"rope_scaling={rope_scaling!r} is defined for the {extends} "
+                                                      f"encoding only; this model uses {pos_encoding!r}")
     if rope_scaling not in scalings.METHODS:
         return (f"unknown rope_scaling {rope_scaling!r}; {_suggest(rope_scaling, SCALINGS)}"
                 f"valid: {', '.join(SCALINGS)} (or empty for none)")
@@ -138,24 +118,16 @@ def scaling_problem(pos_encoding, rope_scaling):
     return None
 
 
-def layer_pattern(layer_encodings):
-    """The names of a per-layer pattern ("rope,rope,rope,none"), in order; "" gives []."""
-    if not layer_encodings.strip():
-        return []
-    names = [n.strip() for n in layer_encodings.split(",")]
-    for n in names:
-        if n not in REGISTRY:
-            raise SettingError(f"unknown encoding {n!r} in layer_encodings={layer_encodings!r}; "
-                               f"{_suggest(n, REGISTRY)}valid: {', '.join(REGISTRY)}")
-    return names
-
-
 def encodings_in_play(pos_encoding, layer_encodings=""):
     """The distinct encodings of a model, its main one (pos_encoding, which a pattern must use) first."""
-    names = layer_pattern(layer_encodings)
+    names = [n.strip() for n in layer_encodings.split(",")] if layer_encodings.strip() else []
+    for n in names:
+        if n not in REGISTRY:
+            raise ValueError(f"unknown encoding {n!r} in layer_encodings={layer_encodings!r}; "
+                             f"{_suggest(n, REGISTRY)}valid: {', '.join(REGISTRY)}")
     if names and pos_encoding not in names:
-        raise SettingError(f"layer_encodings={layer_encodings!r} does not use pos_encoding={pos_encoding!r}, "
-                           f"the model's main encoding; set --pos_encoding to one of the pattern's")
+        raise ValueError(f"layer_encodings={layer_encodings!r} does not use pos_encoding={pos_encoding!r}, "
+                         f"the model's main encoding; set --pos_encoding to one of the pattern's")
     return list(dict.fromkeys([pos_encoding, *names]))
 
 
@@ -164,44 +136,44 @@ def scaling_of(name, rope_scaling):
     return rope_scaling if scaling_problem(name, rope_scaling) is None else ""
 
 
-def settings_classes(pos_encoding, rope_scaling="", layer_encodings=""):
-    """(encoding class, [settings classes in play]) for a choice; one-line SettingError if invalid.
-    With a per-layer pattern, the settings of every encoding in it are in play (their union)."""
-    if "+" in pos_encoding and combination_problem(pos_encoding):
-        raise SettingError(combination_problem(pos_encoding))
-    if pos_encoding not in REGISTRY:
-        raise SettingError(f"unknown pos_encoding {pos_encoding!r}; {_suggest(pos_encoding, REGISTRY)}"
-                           f"valid: {', '.join(REGISTRY)}")
-    problem = scaling_problem(pos_encoding, rope_scaling)
-    if problem:
-        raise SettingError(problem)
-    cls, classes = _classes_of(pos_encoding, rope_scaling)
-    for name in encodings_in_play(pos_encoding, layer_encodings)[1:]:
-        classes += [c for c in _classes_of(name, scaling_of(name, rope_scaling))[1] if c not in classes]
-    return cls, classes
-
-
-def _classes_of(pos_encoding, rope_scaling):
+def _choice(name, rope_scaling):
+    """(class, [its settings class, the method's]) of encoding `name` under a valid rope_scaling."""
     if rope_scaling in LOGIT_METHODS:
         cls = LOGIT_METHODS[rope_scaling][0]
         return cls, [cls.Settings]
-    cls = REGISTRY[pos_encoding]
+    cls = REGISTRY[name]
     return cls, [cls.Settings] + ([scalings.METHODS[rope_scaling][1]] if rope_scaling else [])
 
 
-def _fields(settings_cls):
-    return {f.name: f for f in dataclasses.fields(settings_cls)}
+def settings_classes(pos_encoding, rope_scaling="", layer_encodings=""):
+    """(encoding class, [settings classes in play]) for a choice; one-line ValueError if invalid.
+    With a per-layer pattern, the settings of every encoding in it are in play (their union)."""
+    if "+" not in pos_encoding and pos_encoding not in REGISTRY:
+        raise ValueError(f"unknown pos_encoding {pos_encoding!r}; {_suggest(pos_encoding, REGISTRY)}"
+                         f"valid: {', '.join(REGISTRY)}")
+    problem = ("+" in pos_encoding and combination_problem(pos_encoding)) or scaling_problem(pos_encoding, rope_scaling)
+    if problem:
+        raise ValueError(problem)
+    cls, classes = _choice(pos_encoding, rope_scaling)
+    for name in encodings_in_play(pos_encoding, layer_encodings)[1:]:
+        classes += [c for c in _choice(name, scaling_of(name, rope_scaling))[1] if c not in classes]
+    return cls, classes
+
+
+def _owners():
+    """(owner, settings class) of every encoding and rope_scaling method."""
+    yield from ((name, cls.Settings) for name, cls in REGISTRY.items() if "+" not in name)
+    yield from ((f"rope_scaling={m}", s) for m, (_, s) in scalings.METHODS.items())
+    yield from ((f"rope_scaling={m}", c.Settings) for m, (c, _) in LOGIT_METHODS.items())
 
 
 def setting_keys():
     """{flat key: (type, [owners])} over every encoding and method: what config parsing accepts."""
-    owners = [(name, cls.Settings) for name, cls in REGISTRY.items() if "+" not in name]
-    owners += [(f"rope_scaling={m}", s) for m, (_, s) in scalings.METHODS.items()]
-    owners += [(f"rope_scaling={m}", c.Settings) for m, (c, _) in LOGIT_METHODS.items()]
     keys = {}
-    for owner, s in owners:
-        for name, f in _fields(s).items():
-            keys.setdefault(name, (f.type if isinstance(f.type, type) else eval(f.type), []))[1].append(owner)
+    for owner, s in _owners():
+        types = typing.get_type_hints(s)
+        for f in dataclasses.fields(s):
+            keys.setdefault(f.name, (types[f.name], []))[1].append(owner)
     return keys
 
 
@@ -209,17 +181,13 @@ def resolve(pos_encoding, rope_scaling="", given=None, inherited=None, layer_enc
     """The full settings dict of a choice: each setting in play from `given` (set by the user;
     a setting of another encoding or method is refused), else `inherited` (e.g. a checkpoint's,
     when only the rope_scaling changes), else its default."""
-    given, inherited = dict(given or {}), dict(inherited or {})
+    given, inherited = given or {}, inherited or {}
     _, classes = settings_classes(pos_encoding, rope_scaling, layer_encodings)
-    in_play = {k: f for c in classes for k, f in _fields(c).items()}
+    defaults = {k: v for c in classes for k, v in dataclasses.asdict(c()).items()}
     for key in given:
-        if key not in in_play:
-            raise SettingError(foreign(key, pos_encoding, rope_scaling))
-    out = {}
-    for key, f in in_play.items():
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        out[key] = given.get(key, inherited.get(key, default))
-    return out
+        if key not in defaults:
+            raise ValueError(foreign(key, pos_encoding, rope_scaling))
+    return {k: given.get(k, inherited.get(k, v)) for k, v in defaults.items()}
 
 
 def foreign(key, pos_encoding, rope_scaling):
@@ -239,30 +207,24 @@ def foreign(key, pos_encoding, rope_scaling):
 def pin_lengths(settings, length):
     """Set the length settings left at 0 ("the training length") to `length`: a model that
     goes on training at a longer block_size keeps the length it was trained at."""
-    out = dict(settings)
-    for name, f in _fields_of_all().items():
-        if f.metadata.get("length") and out.get(name) == 0:
-            out[name] = length
-    return out
+    lengths = {f.name for _, s in _owners() for f in dataclasses.fields(s) if f.metadata.get("length")}
+    return {k: length if k in lengths and v == 0 else v for k, v in settings.items()}
 
 
-def _fields_of_all():
-    classes = [c.Settings for c in REGISTRY.values()] + [s for _, s in scalings.METHODS.values()]
-    return {k: f for c in classes for k, f in _fields(c).items()}
-
-
-def typed(settings_cls, settings, cfg):
-    """An instance of settings_cls from the dict (keys it lacks take their defaults), checked."""
-    names = _fields(settings_cls)
-    s = settings_cls(**{k: v for k, v in settings.items() if k in names})
-    s.check(cfg)
-    return s
-
-
-def build(cfg, name=None) -> PositionalEncoding:
-    """The encoding of a GPTConfig (or, with a per-layer pattern, its encoding `name`, with the
-    model's rope_scaling where it applies), its settings typed and checked (one-line ValueError)."""
-    return make(cfg, *chosen(cfg, name))
+def chosen(cfg, name=None):
+    """(class, settings, (rope_scaling, its settings) or None) of a GPTConfig's encoding `name` (the
+    main one by default): the settings typed and checked (one-line ValueError), nothing built."""
+    settings = resolve(cfg.pos_encoding, cfg.rope_scaling, inherited=cfg.pos_settings,
+                       layer_encodings=cfg.layer_encodings)
+    rope_scaling = scaling_of(name or cfg.pos_encoding, cfg.rope_scaling)
+    cls, classes = _choice(name or cfg.pos_encoding, rope_scaling)
+    s, *scaling = [c(**{f.name: settings[f.name] for f in dataclasses.fields(c)}) for c in classes]
+    for one in (s, *scaling):
+        one.check(cfg)
+    if not scaling:
+        return cls, s, None
+    length = scaling[0].rope_original_max_position or cfg.block_size
+    return cls, s, (rope_scaling, dataclasses.replace(scaling[0], rope_original_max_position=length))
 
 
 def make(cfg, cls, s, scaling=None):
@@ -270,18 +232,7 @@ def make(cfg, cls, s, scaling=None):
     return cls.from_config(cfg, s) if scaling is None else cls.from_config(cfg, s, scaling)
 
 
-def chosen(cfg, name=None):
-    """(class, settings, (rope_scaling, its settings) or None) of a GPTConfig's encoding `name`: the
-    settings typed and checked (one-line ValueError), nothing built."""
-    pattern = getattr(cfg, "layer_encodings", "")
-    settings = resolve(cfg.pos_encoding, cfg.rope_scaling, inherited=cfg.pos_settings, layer_encodings=pattern)
-    name = name or cfg.pos_encoding
-    rope_scaling = scaling_of(name, cfg.rope_scaling)
-    cls, classes = _classes_of(name, rope_scaling)
-    s = typed(classes[0], settings, cfg)
-    if len(classes) == 1:
-        return cls, s, None
-    scaling = typed(classes[1], settings, cfg)
-    if not scaling.rope_original_max_position:
-        scaling = dataclasses.replace(scaling, rope_original_max_position=cfg.block_size)
-    return cls, s, (rope_scaling, scaling)
+def build(cfg, name=None) -> PositionalEncoding:
+    """The encoding of a GPTConfig (or, with a per-layer pattern, its encoding `name`, with the
+    model's rope_scaling where it applies), its settings typed and checked (one-line ValueError)."""
+    return make(cfg, *chosen(cfg, name))

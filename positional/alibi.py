@@ -17,17 +17,11 @@ import torch
 from .base import PositionalEncoding
 
 
-def _power_of_two_slopes(n: int):
-    start = 2.0 ** (-8.0 / n)
-    return [start ** (i + 1) for i in range(n)]
-
-
 def alibi_slopes(n_head: int) -> torch.Tensor:
-    """(n_head,) head slopes of the ALiBi paper."""
+    """(n_head,) head slopes of the ALiBi paper: 2^(-8i/p), i = 1..p, then 2^(-8i/2p) for odd i."""
     p = 2 ** math.floor(math.log2(n_head))
-    slopes = _power_of_two_slopes(p)
-    if p < n_head:
-        slopes += _power_of_two_slopes(2 * p)[0::2][: n_head - p]
+    slopes = [2.0 ** (-8.0 * i / p) for i in range(1, p + 1)]
+    slopes += [2.0 ** (-8.0 * i / (2 * p)) for i in range(1, 2 * (n_head - p), 2)]
     return torch.tensor(slopes, dtype=torch.float32)
 
 

@@ -7,41 +7,34 @@ An encoding can act in four places of a GPT, and each hook defaults to "do nothi
                              ctx.q_pos; keys at ctx.q_pos too (the new keys, before they are cached),
                              or at ctx.k_pos (every key, again at each call) when length_dependent
   score_bias(h, q, k)        -> additive attention logits, or None: an elementwise formula over
-                             broadcastable integer tensors (head h, query position q, key position
-                             k), backed by small per-head / per-distance tables, so one formula
-                             serves a dense call (h (H,1,1), q (Tq,1), k (1,Tk): dense_bias(q_pos, k_pos)
-                             gives (H, Tq, Tk)), a query block, or a FlexAttention score_mod
+                             broadcastable head, query and key positions, so one formula serves a
+                             dense call (dense_bias: (H, Tq, Tk)), a query block, or a score_mod
   attend(q, k, v, ctx, layer) -> (B, H, Tq, D), or None for softmax(q.k + bias) v: for encodings whose
-                             scores are not "q.k plus a fixed bias" (Shaw, Transformer-XL, ReRoPE, CoPE,
-                             FoX); they form their logits (logits(), 1/sqrt(D) included) and call
-                             ctx.softmax(logits, v) -> (y, probs) (mask and dropout applied). It costs
-                             the fused SDPA kernel; the model may call it on a causal block of queries
-                             with the keys up to its last one (ctx.rows says which rows of the forward).
+                             scores are not "q.k plus a fixed bias" (OwnLogits: Shaw, Transformer-XL,
+                             ReRoPE, CoPE, FoX, DeBERTa). It costs the fused SDPA kernel; the model may
+                             call it on a causal block of queries (ctx.rows: which rows of the forward).
 
 ctx (Ctx below) is the one per-forward object: the positions of the queries and keys, the
-positions in play (n_positions), the window and sinks, whether the keys are the queries' own
-positions (`causal`: no cache), the document ids, the layer input x (set by the model before each
-layer attends: FoX's gates), the cache, and a scratch dict where hooks keep what they compute once
-per forward for every layer (RoPE's cos/sin rows, Transformer-XL's projected rows). Everything an
-encoding keeps across the calls of a generation (Transformer-XL's rows, FoX's running sums) lives in
-the cache, through ctx.cache.state(owner, name, make), and is gone with it. A forward writes nothing
-on the encoding: tables are computed from the positions (tests/test_encodings.py checks it).
+positions in play (n_positions), the window and sinks, the document ids, the layer input x (set by
+the model before each layer attends: FoX's gates), the cache, and a scratch dict for what hooks
+compute once per forward for every layer (ctx.once). What an encoding keeps across the calls of a
+generation lives in the cache (ctx.cache.state, ctx.kept) and is gone with it. A forward writes
+nothing on the encoding (tests/test_encodings.py checks it).
 
 Notation (used in shape comments across the repo):
   B batch, T tokens in this call, H heads, D head dim, C model width,
   Tq = T query positions, Tk = cache length + T key positions.
   Distance d = q_pos - k_pos (distance(q_pos, k_pos)): d >= 0 for past keys, d < 0 for future ones.
-  Visible keys (visible_keys, the one rule: mask, SSMax counts, CoPE, caches): 0 <= d, and with a
+  Visible keys (sees, the one rule: mask, SSMax counts, CoPE, caches): 0 <= d, and with a
   window d < window unless the key is a sink (k_pos < sinks), and with documents the same document.
 
-Positions are explicit LongTensors of *absolute* positions (restarting at each document when
-documents are given), computed once in GPT.forward from the KV-cache offset. score_bias is
-called once per forward pass and shared by all layers; it spans the full key length (Tk).
+Positions are explicit LongTensors of *absolute* positions (restarting at each document),
+computed once in GPT.forward from the KV-cache offset; biases span the full key length (Tk).
 
 Settings: each encoding declares a small typed dataclass of its knobs next to its class
-(`Settings`, a subclass of base.Settings; field names are the users' flat config keys), with
-a check(cfg) that refuses bad values in one line: the one place a setting is validated
-(constructors trust their arguments); positional.build() and positional.check() type and check them.
+(`Settings`; field names are the users' flat config keys, bounds declared with setting()), whose
+check(cfg) refuses bad values in one line: the one place a setting is validated (constructors
+trust their arguments; positional.chosen() types and checks them).
 
 Capabilities, read by model/train/sample code instead of encoding names:
   max_positions        None if any position works, else how many it can represent
@@ -51,20 +44,37 @@ Capabilities, read by model/train/sample code instead of encoding names:
                        and re-rotated at every call, and a decode step needs the host (no static step)
   ordered_keys         attend needs the keys in position order (CoPE counts them)
 """
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 
+def setting(default, *, at_least=None, above=None, choices=(), why="", length=False):
+    """A settings field whose bounds Settings.check enforces: >= at_least, > above, one of choices;
+    `why` (what a boundary value means) goes into the error; length: 0 means the length the model
+    was trained at (positional.pin_lengths)."""
+    return field(default=default, metadata=dict(at_least=at_least, above=above, choices=choices, why=why,
+                                                length=length))
+
+
 @dataclass
 class Settings:
-    """No settings. An encoding's subclass adds typed fields named as the flat config keys
-    (a field with metadata {"length": True} holds a length where 0 means "the length the
-    model was trained at", see positional.pin_lengths)."""
+    """No settings. An encoding's subclass adds typed fields named as the flat config keys."""
 
     def check(self, cfg):
-        """Raise ValueError with one actionable line if a value cannot work with cfg (GPTConfig)."""
+        """Raise ValueError with one actionable line if a value cannot work with cfg (GPTConfig): here
+        the bounds the fields declare (setting()); a subclass checks the rest after super().check(cfg)."""
+        for f in dataclasses.fields(self):
+            v, m = getattr(self, f.name), f.metadata
+            why = f" ({m['why']})" if m.get("why") else ""
+            if m.get("choices") and v not in m["choices"]:
+                raise ValueError(f"{f.name} must be one of {', '.join(m['choices'])}, got {v!r}")
+            if m.get("at_least") is not None and not v >= m["at_least"]:
+                raise ValueError(f"{f.name} must be >= {m['at_least']}{why}, got {v}")
+            if m.get("above") is not None and not v > m["above"]:
+                raise ValueError(f"{f.name} must be > {m['above']}{why}, got {v}")
 
 
 @dataclass(eq=False)
@@ -89,11 +99,12 @@ class Ctx:
             self.n_positions = int(torch.cat([self.q_pos, self.k_pos]).max()) + 1
 
     def visible(self):
-        """(Tq, Tk) bool: the keys each query sees; (H, Tq, Tk) with S²-Attn's groups."""
-        doc = self.doc
-        k_doc = doc[:len(self.k_pos)] if self.k_doc is None and doc is not None else self.k_doc
-        q_doc = None if doc is None else doc[self.rows]
-        seen = visible_keys(self.q_pos, self.k_pos, self.window, self.sinks, q_doc, k_doc)
+        """(Tq, Tk) bool: the keys each query sees (causal, window, sinks, documents); (H, Tq, Tk) with
+        S²-Attn's groups."""
+        seen = sees(self.q_pos[:, None], self.k_pos[None, :], self.window, self.sinks)
+        if self.doc is not None:
+            k_doc = self.doc[:len(self.k_pos)] if self.k_doc is None else self.k_doc
+            seen &= self.doc[self.rows][:, None] == k_doc[None, :]
         g = self.groups
         return seen if g is None else seen & (g[:, self.rows, None] == g[:, None, :len(self.k_pos)])   # (H, Tq, Tk)
 
@@ -101,6 +112,15 @@ class Ctx:
         """softmax(scores, hidden keys masked) @ v -> (y (B, H, Tq, D), probs); scores a new tensor."""
         probs = torch.softmax(scores.masked_fill(~self.visible(), float("-inf")).float(), -1).to(v.dtype)
         return probs @ v, probs
+
+    def kept(self, owner, name, make, dim=0):
+        """What `owner` keeps in the cache for the positions in play: make(a, b) gives its rows a..b-1
+        (along dim), made for n_positions at first and grown by doubling when a generation passes them."""
+        t = self.cache.state(owner, name, lambda: make(0, self.n_positions))
+        if t.shape[dim] < self.n_positions:
+            more = make(t.shape[dim], max(self.n_positions, 2 * t.shape[dim]))
+            t = self.cache.states[(id(owner), name)] = torch.cat([t, more], dim)
+        return t
 
     def once(self, key, make):
         """make() the first time `key` is asked in this forward (scratch), shared by the layers."""
@@ -159,17 +179,20 @@ class PositionalEncoding(nn.Module):
         return f"name={self.name!r}"
 
 
+class OwnLogits(PositionalEncoding):
+    """An encoding whose scores are not q.k plus a bias: logits(q, k, ctx, layer) -> (B, H, Tq, Tk),
+    1/sqrt(D) included (plots and tests read them too), turned into attention by ctx.softmax."""
+
+    def logits(self, q, k, ctx, layer):
+        raise NotImplementedError
+
+    def attend(self, q, k, v, ctx, layer):
+        return ctx.softmax(self.logits(q, k, ctx, layer), v)[0]
+
+
 def distance(q_pos, k_pos):
     """(Tq, Tk) d = q_pos - k_pos: >= 0 for past keys (the repo's one convention)."""
     return q_pos[:, None] - k_pos[None, :]
-
-
-def visible_keys(q_pos, k_pos, window=0, sinks=0, q_doc=None, k_doc=None):
-    """(Tq, Tk) bool: the keys each query sees (causal, window, sinks, documents)."""
-    seen = sees(q_pos[:, None], k_pos[None, :], window, sinks)
-    if q_doc is not None:
-        seen &= q_doc[:, None] == k_doc[None, :]
-    return seen
 
 
 def shifted_groups(n, n_head, group, device=None):

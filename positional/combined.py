@@ -6,12 +6,10 @@ Each part contributes through its hooks, in the order named:
     embed:      x -> b.embed(a.embed(x))              (chained)
     rotate:     q, k -> b.rotate(a.rotate(q))         (chained; rotations compose)
     score_bias: a.score_bias(h, q, k) + b.score_bias(h, q, k)   (summed)
-    attend:     the one part that forms its own logits, if any (then no other part may add a bias:
-                that part's logits would drop it)
+    attend:     the one part that forms its own logits, if any (and then no part adds a bias)
 
 so logits(rope+alibi) = q_m R_{n-m} k_n / sqrt(D) - m_h (m - n). Settings are the union of the
-parts' (a key two parts share, as rope_base, sets both); rope_scaling applies to the rotary parts.
-Capabilities: the fewest max_positions, any part's length_dependent / ordered_keys.
+parts' (a shared key sets both); rope_scaling applies to the rotary parts.
 """
 import dataclasses
 import functools
@@ -36,6 +34,11 @@ def problem(parts):
     return None
 
 
+def _own(c, s):
+    """Part class c's settings, out of the combination's settings s."""
+    return c.Settings(**{f.name: getattr(s, f.name) for f in dataclasses.fields(c.Settings)})
+
+
 def _settings(parts):
     """One dataclass with every part's fields (the first owner's default), checked by each part."""
     fields = {}
@@ -46,7 +49,7 @@ def _settings(parts):
 
     def check(self, cfg):
         for c in parts.values():
-            c.Settings(**{f.name: getattr(self, f.name) for f in dataclasses.fields(c.Settings)}).check(cfg)
+            _own(c, self).check(cfg)
     return dataclasses.make_dataclass("CombinedSettings", list(fields.values()), bases=(Settings,),
                                       namespace={"check": check})
 
@@ -76,12 +79,10 @@ class Combined(PositionalEncoding):
     @classmethod
     def from_config(cls, cfg, s, scaling=None):
         from . import make, scaling_problem
-        given = dataclasses.asdict(s)
         parts = {}
         for name, c in cls.part_classes.items():
-            own = c.Settings(**{f.name: given[f.name] for f in dataclasses.fields(c.Settings)})
             rotary = scaling is not None and scaling_problem(name, scaling[0]) is None
-            parts[name] = make(cfg, c, own, scaling if rotary else None)
+            parts[name] = make(cfg, c, _own(c, s), scaling if rotary else None)
         return cls(parts, cfg.n_head)
 
     def _embed(self, x, ctx):
@@ -95,11 +96,8 @@ class Combined(PositionalEncoding):
         return x
 
     def _score_bias(self, h, q, k):
-        total = None
-        for p in self.parts.values():
-            b = p.score_bias(h, q, k)
-            total = b if total is None else total if b is None else total + b
-        return total
+        biases = [b for b in (p.score_bias(h, q, k) for p in self.parts.values()) if b is not None]
+        return sum(biases) if biases else None
 
     def _attend(self, q, k, v, ctx, layer):
         for p in self.parts.values():

@@ -6,25 +6,20 @@ encode?", arXiv:2001.08248) show that a convolution leaks position through its z
     y_t = sum_{j=0..k-1} w_j * x_{t-j}        w: (k, C), one kernel per channel (depthwise)
 
 with x_{t-j} = 0 before the sequence (or the document) starts. w_0 starts at 1 and the other
-taps at 0 (identity). With a KV cache the last k-1 embeddings are the state: kept in the cache
-(ctx.cache.state), in a ring of k-1 slots indexed by position mod (k-1), so a call continues the
-previous one (one token at a time or a chunk) and gives the full forward's values.
+taps at 0 (identity). With a KV cache the last k-1 embeddings (and document ids) are kept in the
+cache, in a ring of k-1 slots indexed by position mod (k-1).
 """
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from .base import PositionalEncoding, Settings
+from .base import PositionalEncoding, Settings, setting
 
 
 @dataclass
 class ConvSettings(Settings):
-    conv_kernel: int = 4        # k: taps of the causal convolution (the current token and k-1 before it)
-
-    def check(self, cfg):
-        if self.conv_kernel < 2:
-            raise ValueError(f"conv_kernel must be >= 2 (1 is no convolution), got {self.conv_kernel}")
+    conv_kernel: int = setting(4, at_least=2, why="1 is no convolution")   # k: taps (this token and k-1 before it)
 
 
 class Conv(PositionalEncoding):

@@ -1,4 +1,4 @@
-"""CoPE, contextual position encoding (Golovneva, Wang, Weston & Sukhbaatar 2024,
+"""CoPE (Golovneva, Wang, Weston & Sukhbaatar 2024,
 "Contextual Position Encoding: Learning to Count What's Important",
 https://arxiv.org/abs/2405.18719).
 
@@ -10,35 +10,23 @@ and the position of key j is the number of counted keys from j up to i:
     e[p] = (p - floor p) e[ceil p] + (1 - p + floor p) e[floor p]   (e: P + 1 learned vectors)
     logit(i, j) = (q_i . k_j + q_i . e[p_ij]) / sqrt(D)
 
-q_i . e[p] is computed once for the P + 1 integer positions, (B, H, Tq, P + 1), and
-interpolated, never e[p] itself. e: (P + 1, D) per layer, shared by the heads, zeros at
-the start (so CoPE starts as NoPE), as in the paper. The gates read the same scaled
-logits as the softmax. Absolute positions play no part: only which keys are visible, so
-shifting every position changes nothing, and the cached keys give the same counts as a
-full pass. A window or another document hides keys from the count too (their gate is 0),
-which keeps the ring cache equal to a windowed recompute.
-
-Cost: the logits are formed here (explicit softmax, no fused kernel), with a cumulative
-sum, two gathers and about five (B, H, Tq, Tk) tensors per layer.
-
+q_i . e[p] is computed for the P + 1 integers and interpolated. e: (P + 1, D) per layer, shared
+by the heads, zeros at the start (NoPE), as in the paper. Only which keys are visible counts
+(window and documents included), so shifting every position changes nothing.
 Settings: cope_max_position (P; 0: the training length). Counts past P share e[P].
 """
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from .base import PositionalEncoding, Settings
+from .base import OwnLogits, Settings, setting
 
 
 @dataclass
 class CoPESettings(Settings):
-    cope_max_position: int = field(default=0, metadata={"length": True})   # P; 0: block_size
-
-    def check(self, cfg):
-        if self.cope_max_position < 0:
-            raise ValueError(f"cope_max_position must be >= 0 (0: block_size), got {self.cope_max_position}")
+    cope_max_position: int = setting(0, at_least=0, why="0: block_size", length=True)   # P; 0: block_size
 
 
 def cope_positions(gates, max_position):
@@ -55,7 +43,7 @@ def interpolate(table, p):
     return table.gather(-1, lo) * (1 - w) + table.gather(-1, hi) * w
 
 
-class CoPE(PositionalEncoding):
+class CoPE(OwnLogits):
     name = "cope"
     ordered_keys = True   # counts run over the keys in position order
     Settings = CoPESettings
@@ -68,9 +56,6 @@ class CoPE(PositionalEncoding):
     @classmethod
     def from_config(cls, cfg, s):
         return cls(cfg.n_layer, cfg.n_embd // cfg.n_head, s.cope_max_position or cfg.block_size)
-
-    def attend(self, q, k, v, ctx, layer):
-        return ctx.softmax(self.logits(q, k, ctx, layer), v)[0]
 
     def logits(self, q, k, ctx, layer):
         scale = 1.0 / math.sqrt(q.shape[-1])

@@ -16,18 +16,18 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .base import PositionalEncoding, Settings, distance
+from .base import OwnLogits, Settings, distance, setting
 
 
 @dataclass
 class DebertaSettings(Settings):
-    deberta_buckets: int = 32         # n: relative position embeddings (half exact distances, half log)
+    deberta_buckets: int = setting(32, at_least=4)   # n: relative position embeddings (half exact distances, half log)
     deberta_max_distance: int = 128   # M: distances from here on share the last bucket
 
     def check(self, cfg):
-        if self.deberta_buckets < 4 or self.deberta_max_distance <= self.deberta_buckets // 2 + 1:
-            raise ValueError(f"deberta_buckets must be >= 4 and deberta_max_distance > deberta_buckets/2 + 1, got "
-                             f"{self.deberta_buckets}, {self.deberta_max_distance}")
+        super().check(cfg)
+        if self.deberta_max_distance <= self.deberta_buckets // 2 + 1:
+            raise ValueError(f"deberta_max_distance must be > deberta_buckets/2 + 1, got {self.deberta_max_distance}")
 
 
 def log_bucket(d, buckets, max_distance):
@@ -37,7 +37,7 @@ def log_bucket(d, buckets, max_distance):
     return torch.where(d <= mid, d, log.long()).clamp(0, buckets - 1)
 
 
-class Deberta(PositionalEncoding):
+class Deberta(OwnLogits):
     name = "deberta"
     Settings = DebertaSettings
 
@@ -55,9 +55,6 @@ class Deberta(PositionalEncoding):
     def heads(self, w):
         """(H, n, D): the projected position embeddings P W, split into heads."""
         return (self.rel @ w).view(self.buckets, self.n_head, -1).transpose(0, 1)
-
-    def attend(self, q, k, v, ctx, layer):
-        return ctx.softmax(self.logits(q, k, ctx, layer), v)[0]
 
     def logits(self, q, k, ctx, layer):
         B, H, Tq, D = q.shape

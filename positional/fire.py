@@ -12,23 +12,15 @@ training length, distances are interpolated rather than extrapolated. c and L ar
 learned (L as a multiplier of its initial value, as in the paper's implementation).
 While i < L the normaliser is the constant psi(L) and the bias depends on i - j only;
 beyond L it is not translation invariant, by design. At distance 0 the bias is f(0).
-
-The MLP runs once per distinct input, not per (i, j): queries before L (positions increase,
-so a prefix of them) share the normaliser psi(L), and their input depends on i - j alone,
-so f is evaluated at the distances 0 .. max(i - j) and read at each pair; a query past L
-has its own normaliser, so its row of inputs goes through f as it is, a few rows at a time
-(a (rows, Tk, width) hidden layer of at most 2^22 values without gradients; the model asks for a
-block of queries at a time at evaluation, so no (H, Tq, Tk) output either). Training, where every
-position is below L at first, then keeps (T, width) for the backward pass, not
-(T, T, width). One MLP serves all layers (score_bias is computed once per forward pass). Knobs: fire_mlp_width
-(32 in the paper), fire_init_c (0.1), fire_init_L (0: the training block_size).
+The MLP runs once per distinct input: at the distances 0 .. max(i - j) for the queries before L
+(read at each pair), row by row for the queries past L. One MLP serves all layers.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from .base import PositionalEncoding, Settings
+from .base import PositionalEncoding, Settings, setting
 
 EPS = 1e-6
 HIDDEN = 2 ** 22   # values of the (rows, Tk, width) hidden layer per MLP call
@@ -48,14 +40,9 @@ def psi_ratio(dist, norm, c):
 
 @dataclass
 class FIRESettings(Settings):
-    fire_mlp_width: int = 32      # hidden units of the bias MLP (32 in the paper)
-    fire_init_c: float = 0.1      # initial c of psi(x) = log(c x + 1)
-    fire_init_L: int = field(default=0, metadata={"length": True})   # initial threshold L; 0: block_size
-
-    def check(self, cfg):
-        if self.fire_mlp_width < 1 or self.fire_init_c <= 0 or self.fire_init_L < 0:
-            raise ValueError(f"fire needs fire_mlp_width >= 1, fire_init_c > 0, fire_init_L >= 0 (0: block_size), "
-                             f"got {self.fire_mlp_width}, {self.fire_init_c}, {self.fire_init_L}")
+    fire_mlp_width: int = setting(32, at_least=1)     # hidden units of the bias MLP (32 in the paper)
+    fire_init_c: float = setting(0.1, above=0)        # initial c of psi(x) = log(c x + 1)
+    fire_init_L: int = setting(0, at_least=0, why="0: block_size", length=True)   # initial threshold L; 0: block_size
 
 
 class FIRE(PositionalEncoding):
@@ -79,10 +66,8 @@ class FIRE(PositionalEncoding):
         return self.L_multiplier * self.init_L
 
     def score_bias(self, h, q, k):
-        """The MLP gives every head at once, so the heads h are picked from its (H, Tq, Tk) output and q,
-        k come as (Tq, 1), (1, Tk): a query block works, a score_mod does not (it needs a per-distance
-        table: issue #22; FlexAttention falls back to query blocks). One query (a decode
-        step), or positions that restart (documents), take the per-pair path: no host read-back."""
+        """The MLP gives every head at once: h is picked from its (H, Tq, Tk) output, so a query block
+        works and a score_mod does not (issue #22: FlexAttention falls back to query blocks)."""
         return self.dense(q.view(-1), k.view(-1))[h.view(-1)]
 
     def dense(self, q_pos, k_pos):

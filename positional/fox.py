@@ -10,21 +10,9 @@ gate from the layer's input x_t (B, T, C) and the logits decay by the gates in b
 
 A data-dependent ALiBi: with f_t = exp(-m) everywhere it is ALiBi with slope m, which is
 how the gates start here (b_h = log(e^-m_h / (1 - e^-m_h)) for ALiBi's slopes m_h,
-w ~ N(0, 0.02); our choice of initialisation, not the paper's). The model's only sense
-of order is the causal mask plus these gates, so the scores depend on content, never on
-absolute positions: shifting every position changes nothing.
-
-Interface: the gates need the layer input, which the model sets on the forward's ctx (ctx.x) before
-each layer attends; c is computed once per forward and layer (ctx.once) and the logits are formed
-in attend (the explicit-softmax path: the decay is per batch row).
-With documents (ctx.doc), the sums start over at each document, so a document's logits do not
-depend, even by rounding, on the documents before it.
-
-Cached decoding: c_i - c_j needs c at every cached key. The generation's cache keeps c by
-position (cache.state: (B, H, n) per layer, n the positions in play, grown by doubling): a call
-continues the sum from c at the position before it, writes c at its positions, and reads c at
-the keys' positions, so a ring that drops keys works too and a static step needs nothing from
-the host. It costs B*H*4 bytes per position and layer, 1/(2D) of a KV cache, and goes with it.
+w ~ N(0, 0.02); our choice of initialisation, not the paper's). The scores depend on
+content, never on absolute positions. The gates read ctx.x (the layer input); with documents
+the sums start over at each one. The cache keeps c by position (ctx.kept, (B, H, n) per layer).
 """
 import math
 
@@ -33,10 +21,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from .alibi import alibi_slopes
-from .base import PositionalEncoding
+from .base import OwnLogits
 
 
-class FoX(PositionalEncoding):
+class FoX(OwnLogits):
     name = "fox"
 
     def __init__(self, n_layer: int, n_head: int, n_embd: int):
@@ -61,25 +49,13 @@ class FoX(PositionalEncoding):
             c = torch.cat([part.cumsum(-1) for part in log_f.split(counts, -1)], -1)
         c_k, cache = c, ctx.cache
         if cache is not None:
-            sums = self.sums(cache, layer, c, ctx.n_positions)                       # (B, H, n): c by position
+            sums = ctx.kept(self, layer, lambda a, b: c.new_zeros(*c.shape[:2], b - a), -1)   # (B, H, n): c by position
             first = ctx.q_pos[:1] - (ctx.rows.start or 0)  # the forward's first position, from any query block
             pos = first + torch.arange(c.shape[-1], device=c.device)   # (T,): a cached forward's are contiguous
             c = c + sums.index_select(-1, (first - 1).clamp(min=0)) * (first > 0)  # continued; 0 at the start
             sums.index_copy_(-1, pos, c.detach())
             c_k = sums.index_select(-1, ctx.k_pos.clamp(max=sums.shape[-1] - 1))   # empty slots: masked anyway
         return c, c_k
-
-    def sums(self, cache, layer, c, n):
-        """The cache's c by position for this layer, (B, H, n) for the n positions in play."""
-        sums = cache.state(self, layer, lambda: c.new_zeros(*c.shape[:2], n))
-        if sums.shape[-1] < n:  # a reference generation past it: grown by doubling
-            grown = sums.new_zeros(*sums.shape[:2], max(n, 2 * sums.shape[-1]))
-            grown[..., :sums.shape[-1]] = sums
-            sums = cache.states[(id(self), layer)] = grown
-        return sums
-
-    def attend(self, q, k, v, ctx, layer):
-        return ctx.softmax(self.logits(q, k, ctx, layer), v)[0]
 
     def logits(self, q, k, ctx, layer):
         """The gates read the layer input ctx.x once per forward and layer (every query block shares them)."""

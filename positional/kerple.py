@@ -9,18 +9,15 @@ parameters per head, is added to the attention logits:
     power variant:  score(i, j) += -r1_h * |i - j| ** r2_h          (0 < r2_h <= 2)
 
 Both are 0 at distance 0. ALiBi is the power variant with r2 = 1 and r1 fixed.
-Positivity (and r2 <= 2 for the power variant) is kept by clamping in the forward pass,
-as the paper's constraint; the first values are drawn uniformly, r1 in (0, 2) and
-r2 in (0, 1). One set of parameters serves all layers (score_bias is computed once
-per forward pass); the kernel is evaluated once per distinct distance, then read at each
-(i, j). Knob: kerple_variant ("log", the paper's better one, or "power").
+Positivity (and r2 <= 2 for the power variant) is kept by clamping in the forward pass;
+the first values are drawn uniformly, r1 in (0, 2) and r2 in (0, 1).
 """
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from .base import PositionalEncoding, Settings
+from .base import PositionalEncoding, Settings, setting
 
 VARIANTS = ("log", "power")
 EPS = 1e-2   # smallest value a parameter is clamped to
@@ -42,11 +39,7 @@ def kernel(d, r1, r2, variant):
 
 @dataclass
 class KerpleSettings(Settings):
-    kerple_variant: str = "log"   # "log": -r1 log(1 + r2 d); "power": -r1 d^r2
-
-    def check(self, cfg):
-        if self.kerple_variant not in VARIANTS:
-            raise ValueError(f"kerple_variant must be one of {', '.join(VARIANTS)}, got {self.kerple_variant!r}")
+    kerple_variant: str = setting("log", choices=VARIANTS)   # "log": -r1 log(1 + r2 d); "power": -r1 d^r2
 
 
 class Kerple(PositionalEncoding):
@@ -69,10 +62,8 @@ class Kerple(PositionalEncoding):
         return self.r1.clamp(min=EPS), self.r2.clamp(min=EPS, max=r2_max)
 
     def score_bias(self, h, q, k):
-        """With several queries (training, prefill) the kernel is evaluated once per distance
-        0 .. max |i - j| and read at each (i, j): the same numbers as at each pair, for a
-        fraction of the work (and of the backward). With one query (a decode step, a score_mod's
-        scalars) it is evaluated at each pair: nothing is read back to the host."""
+        """Several queries: the kernel once per distance 0 .. max |i - j|, read at each pair. One query
+        (a decode step, a score_mod's scalars): at each pair, nothing read back to the host."""
         d = (q - k).abs()
         r1, r2 = self.params()
         if q.numel() > 1:

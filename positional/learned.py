@@ -2,9 +2,7 @@
 
     x_t = wte[token_t] + wpe[t],   wpe: (block_size, C) trained like any other weight
 
-The table only knows positions 0 .. block_size-1, so max_positions = block_size:
-GPT.forward refuses longer inputs with a sentence, and sample.py falls back to a
-sliding window that re-encodes the last block_size tokens.
+The table only knows positions 0 .. block_size-1: max_positions = block_size.
 """
 import torch
 from torch import nn

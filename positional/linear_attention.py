@@ -11,16 +11,8 @@ denominator free of the rotation (it stays positive, no division by ~0):
          = (R_m phi(q_m)) . S_m  /  phi(q_m) . z_m,
            S_m = sum_{n<=m} (R_n phi(k_n)) v_n^T   (D, D),   z_m = sum_{n<=m} phi(k_n)   (D,)
 
-R is whatever pe.rotate does (rope, xpos; the identity for none, learned, sinusoidal),
-so the numerator depends on m - n only: shifting all positions changes nothing.
-S and z are prefix sums over the sequence, taken chunk by chunk (inside a chunk of 64
-tokens, a masked (64, 64) product; across chunks, the running S and z): no (T, T)
-matrix, and time and memory linear in T. With a cache, the sums after the last token
-are all that is kept (LinearAttentionCache below), so decoding costs O(1) time and
-memory per token whatever the length.
-
-Encodings that act on the (Tq, Tk) score matrix (score_bias, attend; their
-needs_score_matrix capability) cannot work here, and GPT refuses them at construction.
+R is whatever pe.rotate does. S and z are prefix sums taken chunk by chunk (linear in T); a cache
+keeps only the sums after the last token. Encodings that need the score matrix are refused.
 """
 import torch
 from torch import nn
@@ -37,10 +29,8 @@ def feature_map(x):
 def causal_linear_attention(q, k, v, pe, ctx, state=None, chunk=CHUNK):
     """q, k, v: (B, H, T, D) projections at positions ctx.q_pos (T,); state: (S, z) summing
     the earlier tokens, or None. Returns y (B, H, T, D) and the state after the last token.
-
-    Chunkwise prefix sums: inside a chunk of `chunk` tokens the causal sums are a small
-    masked (chunk, chunk) product; S and z carry everything before the chunk. chunk=1 is
-    the pure recurrence, chunk >= T the quadratic form; all give the same y."""
+    Inside a chunk a masked (chunk, chunk) product; chunk=1 is the pure recurrence, chunk >= T
+    the quadratic form; all give the same y."""
     B, H, T, D = q.shape
     fq, fk = feature_map(q), feature_map(k)                                # (B, H, T, D), > 0
     rq, rk = pe.rotate(fq, ctx), pe.rotate(fk, ctx, key=True)

@@ -2,11 +2,9 @@
 
     x_k -> x_k * p_k          (instead of GPT-2's x_k + p_k),   p: (block_size, C) learned
 
-(the multiplicative form of absolute position in the survey of position encodings, the
-counterpart of Vaswani et al.'s additive one). p starts at 1 (plus GPT-2's N(0, 0.02) noise, so
-positions are told apart from the first step): at initialisation the model is NoPE-like and
-learns a per-position gain of each channel. A learned table: like `learned`, positions past
-block_size are refused (max_positions), and generation re-encodes the last block_size tokens.
+(the multiplicative form of absolute position in the survey of position encodings). p starts at 1
+plus GPT-2's N(0, 0.02) noise: the model starts NoPE-like and learns a per-position gain of each
+channel. A learned table: positions past block_size are refused (max_positions), as for `learned`.
 """
 import torch
 from torch import nn

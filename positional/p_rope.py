@@ -8,40 +8,29 @@ position (they act as NoPE channels, free to carry semantic content):
     theta_i = base^(-2i / D)            if i <  round(p * D/2)
             = 0                         otherwise,            i = 0 .. D/2 - 1
 
-p = 1 is RoPE, p = 0 is NoPE. The pairing is RoPE's half-split (channel i with i + D/2).
-
-Not GPT-NeoX's partial rotary (`rope` with rotary_fraction = p): that rotates the first
-p*D channels with frequencies recomputed over the rotated width, base^(-2i / (p D)), so
-its lowest kept frequency is base^(-1 + 2/(pD)), the same as full RoPE's lowest; p-RoPE's
-kept frequencies are full RoPE's highest ones, unchanged, and its lowest is near
-base^(-p). The two also pair different channels. tests/test_new_encodings.py shows the
-difference on numbers.
-
-A rope_scaling method changes the frequencies first; the removed ones are zeroed after
-it (and after dynamic NTK's recomputation: the zeroing is applied to the angles).
-Settings: rope_base, p_rope_fraction (p).
+p = 1 is RoPE, p = 0 is NoPE. Not `rope` with rotary_fraction = p, which recomputes the frequencies
+over the rotated width and pairs other channels. The zeroing applies to the angles, after any
+rope_scaling method.
 """
 from dataclasses import dataclass
 
 import torch
 
-from .base import Settings
+from .base import Settings, setting
 from .rope import RoPE
 
 
 @dataclass
 class PRoPESettings(Settings):
-    rope_base: float = 10000.0      # theta_i = base^(-2i/D)
+    rope_base: float = setting(10000.0, above=1)   # theta_i = base^(-2i/D)
     p_rope_fraction: float = 0.75   # p: share of RoPE's frequencies kept (the highest ones)
 
     def check(self, cfg):
-        head_dim = cfg.n_embd // cfg.n_head
-        if head_dim % 2:
-            raise ValueError(f"p_rope needs an even head dim, got {head_dim}; change n_embd/n_head")
+        super().check(cfg)
+        if (cfg.n_embd // cfg.n_head) % 2:
+            raise ValueError(f"p_rope needs an even head dim, got {cfg.n_embd // cfg.n_head}; change n_embd/n_head")
         if not 0 <= self.p_rope_fraction <= 1:
             raise ValueError(f"p_rope_fraction must be in [0, 1] (1: RoPE, 0: NoPE), got {self.p_rope_fraction}")
-        if not self.rope_base > 1:
-            raise ValueError(f"rope_base must be > 1, got {self.rope_base}")
 
 
 class PRoPE(RoPE):

@@ -17,61 +17,35 @@ built twice and merged (logits, in attend):
     s2 = R(i/k + w(1 - 1/k)) q . R(j/k) k                Leaky: distance w + (i - j - w)/k
     logits = where(i - j < w, s1, s2) / sqrt(D)
 
-Cost, against plain RoPE: two (B, H, Tq, Tk) score matrices and an explicit softmax, so
-no fused (flash) attention kernel and quadratic memory; keys are cached un-rotated and
-re-rotated at every decoding step (O(Tk) extra work per token). Inside the window it is
-plain RoPE exactly: the weights of a RoPE model load unchanged, which is how it is used
-(chosen with rope_scaling=rerope or leaky_rerope on a rope model, at any time).
-
-Settings: rerope_window (w; 0 means half the training length, as Su's w = 256 for a
-512 training length), rerope_leak (k, Leaky only; the default 32 keeps a relative
-distance of 16 L at w + 15.5 L / 32 < L for w = L / 2).
+Two score matrices and no fused kernel; keys are cached un-rotated. Inside the window it is
+plain RoPE exactly, so a RoPE model's weights load unchanged (rope_scaling=rerope or leaky_rerope).
+Settings: rerope_window (w; 0: half the training length, as Su's w = 256 for 512), rerope_leak
+(k, Leaky only; 32 keeps a distance of 16 L at w + 15.5 L / 32 < L for w = L / 2).
 """
 import math
 from dataclasses import dataclass
 
 import torch
 
+from .base import OwnLogits, Settings, setting
 from .rope import RoPE, RoPESettings
 
 
 @dataclass
 class ReRoPESettings(RoPESettings):
-    rerope_window: int = 0           # w; 0: block_size // 2
+    rerope_window: int = setting(0, at_least=0, why="0: half the training length")   # w; 0: block_size // 2
 
     def check(self, cfg):
         super().check(cfg)
-        if self.rerope_window < 0:
-            raise ValueError(f"rerope_window must be >= 0 (0: half the training length), got {self.rerope_window}")
+        Settings.check(self, cfg)   # the bounds declared here (RoPESettings.check does not chain)
 
 
 @dataclass
 class LeakyReRoPESettings(ReRoPESettings):
-    rerope_leak: float = 32.0        # k: past w, distances grow by 1/k per token
-
-    def check(self, cfg):
-        super().check(cfg)
-        if not self.rerope_leak > 1:
-            raise ValueError(f"rerope_leak must be > 1 (distances past the window grow by 1/leak), "
-                             f"got {self.rerope_leak}")
+    rerope_leak: float = setting(32.0, above=1)   # k: past w, distances grow by 1/k per token
 
 
-def rerope_logits(rope, q, k, q_pos, k_pos, window, leak=None):
-    """q, k: (B, H, Tq, D), (B, H, Tk, D) un-rotated; q_pos (Tq,), k_pos (Tk,) absolute.
-    `rope` rotates at any (fractional) positions: rope.rotate_at(x, positions).
-    Returns the pre-softmax logits (B, H, Tq, Tk), 1/sqrt(D) included."""
-    exact = rope.rotate_at(q, q_pos) @ rope.rotate_at(k, k_pos).transpose(-1, -2)        # (B, H, Tq, Tk)
-    if leak is None:  # every far key sits at distance w: rotate q by w, leave k alone
-        w = torch.full_like(q_pos, window, dtype=torch.float64)
-        far = rope.rotate_at(q, w) @ k.transpose(-1, -2)
-    else:
-        qp = q_pos.to(torch.float64) / leak + window * (1 - 1 / leak)
-        far = rope.rotate_at(q, qp) @ rope.rotate_at(k, k_pos.to(torch.float64) / leak).transpose(-1, -2)
-    near = (q_pos[:, None] - k_pos[None, :]) < window                                    # (Tq, Tk)
-    return torch.where(near, exact, far) / math.sqrt(q.shape[-1])
-
-
-class ReRoPE(RoPE):
+class ReRoPE(OwnLogits, RoPE):
     name = "rerope"
     Settings = ReRoPESettings
 
@@ -82,7 +56,7 @@ class ReRoPE(RoPE):
     @classmethod
     def from_config(cls, cfg, s):
         return cls(cfg.n_embd // cfg.n_head, s.rotary_fraction, s.rope_base,
-                   s.rerope_window or max(1, cfg.block_size // 2))
+                   s.rerope_window or max(1, cfg.block_size // 2), getattr(s, "rerope_leak", None))
 
     def method_label(self):
         return f"{self.name} w{self.window}" + (f" k{self.leak:g}" if self.leak else "")
@@ -91,17 +65,18 @@ class ReRoPE(RoPE):
         return x   # keys cached raw, rotated twice inside logits()
 
     def logits(self, q, k, ctx, layer):
-        return rerope_logits(self, q, k, ctx.q_pos, ctx.k_pos, self.window, self.leak)
-
-    def attend(self, q, k, v, ctx, layer):
-        return ctx.softmax(self.logits(q, k, ctx, layer), v)[0]
+        """q, k: (B, H, Tq, D), (B, H, Tk, D) un-rotated, rotated here at any (fractional) positions."""
+        q_pos, k_pos, w, leak = ctx.q_pos, ctx.k_pos, self.window, self.leak
+        exact = self.rotate_at(q, q_pos) @ self.rotate_at(k, k_pos).transpose(-1, -2)        # (B, H, Tq, Tk)
+        if leak is None:  # every far key sits at distance w: rotate q by w, leave k alone
+            far = self.rotate_at(q, torch.full_like(q_pos, w, dtype=torch.float64)) @ k.transpose(-1, -2)
+        else:
+            qp = q_pos.to(torch.float64) / leak + w * (1 - 1 / leak)
+            far = self.rotate_at(q, qp) @ self.rotate_at(k, k_pos.to(torch.float64) / leak).transpose(-1, -2)
+        near = (q_pos[:, None] - k_pos[None, :]) < w                                         # (Tq, Tk)
+        return torch.where(near, exact, far) / math.sqrt(q.shape[-1])
 
 
 class LeakyReRoPE(ReRoPE):
     name = "leaky_rerope"
     Settings = LeakyReRoPESettings
-
-    @classmethod
-    def from_config(cls, cfg, s):
-        return cls(cfg.n_embd // cfg.n_head, s.rotary_fraction, s.rope_base,
-                   s.rerope_window or max(1, cfg.block_size // 2), s.rerope_leak)

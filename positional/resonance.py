@@ -6,21 +6,8 @@ Each RoPE wavelength lambda_i = 2 pi / theta_i is rounded to a whole number of t
     theta'_i = 2 pi / round(2 pi / theta_i)
 
 so every channel pair repeats exactly every round(lambda_i) positions: a pair whose
-wavelength is shorter than the training length has already shown all of its angles in
-training, and positions past it fall on angles seen before (the paper's argument against
-out-of-distribution features; it matters for the pairs with lambda_i < L). A wavelength
-below one half would round to 0; it cannot occur here (theta_i <= 1, lambda_i >= 2 pi).
-
-Why an encoding (`resonance_rope`, a RoPE subclass) and not a setting of RoPE: it is a
-choice of frequencies that composes with every rope_scaling method, so it must come
-*after* the method (round the scaled wavelengths; the paper pairs it with YaRN); a
-method is one name, so a second method key would be needed, and a boolean on RoPE's
-settings would also reach xpos and rerope silently. As its own name it is selected,
-compared (compare.py, bench.py) and listed like any encoding. The rounding is applied to
-the angles, so it also follows dynamic NTK's per-length frequencies.
-
-Settings: RoPE's (rope_base, rotary_fraction) and every rope_scaling method. A `rope`
-checkpoint loads into it unchanged (same weights, slightly different angles).
+wavelength is shorter than the training length has shown all of its angles in training.
+The rounding applies to the angles, after any rope_scaling method (the paper pairs it with YaRN).
 """
 import math
 

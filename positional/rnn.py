@@ -7,9 +7,8 @@ other position encoding; as in R-Transformer, Wang et al. 2019, and Neishi & Yos
     r = σ(W_r x + U_r h + b_r),  z = σ(W_z x + U_z h + b_z),  n = tanh(W_n x + b_n + r ⊙ (U_n h + c_n))
     h_t = (1 - z) ⊙ n + z ⊙ h_{t-1};     the layer's input: x_t + h_t (residual, so tokens stay readable)
 
-The cell is written out (two linear maps and a loop over the tokens) rather than nn.GRU: the same
-code runs in training and in a compiled decode step. The KV-cache state is h at the last position,
-kept in the cache (ctx.cache.state); with document ids h restarts at 0 at each document.
+The cell is written out rather than nn.GRU, so the same code runs in a compiled decode step. The
+cache keeps h at the last position; with document ids h restarts at 0 at each document.
 """
 import torch
 from torch import nn

@@ -3,9 +3,7 @@
     theta_i = base^(-2i/d) * exp(alpha_i),   alpha (d/2,) learned, initialised at 0 (= RoPE)
 
 one alpha shared by the heads and layers (as RoPE's frequencies are). The exp keeps every
-frequency positive and makes alpha a log-scale step, so a small change moves slow and fast
-frequencies in proportion. The rotation stays a function of m - n (relative); a rope_scaling
-method transforms base^(-2i/d) first, the learned factor applies after it.
+frequency positive, alpha a log-scale step. A rope_scaling method transforms base^(-2i/d) first.
 """
 import torch
 from torch import nn

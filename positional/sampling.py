@@ -1,7 +1,5 @@
-"""Positions sampled in training: a trainer option, not an encoding. The model is trained
-on block_size tokens but sees positions spread over a longer range, so that at evaluation
-(contiguous positions 0..n-1, nothing new needed) longer lengths use positions it has seen.
-It works with every encoding that takes positions (embed tables, rotations, biases).
+"""Positions sampled in training (a trainer option): block_size tokens at positions spread over a
+longer range, so that longer evaluations (positions 0..n-1) use positions the model has seen.
 
 - randomized (Ruoss et al. 2023, "Randomized Positional Encodings Boost Length
   Generalization of Transformers", https://arxiv.org/abs/2305.16843): a sequence of n
@@ -16,10 +14,6 @@ It works with every encoding that takes positions (embed tables, rotations, bias
   so that the last position stays below the target length L_t:
 
       u_i ~ U{u_(i-1), ..., L_t - n},   pos[chunk i] = arange(start_i, end_i) + u_i
-
-One position vector is drawn per batch and shared by its rows (the model's positions are
-(T,), shared by the batch); each training step draws a new one from the trainer's
-generator, so runs stay reproducible and resume exactly.
 """
 import torch
 

@@ -1,21 +1,14 @@
 """Per-layer schedules: which positional encoding and which attention window each layer has,
 checked in one place (check_layers: config.py calls it, GPT.__init__ through build_layers).
 
-Two model keys, each a comma pattern repeated over the n_layer layers (and cut at n_layer,
-as Gemma 3's 5:1 pattern over 26 or 62 layers); "" gives every layer pos_encoding / window:
+Two model keys, each a comma pattern repeated over the n_layer layers (and cut at n_layer, as
+Gemma 3's 5:1 pattern); "" gives every layer pos_encoding / window (examples: docs/encodings.md):
 
     layer_encodings = "rope,rope,rope,none"    Llama 4 (Meta 2025, "iRoPE"): NoPE on every 4th layer
-    layer_encodings = "rope,none"              RoPE layers in a sliding window interleaved with global
-    layer_windows   = "32,0"                   NoPE layers (Yang et al. 2025, arXiv:2501.18795)
-    layer_windows   = "32,32,32,0"             Gemma-style local/global layers (Gemma 2 alternates 1:1,
-                                               Gemma 3 has 5 local to 1 global); 0 = global
+    layer_windows   = "32,32,32,0"             Gemma-style local/global layers; 0 = global
 
-pos_encoding stays the model's main encoding (model.pe: its settings and rope_scaling, reports)
-and must be one of the pattern's. Each distinct encoding is built once, with the settings of all
-encodings in play (positional.resolve over the pattern) and the model's rope_scaling where it
-applies (rotary ones); layers sharing (encoding, window) share one score bias and one attention
-plan per forward. An encoding that acts on the token embeddings (learned, sinusoidal) acts before
-any layer, so it cannot be given to some layers only.
+pos_encoding stays the model's main encoding and must be one of the pattern's; each distinct
+encoding is built once, with the model's rope_scaling where it applies.
 """
 from typing import NamedTuple
 

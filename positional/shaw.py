@@ -7,18 +7,10 @@ Each layer learns one vector per clipped distance, shared by its heads, for the 
     e_ij = q_i . (k_j + w^K[d_ij]) / sqrt(D)            d_ij = min(i - j, k)
     z_i  = sum_j softmax_j(e_ij) (v_j + w^V[d_ij])
 
-Causal, so only distances 0 .. k exist (k + 1 vectors per table); every key further
-than k shares w^K[k]. With k at least the sequence length, every distance has its own
-vector: the paper's unclipped ("full") relative representations.
-
-Never builds the (Tq, Tk, D) tensor of the paper's a_ij: the key term is q @ w^K.T,
-(B, H, Tq, k+1), read at d_ij (a product with the one-hot (Tq, Tk, k+1) of d_ij in
-training, a gather elsewhere) into the one (B, H, Tq, Tk) tensor this adds, which a
-single baddbmm takes as the matrix q k^T is added to (the scale applied to both by the
-GEMM itself); the value term sums the attention probabilities per distance, (B, H, Tq, k+1),
-then multiplies by w^V (k+1, D).
-
-Knobs: shaw_max_distance (k, 16 in the paper), shaw_values (the w^V term).
+Causal, so only distances 0 .. k exist (k + 1 vectors per table). With k at least the
+sequence length, every distance has its own vector (the paper's unclipped form).
+No (Tq, Tk, D) tensor: q @ w^K.T, (B, H, Tq, k+1), is read at d_ij into the matrix q k^T
+is added to (one baddbmm); the value term sums the probabilities per distance, then @ w^V.
 """
 import math
 
@@ -28,20 +20,16 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .base import PositionalEncoding, Settings, distance
+from .base import OwnLogits, Settings, distance, setting
 
 
 @dataclass
 class ShawSettings(Settings):
-    shaw_max_distance: int = 16   # k: distances past it share one embedding
+    shaw_max_distance: int = setting(16, at_least=1)   # k: distances past it share one embedding
     shaw_values: bool = True      # also learn relative value embeddings
 
-    def check(self, cfg):
-        if self.shaw_max_distance < 1:
-            raise ValueError(f"shaw_max_distance must be >= 1, got {self.shaw_max_distance}")
 
-
-class Shaw(PositionalEncoding):
+class Shaw(OwnLogits):
     name = "shaw"
     Settings = ShawSettings
 
@@ -61,10 +49,8 @@ class Shaw(PositionalEncoding):
         return distance(q_pos, k_pos).clamp(0, self.max_distance)
 
     def one_hot(self, q_pos, k_pos, batch_heads, dtype):
-        """(Tq, Tk, k+1) indicator of d_ij, where it is no larger than a (B, H, Tq, Tk) tensor
-        (k + 1 <= B H: training); else None. Reading a table at d_ij is then a matrix product
-        (the indicator as the second operand), whose backward is one too: on CPU both are
-        faster than gather and its backward scatter_add (benchmarks/)."""
+        """(Tq, Tk, k+1) indicator of d_ij where it is no larger than a (B, H, Tq, Tk) tensor (training),
+        else None: a product with it is faster than gather and its backward on CPU (benchmarks/)."""
         if self.max_distance + 1 > batch_heads:
             return None
         return F.one_hot(self.distances(q_pos, k_pos), self.max_distance + 1).to(dtype)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .base import PositionalEncoding, Settings
+from .base import PositionalEncoding, Settings, setting
 
 
 def relative_position_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
@@ -41,13 +41,8 @@ def relative_position_bucket(relative_position, bidirectional=True, num_buckets=
 
 @dataclass
 class T5Settings(Settings):
-    t5_num_buckets: int = 32      # bias values per head: half exact distances, half log-spaced
-    t5_max_distance: int = 128    # distances past this share the last bucket
-
-    def check(self, cfg):
-        if self.t5_num_buckets < 2 or self.t5_max_distance < 1:
-            raise ValueError(f"t5 needs t5_num_buckets >= 2 and t5_max_distance >= 1, got "
-                             f"{self.t5_num_buckets} and {self.t5_max_distance}")
+    t5_num_buckets: int = setting(32, at_least=2)      # bias values per head: half exact distances, half log-spaced
+    t5_max_distance: int = setting(128, at_least=1)    # distances past this share the last bucket
 
 
 class T5Bias(PositionalEncoding):

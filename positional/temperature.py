@@ -9,27 +9,18 @@ scale the queries, hence q.k (not an encoding's additive score bias), per query 
 
       SSMax(z)_j = n^(s z_j) / sum_j' n^(s z_j') = softmax(s log(n) z)_j,
 
-  s = s_h learned per head (and layer). n is the number of keys the query sees: position + 1
-  under a causal mask, fewer in a window (counted from the plan, so cached decoding, bounded
-  window caches and sampled training positions all count the same keys). Our choice of
-  initialisation: s_h = 1 / log L, so that at n = L the logits start as softmax's.
+  s = s_h learned per head (and layer); n is counted from the plan's visible keys (window,
+  cache and sampled positions alike). Our initialisation: s_h = 1 / log L (softmax's at n = L).
 """
 import math
 
 import torch
-
-from .base import visible_keys
 
 
 def logn_factor(pos, length):
     """(T,) query scales max(1, log n / log L) at positions pos, n = pos + 1 tokens seen."""
     n = (pos + 1).to(torch.float32)
     return (torch.log(n) / math.log(length)).clamp(min=1.0)
-
-
-def key_counts(q_pos, k_pos, window=0, sinks=0):
-    """(Tq,) float: how many of the keys k_pos each query at q_pos sees (causal, window, sinks)."""
-    return visible_keys(q_pos, k_pos, window, sinks).sum(-1).to(torch.float32)
 
 
 def ssmax_init(n_head, length):

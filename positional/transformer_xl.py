@@ -13,38 +13,26 @@ concatenates them, which is the same up to a permutation of W_R's input columns)
 As in the paper's code (untied biases off by default), W_R is per layer while u and v,
 each (H, D), are shared by all layers.
 
-Never builds the (Tq, Tk, D) tensor of r_{i-j} for a full pass: r is projected once per
-distance, (H, n, D) for the n positions in play, and (q + v) @ r.T, (B, H, Tq, n), is
-gathered at i - j. This is the paper's "relative shift" done as an index gather, which
-stays right with a KV cache (queries at the end of the keys) and with non-contiguous
-cached keys. Where the keys are consecutive positions and the queries the last of them
-(training, a prefill, a query block) the shift is a strided view of the product instead (shifted(): no gather, whose
-backward scatter cost as much as the product itself on CPU). Either way one GEMM
-(baddbmm) forms (q + u).k and adds the position term.
-Decoding: the projected rows are kept in the generation's cache (cache.state, per layer; made
-for all n positions in play at the first call, the prompt, so a static generation's steps only
-read them; grown by doubling where a reference generation goes past them),
-and a cached call reads (q + v) . r at its pairs' distances: the rows at the pairs when there
-are fewer pairs than rows (a window), else the product with every row, gathered. Memory:
-n x C floats per layer, half of what a KV cache of every position holds; gone with the cache.
+r is projected once per distance ((n, C), n the positions in play; kept in the cache when
+decoding) and (q + v) . r read at i - j: the paper's "relative shift" as a strided view where the
+queries are the last of consecutive keys (shifted()), else as a gather (KV cache, rings).
 """
 import math
 
 import torch
 from torch import nn
 
-from .base import PositionalEncoding, distance
+from .base import OwnLogits, distance
 from .sinusoidal import sinusoidal_table
 
 
 def queries_at_the_end(q_pos, k_pos):
-    """Keys at consecutive positions, the queries the last of them (training, a prefill, a query
-    block; positions increase: GPT.forward)."""
+    """Keys at consecutive positions, the queries the last of them (training, a prefill, a query block)."""
     Tq, Tk = len(q_pos), len(k_pos)
     return Tq <= Tk and int(k_pos[-1] - k_pos[0]) == Tk - 1 and bool((q_pos == k_pos[Tk - Tq:]).all())
 
 
-class TransformerXL(PositionalEncoding):
+class TransformerXL(OwnLogits):
     name = "transformer_xl"
 
     def __init__(self, n_layer: int, n_head: int, n_embd: int):
@@ -65,16 +53,11 @@ class TransformerXL(PositionalEncoding):
     def rows(self, layer, dtype, ctx):
         """r_d = W_R R_d for d < n_positions (distances i - j never reach it), (n, C): projected once per
         forward and layer (ctx.once), or kept in the cache for a generation, where only new rows are projected."""
-        n, w, cache = ctx.n_positions, self.w_r[layer].to(dtype), ctx.cache
-        if cache is None:
-            table = ctx.once((id(self), "table"), lambda: self.table(0, n).to(dtype))
-            return ctx.once((id(self), layer), lambda: table @ w)
-        r = cache.state(self, layer, lambda: self.table(0, n).to(dtype) @ w)
-        if len(r) < n:  # a reference generation past its rows: grown by doubling
-            with torch.no_grad():
-                more = self.table(len(r), max(n, 2 * len(r))).to(dtype) @ w
-                r = cache.states[(id(self), layer)] = torch.cat([r, more])
-        return r
+        w = self.w_r[layer].to(dtype)
+        if ctx.cache is not None:
+            return ctx.kept(self, layer, lambda a, b: self.table(a, b).to(dtype) @ w)
+        table = ctx.once((id(self), "table"), lambda: self.table(0, ctx.n_positions).to(dtype))
+        return ctx.once((id(self), layer), lambda: table @ w)
 
     def shifted(self, qv, r, Tk):
         """(B, H, Tq, Tk) view whose [i, j] is qv_i . r_{a+i-j} for j <= a + i, for queries at the
@@ -90,9 +73,6 @@ class TransformerXL(PositionalEncoding):
         P = (qv @ r.transpose(-1, -2)).contiguous()                                 # (B, H, Tq, Tk + 1)
         return P.as_strided((B, H, Tq, Tk), (H * Tq * (Tk + 1), Tq * (Tk + 1), Tk, 1),
                             P.storage_offset() + Tk - 1 - (Tk - Tq))
-
-    def attend(self, q, k, v, ctx, layer):
-        return ctx.softmax(self.logits(q, k, ctx, layer), v)[0]
 
     def logits(self, q, k, ctx, layer):
         B, _, Tq, D = q.shape

@@ -8,19 +8,15 @@ decays as zeta_j^((m - n) / gamma) with the distance:
     zeta_j = (2j / d + 0.4) / 1.4      (in (0.29, 1), low frequencies decay least)
     gamma  = xpos_scale_base (512 in the paper)
 
-Only relative distances survive in q.k, so positions are not re-centred (re-centring
-per call would break the KV cache). The key scales grow as (1/zeta_0)^(n / gamma) = 3.5^(n / gamma),
-so float32 and bfloat16 overflow near n = 36k at gamma = 512. max_positions is therefore
-the last length whose largest key scale stays below MAX_SCALE (1e30, leaving headroom for
-the key values and the dot product): 28,231 positions at gamma = 512. Past it GPT.forward
-refuses, generation slides a window, and evaluate.py reports n/a, as for a position table.
-float16 (max 65504) holds only about 4.5k positions at gamma = 512.
+Positions are not re-centred (that would break the KV cache). Key scales grow as 3.5^(n / gamma):
+max_positions keeps them below MAX_SCALE (1e30), 28,231 positions at gamma = 512.
 """
 import math
 from dataclasses import dataclass
 
 import torch
 
+from .base import Settings, setting
 from .rope import RoPE, RoPESettings
 
 
@@ -42,12 +38,11 @@ def max_finite_positions(scale_base: float) -> int:
 
 @dataclass
 class XPosSettings(RoPESettings):
-    xpos_scale_base: float = 512.0   # gamma: the decay zeta_j^(distance / gamma)
+    xpos_scale_base: float = setting(512.0, above=0)   # gamma: the decay zeta_j^(distance / gamma)
 
     def check(self, cfg):
         super().check(cfg)
-        if not self.xpos_scale_base > 0:
-            raise ValueError(f"xpos_scale_base must be > 0, got {self.xpos_scale_base}")
+        Settings.check(self, cfg)   # the bound declared here (RoPESettings.check does not chain)
 
 
 class XPos(RoPE):

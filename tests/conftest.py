@@ -1,5 +1,7 @@
 """Shared fixtures: tiny models and a tiny prepared dataset, all on CPU."""
+import math
 import os
+import re
 import subprocess
 import sys
 
@@ -71,6 +73,37 @@ def tiny_run(tiny_data, tmp_path_factory):
 def rotate(pe, x, pos, key=False):
     """pe.rotate of x (B, H, T, D) at positions pos (T,): a query, or a key rotated before it is cached."""
     return pe.rotate(x, Ctx(pos, pos), key=key)
+
+
+def scores(pe, q, k, q_pos, k_pos, layer=0):
+    """Pre-softmax logits (B, H, Tq, Tk) as the model forms them (before the mask)."""
+    if pe.overrides("attend"):
+        s = pe.logits(q, k, Ctx(q_pos, k_pos), layer)
+    else:
+        s = rotate(pe, q, q_pos) @ rotate(pe, k, k_pos, key=True).transpose(-1, -2) / math.sqrt(q.shape[-1])
+    b = pe.dense_bias(q_pos, k_pos)
+    return s if b is None else s + b
+
+
+def assert_decodes_like_a_recompute(model, idx, prefill, max_len=32):
+    """A prefill of `prefill` tokens then one token at a time give the logits of one full forward."""
+    with torch.no_grad():
+        full = model(idx)[0]
+        model.setup_cache(idx.shape[0], max_len)
+        steps = [model(idx[:, :prefill])[0]] + [model(idx[:, t:t + 1])[0] for t in range(prefill, idx.shape[1])]
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-5, atol=1e-5)
+
+
+def trained(config, data_dir, out_dir, *args):
+    """(model rebuilt from its checkpoint, checkpoint, stdout) of a TINY_ARGS run of configs/<config>.py,
+    whose validation loss must fall by more than 1."""
+    r = run_py("train.py", f"configs/{config}.py", *TINY_ARGS, *args, f"--data_dir={data_dir}", f"--out_dir={out_dir}")
+    losses = [float(v) for v in re.findall(r"step \d+: train loss [0-9.]+, val loss ([0-9.]+)", r.stdout)]
+    assert len(losses) == 4 and losses[-1] < losses[0] - 1.0, r.stdout
+    ckpt = torch.load(out_dir / "ckpt.pt", weights_only=False)
+    model = GPT(model_config(ckpt["model_args"]))
+    model.load_state_dict(ckpt["model"])
+    return model, ckpt, r.stdout
 
 
 def embedded(pe, pos, n_embd):

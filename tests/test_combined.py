@@ -5,7 +5,7 @@ import torch
 import positional
 from model import GPTConfig
 from positional.base import Ctx
-from tests.conftest import tiny_gpt
+from tests.conftest import assert_decodes_like_a_recompute, tiny_gpt
 
 
 def test_rope_plus_alibi_logits_are_ropes_plus_alibis_bias():
@@ -44,22 +44,7 @@ def test_a_setting_of_neither_part_is_refused():
         positional.resolve("rope+alibi", given={"t5_num_buckets": 8})
 
 
-def test_per_layer_schedule_with_a_combination_caches_like_a_recompute():
-    model = tiny_gpt("rope+alibi", layer_encodings="rope+alibi,none")
-    idx = torch.randint(0, 40, (1, 12))
-    with torch.no_grad():
-        full = model(idx)[0]
-        model.setup_cache(1, 12)
-        steps = torch.cat([model(idx[:, :6])[0]] + [model(idx[:, t:t + 1])[0] for t in range(6, 12)], 1)
-    torch.testing.assert_close(steps, full, rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.parametrize("name", ["learned+t5", "sinusoidal+shaw", "xpos+kerple", "fox+rope"])
-def test_other_combinations_cache_like_a_recompute(name):
-    model = tiny_gpt(name)
-    idx = torch.randint(0, 40, (1, 12))
-    with torch.no_grad():
-        full = model(idx)[0]
-        model.setup_cache(1, 12)
-        steps = torch.cat([model(idx[:, :6])[0]] + [model(idx[:, t:t + 1])[0] for t in range(6, 12)], 1)
-    torch.testing.assert_close(steps, full, rtol=1e-5, atol=1e-5)
+@pytest.mark.parametrize("name, kw", [("rope+alibi", {"layer_encodings": "rope+alibi,none"}), ("learned+t5", {}),
+                                      ("sinusoidal+shaw", {}), ("xpos+kerple", {}), ("fox+rope", {})])
+def test_combinations_cache_like_a_recompute(name, kw):
+    assert_decodes_like_a_recompute(tiny_gpt(name, **kw), torch.randint(0, 40, (1, 12)), prefill=6, max_len=12)

@@ -2,31 +2,21 @@
 reference computations, invariances, and end-to-end training."""
 import math
 import os
-import re
 
 import pytest
 import torch
 
 import positional
-from training.config import ConfigError, load_config, model_config
+from training.config import ConfigError, load_config
 from positional.linear_attention import causal_linear_attention, feature_map
 from model import GPT, GPTConfig
 from positional.base import Ctx
 from positional.fire import fire_input
 from positional.kerple import kerple_bias
 from positional.sinusoidal import sinusoidal_table
-from tests.conftest import TINY_ARGS, rotate, run_py, tiny_gpt
+from tests.conftest import TINY_ARGS, rotate, run_py, scores, tiny_gpt, trained
 
 NEW = ["shaw", "transformer_xl", "kerple", "fire"]
-
-
-def logits(pe, q, k, q_pos, k_pos, layer=0):
-    """Pre-softmax logits (B, H, Tq, Tk) as the model forms them (before the mask)."""
-    s = pe.logits(q, k, Ctx(q_pos, k_pos), layer) if pe.overrides("attend") else None
-    if s is None:
-        s = rotate(pe, q, q_pos) @ rotate(pe, k, k_pos, key=True).transpose(-1, -2) / math.sqrt(q.shape[-1])
-    b = pe.dense_bias(q_pos, k_pos)
-    return s if b is None else s + b
 
 
 def visible(q_pos, k_pos):
@@ -44,8 +34,8 @@ def test_relative_scores_invariant_to_shift(name, shift):
     q_pos, k_pos = torch.arange(3, 9), torch.arange(0, 9)
     m = visible(q_pos, k_pos)
     for layer in (0, 1):
-        a = logits(pe, q, k, q_pos, k_pos, layer)
-        b = logits(pe, q, k, q_pos + shift, k_pos + shift, layer)
+        a = scores(pe, q, k, q_pos, k_pos, layer)
+        b = scores(pe, q, k, q_pos + shift, k_pos + shift, layer)
         torch.testing.assert_close(a[..., m], b[..., m], rtol=1e-5, atol=1e-5)
 
 
@@ -77,7 +67,7 @@ def test_shaw_matches_the_papers_formulas(max_distance):
     q_pos, k_pos = torch.arange(14, 19), torch.arange(0, 19)               # 5 new queries after 14 cached keys
     for layer in (0, 1):
         want_e, want_z = shaw_reference(q, k, v, pe.key_emb[layer], pe.value_emb[layer], q_pos, k_pos, max_distance)
-        e = logits(pe, q, k, q_pos, k_pos, layer).masked_fill(~visible(q_pos, k_pos), float("-inf"))
+        e = scores(pe, q, k, q_pos, k_pos, layer).masked_fill(~visible(q_pos, k_pos), float("-inf"))
         p = e.softmax(-1)
         z = p @ v + pe.values(p, Ctx(q_pos, k_pos), layer)
         torch.testing.assert_close(e, want_e)
@@ -87,7 +77,7 @@ def test_shaw_matches_the_papers_formulas(max_distance):
 def test_shaw_full_range_gives_every_distance_its_own_vector():
     pe = tiny_gpt("shaw", shaw_max_distance=40).pe
     q = torch.randn(1, 1, 1, 8)
-    e = logits(pe, q, torch.zeros(1, 1, 20, 8), torch.tensor([19]), torch.arange(20))[0, 0, 0]
+    e = scores(pe, q, torch.zeros(1, 1, 20, 8), torch.tensor([19]), torch.arange(20))[0, 0, 0]
     assert len(set(e.tolist())) == 20                                      # no clipping: 20 distinct terms
     torch.testing.assert_close(e, (pe.key_emb[0, torch.arange(19, -1, -1)] @ q.flatten()) / math.sqrt(8))
 
@@ -109,7 +99,7 @@ def test_transformer_xl_matches_the_four_terms():
     H, D, C = 4, 8, 32
     q, k = torch.randn(2, H, 3, D), torch.randn(2, H, 10, D)
     q_pos, k_pos = torch.arange(7, 10), torch.arange(0, 10)
-    got = logits(pe, q, k, q_pos, k_pos, layer=1)
+    got = scores(pe, q, k, q_pos, k_pos, layer=1)
     for a, i in enumerate(q_pos.tolist()):
         for j in range(i + 1):
             R = sinusoidal_table(1, C, positions=torch.tensor([i - j]))[0]    # (C,)
@@ -287,12 +277,7 @@ def test_cli_refuses_linear_attention_with_alibi(tiny_data, tmp_path):
 # ---- training smoke -------------------------------------------------------------------------
 @pytest.mark.parametrize("config", NEW + ["linear_rope"])
 def test_training_loss_falls(tiny_data, tmp_path, config):
-    r = run_py("train.py", f"configs/{config}.py", *TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}")
-    losses = [float(v) for v in re.findall(r"step \d+: train loss [0-9.]+, val loss ([0-9.]+)", r.stdout)]
-    assert len(losses) == 4 and losses[-1] < losses[0] - 1.0, r.stdout
-    ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=False)
-    model = GPT(model_config(ckpt["model_args"]))
-    model.load_state_dict(ckpt["model"])                                     # the checkpoint rebuilds
+    trained(config, tiny_data, tmp_path)                                    # and the checkpoint rebuilds
 
 
 def test_transformer_xl_rows_follow_a_fused_optimizer_step():

@@ -1,14 +1,11 @@
 """The rest of the survey's family (issue #26): each encoding's formula by hand."""
 import math
-import re
 
 import pytest
 import torch
 
-from model import GPT
 from positional.base import Ctx
-from tests.conftest import TINY_ARGS, run_py, tiny_gpt
-from training.config import model_config
+from tests.conftest import tiny_gpt, trained
 
 
 def test_rope_learned_freq_at_alpha_zero_is_rope_and_alpha_gets_a_gradient():
@@ -138,10 +135,5 @@ def test_deberta_c2p_and_p2c_match_an_explicit_t_t_d_computation():
 @pytest.mark.parametrize("config", ["rope_alibi", "rope_learned_freq", "multiplicative", "conv", "rnn", "floater",
                                     "complex_order", "deberta"])
 def test_training_loss_falls_and_the_checkpoint_reloads(tiny_data, tmp_path, config):
-    r = run_py("train.py", f"configs/{config}.py", *TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}")
-    losses = [float(v) for v in re.findall(r"step \d+: train loss [0-9.]+, val loss ([0-9.]+)", r.stdout)]
-    assert len(losses) == 4 and losses[-1] < losses[0] - 1.0, r.stdout
-    ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=False)
-    model = GPT(model_config(ckpt["model_args"]))
-    model.load_state_dict(ckpt["model"])
+    model = trained(config, tiny_data, tmp_path)[0]
     assert model.pe.name == config.replace("rope_alibi", "rope+alibi")

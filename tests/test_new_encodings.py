@@ -2,12 +2,10 @@
 computed by hand, their invariances, and a training run. Causality, KV cache == recompute,
 16x finiteness and windows come from the tests parametrised over positional.REGISTRY."""
 import math
-import re
 
 import pytest
 import torch
 
-import positional
 from model import GPT, KVCache
 from positional.base import Ctx
 from training.config import model_config
@@ -15,19 +13,10 @@ from positional.alibi import alibi_slopes
 from positional.cope import CoPE, cope_positions, interpolate
 from positional.fox import FoX
 from positional.resonance import resonance
-from tests.conftest import TINY_ARGS, rotate, run_py, tiny_gpt
+from tests.conftest import assert_decodes_like_a_recompute, rotate, scores, tiny_gpt, trained
 from tests.test_window import test_bounded_cache_decodes_4x_the_window_like_a_recompute as window_cache_check
 
 NEW = ["p_rope", "resonance_rope", "fox", "cope"]
-
-
-def scores(pe, q, k, q_pos, k_pos, layer=0):
-    """Pre-softmax logits (B, H, Tq, Tk) as the model forms them (before the mask)."""
-    s = pe.logits(q, k, Ctx(q_pos, k_pos), layer) if pe.overrides("attend") else None
-    if s is None:
-        s = rotate(pe, q, q_pos) @ rotate(pe, k, k_pos, key=True).transpose(-1, -2) / math.sqrt(q.shape[-1])
-    b = pe.dense_bias(q_pos, k_pos)
-    return s if b is None else s + b
 
 
 @pytest.mark.parametrize("name", ["p_rope", "resonance_rope", "cope"])
@@ -236,12 +225,7 @@ def test_bounded_window_cache_decodes_like_a_recompute(name):
 # ---- training smoke -------------------------------------------------------------------------
 @pytest.mark.parametrize("config", NEW)
 def test_training_loss_falls(tiny_data, tmp_path, config):
-    r = run_py("train.py", f"configs/{config}.py", *TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}")
-    losses = [float(v) for v in re.findall(r"step \d+: train loss [0-9.]+, val loss ([0-9.]+)", r.stdout)]
-    assert len(losses) == 4 and losses[-1] < losses[0] - 1.0, r.stdout
-    ckpt = torch.load(tmp_path / "ckpt.pt", weights_only=False)
-    model = GPT(model_config(ckpt["model_args"]))
-    model.load_state_dict(ckpt["model"])
+    model, ckpt, _ = trained(config, tiny_data, tmp_path)
     assert model.pe.name == config
     GPT(model_config(ckpt["model_args"], {"logn_scaling": True})).load_state_dict(ckpt["model"])  # an evaluation-time option
 
@@ -278,13 +262,7 @@ def test_qk_norm_gives_the_encoding_unit_rms_queries_and_keys(monkeypatch):
 @pytest.mark.parametrize("name", ["rope", "alibi", "fox"])
 @pytest.mark.parametrize("option", ["qk_norm", "logn_scaling"])
 def test_model_options_keep_cache_equal_to_recompute(name, option):
-    model = tiny_gpt(name, block_size=8, **{option: True})
-    idx = torch.randint(0, 40, (2, 24))
-    with torch.no_grad():
-        full = model(idx)[0]
-        model.setup_cache(2, 32)
-        out = torch.cat([model(idx[:, :5])[0]] + [model(idx[:, t:t + 1])[0] for t in range(5, 24)], dim=1)
-    torch.testing.assert_close(out, full, rtol=1e-5, atol=1e-5)
+    assert_decodes_like_a_recompute(tiny_gpt(name, block_size=8, **{option: True}), torch.randint(0, 40, (2, 24)), 5)
 
 
 def test_linear_attention_refuses_the_softmax_options():

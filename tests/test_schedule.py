@@ -6,11 +6,10 @@ import re
 import pytest
 import torch
 
-from training import checkpoint
 from model import KVCache
 from training.config import ConfigError, model_config
 from model import GPT, CausalSelfAttention
-from tests.conftest import TINY_ARGS, run_py, tiny_gpt
+from tests.conftest import TINY_ARGS, tiny_gpt, trained
 from tests.inproc import train_error
 
 
@@ -155,12 +154,6 @@ def test_train_refuses_a_bad_pattern_before_anything_is_written(tiny_data, tmp_p
 # ---- training smoke -----------------------------------------------------------------------------
 @pytest.mark.parametrize("config", ["llama4_nope", "rnope", "local_global"])
 def test_scheduled_configs_train_and_reload(tiny_data, tmp_path, config):
-    r = run_py("train.py", f"configs/{config}.py", *TINY_ARGS, "--n_layer=4", f"--data_dir={tiny_data}",
-               f"--out_dir={tmp_path}")
-    losses = [float(v) for v in re.findall(r"step \d+: train loss [0-9.]+, val loss ([0-9.]+)", r.stdout)]
-    assert len(losses) == 4 and losses[-1] < losses[0] - 1.0, r.stdout
-    ckpt = checkpoint.load(tmp_path)
-    model = GPT(model_config(ckpt["model_args"]))
-    model.load_state_dict(ckpt["model"])
-    assert model.pos_name in r.stdout and model.schedule == GPT(model_config(ckpt["model_args"])).schedule
+    model, ckpt, stdout = trained(config, tiny_data, tmp_path, "--n_layer=4")
+    assert model.pos_name in stdout and model.schedule == GPT(model_config(ckpt["model_args"])).schedule
     assert len({layer for layer in model.schedule}) > 1

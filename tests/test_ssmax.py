@@ -6,8 +6,13 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from positional.temperature import key_counts
-from tests.conftest import tiny_gpt
+from positional.base import Ctx
+from tests.conftest import assert_decodes_like_a_recompute, tiny_gpt
+
+
+def key_counts(q_pos, k_pos, window=0, sinks=0):
+    """n of each query, as the model counts them for SSMax (plan.visible())."""
+    return Ctx(q_pos, k_pos, window, sinks).visible().sum(-1)
 
 
 def test_key_counts_by_hand():
@@ -55,12 +60,7 @@ def test_ssmax_cache_equals_recompute(name, window):
     with torch.no_grad():
         for b in model.h:
             b.attn.ssmax.normal_(0.5, 0.3)
-    idx = torch.randint(0, 40, (2, 24))
-    with torch.no_grad():
-        full = model(idx)[0]
-        model.setup_cache(2, 32)
-        out = torch.cat([model(idx[:, :5])[0]] + [model(idx[:, t:t + 1])[0] for t in range(5, 24)], dim=1)
-    torch.testing.assert_close(out, full, rtol=1e-5, atol=1e-5)
+    assert_decodes_like_a_recompute(model, torch.randint(0, 40, (2, 24)), prefill=5)
 
 
 def test_ssmax_is_an_option_of_softmax_attention():

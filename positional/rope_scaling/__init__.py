@@ -1,28 +1,24 @@
-"""Length-extension methods for RoPE: pure frequency transforms, one file each.
-
-Each file holds a settings dataclass (flat config keys: rope_factor, rope_beta_fast, ...)
-and a function
+"""Length-extension methods for RoPE: pure frequency transforms, one file each, each with a
+settings dataclass (flat config keys: rope_factor, rope_beta_fast, ...) and a function
 
     method(inv_freq, settings, *, base, seq_len=0) -> (inv_freq', attention_scale)
 
 inv_freq: (d/2,) float64 theta_j; settings.rope_original_max_position is resolved (> 0)
 before the call; seq_len is the current length (used by "dynamic", whose settings say
 length_dependent). attention_scale multiplies queries and keys each (RoPE folds it into
-its cos/sin tables), so logits are scaled by its square. RoPE (positional/rope.py) owns
-the rotation. ReRoPE and Leaky ReRoPE change the attention logits rather than the
-frequencies, so they are encodings (positional/rerope.py), though chosen by the same key.
+its cos/sin tables). ReRoPE changes the logits instead: an encoding (positional/rerope.py).
 """
 from .base import ScalingSettings
 from .dynamic import DynamicSettings, dynamic
-from .linear import LinearSettings, linear
+from .linear import linear
 from .llama3 import Llama3Settings, llama3
-from .ntk import NTKSettings, ntk
+from .ntk import ntk
 from .ntk_by_parts import NTKByPartsSettings, ntk_by_parts
 from .yarn import YarnSettings, yarn
 
 METHODS = {                 # name -> (frequency transform, its settings class)
-    "linear": (linear, LinearSettings),
-    "ntk": (ntk, NTKSettings),
+    "linear": (linear, ScalingSettings),
+    "ntk": (ntk, ScalingSettings),
     "dynamic": (dynamic, DynamicSettings),
     "ntk_by_parts": (ntk_by_parts, NTKByPartsSettings),
     "yarn": (yarn, YarnSettings),

@@ -1,19 +1,12 @@
 """The settings every RoPE frequency method shares (see __init__.py for the registry)."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
-from ..base import Settings
+from ..base import Settings, setting
 
 
 @dataclass
 class ScalingSettings(Settings):
-    rope_factor: float = 1.0                  # s: target length / original length
-    rope_original_max_position: int = field(default=0, metadata={"length": True})  # L; 0: the training length
+    rope_factor: float = setting(1.0, above=0, why="1: no scaling")   # s: target length / original length
+    rope_original_max_position: int = setting(0, at_least=0, length=True)  # L; 0: the training length
     length_dependent: ClassVar[bool] = False  # True: frequencies follow the current length (keys cached raw)
-
-    def check(self, cfg):
-        if not self.rope_factor > 0:
-            raise ValueError(f"rope_factor must be > 0, got {self.rope_factor}; 1 means no scaling")
-        if self.rope_original_max_position < 0:
-            raise ValueError(f"rope_original_max_position must be >= 0 (0: block_size), got "
-                             f"{self.rope_original_max_position}")

@@ -9,14 +9,9 @@ while the text fits the original length L:
     n >  L:  b' = b * (s * n / L - (s - 1))^(d / (d - 2)),  theta'_j = b'^(-2j / d)
 
 At n = L the bracket is 1, so the base grows continuously from b. Attention scale 1.
-Settings: rope_factor (s > 0), rope_original_max_position (L). Needs seq_len.
-
-Because the angles depend on n, keys are cached *before* rotation and re-rotated at
-every step (the encoding reports length_dependent = True). The values cached in
-layers above the first were computed at the length of their own step, as in every
-dynamic-NTK implementation: a decode step equals a recompute of the whole prefix
-exactly for one layer, and for deeper models once the text is past L only
-approximately (see tests/test_rope_scaling.py).
+Keys are cached *before* rotation and re-rotated at every step (length_dependent); values of layers
+above the first keep their own step's length, as in every implementation (a decode step equals a
+recompute exactly for one layer only: tests/test_rope_scaling.py).
 """
 from .base import ScalingSettings
 from .ntk import ntk_factor

@@ -1,40 +1,19 @@
 """Hugging Face style scaling dicts -> our method name and flat setting keys.
 
 A model's config.json carries its RoPE scaling as a dict (`rope_scaling` in transformers
-v4, `rope_parameters` in v5), e.g.
-
-    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256,
-     "beta_fast": 32, "beta_slow": 1, "attention_factor": null}
-
-from_hf turns it into ("yarn", {"rope_factor": 4.0, "rope_original_max_position": 256,
-"rope_beta_fast": 32, "rope_beta_slow": 1}), so settings can be copied from a model card.
-Rules, as transformers reads them:
-  - the method is "rope_type", or the older "type" ("default" means no scaling: "");
-  - a key whose value is None is absent (HF writes null for "use the default");
-  - "rope_theta" and "partial_rotary_factor" (v5 puts them in the same dict) map to
-    the RoPE keys rope_base and rotary_fraction.
-Differences: the factor is always the dict's "factor" (transformers v4 replaced it by
-max_position_embeddings / original_max_position_embeddings when both were known; this
-dict alone does not know the first); a missing original_max_position_embeddings leaves
-rope_original_max_position at 0, i.e. the model's block_size, where HF takes the
-config's max_position_embeddings. "ntk" and "ntk_by_parts" are not HF types; they are
-accepted with the same key names for our methods of those names.
+v4, `rope_parameters` in v5), e.g. {"rope_type": "yarn", "factor": 4.0,
+"original_max_position_embeddings": 256, "beta_fast": 32, "attention_factor": null}, which
+from_hf turns into ("yarn", {"rope_factor": 4.0, "rope_original_max_position": 256,
+"rope_beta_fast": 32}). Rules, as transformers reads them: the method is "rope_type", or the
+older "type" ("default": none); a None value is absent; "rope_theta" and "partial_rotary_factor"
+map to rope_base and rotary_fraction. Differences: the factor is always the dict's "factor"; a
+missing original_max_position_embeddings means block_size; "ntk", "ntk_by_parts" are ours.
 """
 
-KEYS = {  # HF key -> our flat key
-    "factor": "rope_factor",
-    "original_max_position_embeddings": "rope_original_max_position",
-    "beta_fast": "rope_beta_fast",
-    "beta_slow": "rope_beta_slow",
-    "truncate": "rope_truncate",
-    "attention_factor": "rope_attention_factor",
-    "mscale": "rope_mscale",
-    "mscale_all_dim": "rope_mscale_all_dim",
-    "low_freq_factor": "rope_low_freq_factor",
-    "high_freq_factor": "rope_high_freq_factor",
-    "rope_theta": "rope_base",
-    "partial_rotary_factor": "rotary_fraction",
-}
+_SAME = ("factor", "beta_fast", "beta_slow", "truncate", "attention_factor", "mscale", "mscale_all_dim",
+         "low_freq_factor", "high_freq_factor")   # HF keys whose flat key is "rope_" + the key
+KEYS = {**{k: "rope_" + k for k in _SAME}, "original_max_position_embeddings": "rope_original_max_position",
+        "rope_theta": "rope_base", "partial_rotary_factor": "rotary_fraction"}   # HF key -> our flat key
 COMMON = ("rope_theta", "partial_rotary_factor")
 _BY_PARTS = ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "truncate")
 TYPES = {  # rope_type -> (our method, the HF keys it takes besides COMMON)

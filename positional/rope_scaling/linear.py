@@ -5,16 +5,10 @@ Positions are divided by the factor s, so a sequence s times longer than the tra
 length is squeezed into the trained range of angles. Dividing the position is the same
 as dividing every inverse frequency:
 
-    theta'_j = theta_j / s                     attention scale 1
-
-Settings: rope_factor (s > 0). The paper follows it with a short fine-tune at the longer length.
+    theta'_j = theta_j / s                     attention scale 1   (the paper then fine-tunes briefly)
 """
 from .base import ScalingSettings
 
 
-class LinearSettings(ScalingSettings):
-    pass
-
-
-def linear(inv_freq, s: LinearSettings, *, base, seq_len=0):
+def linear(inv_freq, s: ScalingSettings, *, base, seq_len=0):
     return inv_freq / s.rope_factor, 1.0

@@ -9,9 +9,6 @@ Like NTK-by-parts but measured in wavelengths against the original length L:
     lambda_j > L / low_freq_factor:    theta'_j = theta_j / s          (long waves interpolated)
     otherwise:  mu = (L / lambda_j - low_freq_factor) / (high_freq_factor - low_freq_factor)
                 theta'_j = (1 - mu) * theta_j / s + mu * theta_j
-
-Settings: rope_factor (s), rope_original_max_position (L), rope_low_freq_factor (1),
-rope_high_freq_factor (4).
 Attention scale 1.
 """
 import math

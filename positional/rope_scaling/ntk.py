@@ -7,16 +7,11 @@ the lowest frequency is interpolated by about s while the highest is barely touc
     b' = b * s^(d / (d - 2))
     theta'_j = b'^(-2j / d) = theta_j * s^(-2j / (d - 2))     j = 0 .. d/2 - 1
 
-so theta'_0 = theta_0 (no change) and theta'_{d/2-1} = theta_{d/2-1} / s. Attention scale 1.
-Settings: rope_factor (s > 0); d is the rotary dimension (2 * len(inv_freq)).
+so theta'_0 = theta_0 (no change) and theta'_{d/2-1} = theta_{d/2-1} / s (d the rotary dimension).
 """
 import torch
 
 from .base import ScalingSettings
-
-
-class NTKSettings(ScalingSettings):
-    pass
 
 
 def ntk_factor(inv_freq, factor):
@@ -26,5 +21,5 @@ def ntk_factor(inv_freq, factor):
     return inv_freq * factor ** (-2 * j / (d - 2))
 
 
-def ntk(inv_freq, s: NTKSettings, *, base, seq_len=0):
+def ntk(inv_freq, s: ScalingSettings, *, base, seq_len=0):
     return ntk_factor(inv_freq, s.rope_factor), 1.0

@@ -14,25 +14,18 @@ LlamaYaRNScaledRotaryEmbedding.py) and Hugging Face transformers
 (`_compute_yarn_parameters` in modeling_rope_utils.py, which reads every released YaRN
 config). Solving L theta_j / (2 pi) = beta for j gives the pair that turns beta times:
 
-    d(beta) = D ln(L / (2 pi beta)) / (2 ln base)
-    low = d(beta_fast), high = d(beta_slow); rope_truncate (HF `truncate`, default True):
-    low = floor(low), high = ceil(high); then low = max(low, 0), high = min(high, D - 1)
-    ramp_j = clamp((j - low) / (high - low), 0, 1)    (high + 0.001 when high == low)
-    gamma_j = 1 - ramp_j
+    d(beta) = D ln(L / (2 pi beta)) / (2 ln base),   low = d(beta_fast), high = d(beta_slow)
+    gamma_j = 1 - clamp((j - low) / (high - low), 0, 1)
 
-(HF clamps high to D - 1, not D/2 - 1; kept as is: it changes nothing below absurd L.)
+with low, high rounded outwards to whole pairs (rope_truncate, HF's `truncate`) and clamped to
+[0, D - 1] (HF's D - 1, not D/2 - 1: it changes nothing below absurd L).
 
 "turns": the paper's formula, in the turns r_j = L theta_j / (2 pi) of pair j within L:
 
     gamma_j = clamp((r_j - beta_slow) / (beta_fast - beta_slow), 0, 1)
 
-The index ramp is linear in j (that is, in log r) and rounded outwards to whole pairs,
-so it keeps more: at D = 32, base 1e4, L = 256, s = 4, pair 2 is 0.2485 against 0.1700
-with turns; at L = 64 the turns ramp halves even the fastest pair (0.472), the index
-ramp keeps it (1.0) because floor(d(32)) = -2 clamps to 0.
-
-Settings: rope_factor (s), rope_original_max_position (L), rope_beta_fast (32),
-rope_beta_slow (1), rope_ramp ("index"), rope_truncate (True). Attention scale 1.
+The index ramp is linear in j (in log r) and rounded outwards to whole pairs, so it keeps more
+(tests/test_yarn.py compares the two on numbers).
 """
 import math
 from dataclasses import dataclass
@@ -40,6 +33,7 @@ from typing import ClassVar
 
 import torch
 
+from ..base import setting
 from .base import ScalingSettings
 
 RAMPS = ("index", "turns")
@@ -49,15 +43,13 @@ RAMPS = ("index", "turns")
 class NTKByPartsSettings(ScalingSettings):
     rope_beta_fast: float = 32.0   # pairs turning more than this many times within L are kept
     rope_beta_slow: float = 1.0    # pairs turning fewer times than this are divided by s
-    rope_ramp: str = "index"       # "index": HF / the YaRN authors' code; "turns": the paper's formula in r
+    rope_ramp: str = setting("index", choices=RAMPS)   # "index": HF / the YaRN code; "turns": the paper's, in r
     rope_truncate: bool = True     # index ramp: floor/ceil its ends to whole pairs (HF's truncate)
     # checkpoints saved before rope_ramp existed were made with the turns ramp (config.upgrade_model_args)
     older_values: ClassVar[dict] = {"rope_ramp": "turns"}
 
     def check(self, cfg):
         super().check(cfg)
-        if self.rope_ramp not in RAMPS:
-            raise ValueError(f"rope_ramp must be one of {', '.join(RAMPS)}, got {self.rope_ramp!r}")
         if not self.rope_beta_fast > self.rope_beta_slow > 0:
             raise ValueError(f"need rope_beta_fast > rope_beta_slow > 0 (turns within L), got "
                              f"{self.rope_beta_fast} and {self.rope_beta_slow}")
@@ -68,46 +60,25 @@ def correction_dim(turns, dim, base, original):
     return dim * math.log(original / (2 * math.pi * turns)) / (2 * math.log(base))
 
 
-def correction_range(s, dim, base):
-    """(low, high): the pair indices where the index ramp starts and ends."""
-    low = correction_dim(s.rope_beta_fast, dim, base, s.rope_original_max_position)
-    high = correction_dim(s.rope_beta_slow, dim, base, s.rope_original_max_position)
-    if s.rope_truncate:
-        low, high = math.floor(low), math.ceil(high)
-    return max(low, 0), min(high, dim - 1)
-
-
-def index_ramp(n_pairs, low, high, like):
-    """(n_pairs,): 0 up to pair `low`, 1 from pair `high`, linear in j between."""
-    if low == high:
-        high += 0.001  # as HF: avoid 0/0
-    j = torch.arange(n_pairs, dtype=like.dtype, device=like.device)
-    return ((j - low) / (high - low)).clamp(0.0, 1.0)
-
-
-def turns_ramp(inv_freq, original_max_position, low, high):
-    """gamma(r_j): 0 below `low` turns within L, 1 above `high` turns, linear in r between."""
-    turns = original_max_position * inv_freq / (2 * math.pi)
-    return ((turns - low) / (high - low)).clamp(0.0, 1.0)
-
-
-
 def kept_share(inv_freq, s, base):
     """gamma_j, (D/2,): 1 where pair j keeps theta_j, 0 where it is divided by s."""
-    if s.rope_original_max_position <= 0:
-        raise ValueError(f"rope_original_max_position must be resolved to > 0 before scaling, "
-                         f"got {s.rope_original_max_position}")
-    if s.rope_ramp == "turns":
-        return turns_ramp(inv_freq, s.rope_original_max_position, s.rope_beta_slow, s.rope_beta_fast)
-    low, high = correction_range(s, 2 * len(inv_freq), base)
-    return 1 - index_ramp(len(inv_freq), low, high, inv_freq)
-
-
-def blend(inv_freq, factor, kept):
-    """HF's blend: interpolation (theta / s) * (1 - kept) + extrapolation (theta) * kept."""
-    return inv_freq / factor * (1 - kept) + inv_freq * kept
+    L, dim = s.rope_original_max_position, 2 * len(inv_freq)
+    if L <= 0:
+        raise ValueError(f"rope_original_max_position must be resolved to > 0 before scaling, got {L}")
+    if s.rope_ramp == "turns":  # linear in the turns r_j within L
+        turns = L * inv_freq / (2 * math.pi)
+        return ((turns - s.rope_beta_slow) / (s.rope_beta_fast - s.rope_beta_slow)).clamp(0.0, 1.0)
+    low, high = correction_dim(s.rope_beta_fast, dim, base, L), correction_dim(s.rope_beta_slow, dim, base, L)
+    if s.rope_truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001  # as HF: avoid 0/0
+    j = torch.arange(len(inv_freq), dtype=inv_freq.dtype, device=inv_freq.device)
+    return 1 - ((j - low) / (high - low)).clamp(0.0, 1.0)
 
 
 def ntk_by_parts(inv_freq, s: NTKByPartsSettings, *, base: float, seq_len: int = 0):
-    """inv_freq: (D/2,) float64 -> (inv_freq', 1.0)."""
-    return blend(inv_freq, s.rope_factor, kept_share(inv_freq, s, base)), 1.0
+    """inv_freq: (D/2,) float64 -> (inv_freq', 1.0), HF's blend of theta / s and theta."""
+    kept = kept_share(inv_freq, s, base)
+    return inv_freq / s.rope_factor * (1 - kept) + inv_freq * kept, 1.0
