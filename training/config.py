@@ -122,7 +122,7 @@ _TYPES = typing.get_type_hints(Config)
 # Keys sample.py and evaluate.py accept on a checkpoint: they change how the trained model is
 # run, not the model (every other model key, e.g. pos_encoding or n_layer, is refused there):
 # RoPE extension methods and their settings, windows and sinks, log-n scaling.
-EVAL_KEYS = {"rope_scaling", "window", "sinks", "logn_scaling", "layer_windows", "attention_kernel"} | {
+EVAL_KEYS = {"rope_scaling", "window", "sinks", "logn_scaling", "layer_windows", "attention_kernel", "grid_width"} | {
     k for k, (_, owners) in SETTINGS.items() if all(o.startswith("rope_scaling=") for o in owners)}
 SCHEDULE = ("lr_decay_iters", "warmup_iters")   # move with max_iters unless set with or after it
 
@@ -156,7 +156,7 @@ def eval_key(key, value, options=()):
     if is_key(key) and key not in EVAL_KEYS:
         raise ConfigError(f"--{key} would change the trained model (the checkpoint's is used as trained); only "
                           f"evaluation-time keys apply here: rope_scaling and its settings, window, sinks, "
-                          f"logn_scaling, layer_windows, attention_kernel (--help lists them)")
+                          f"logn_scaling, layer_windows, attention_kernel, grid_width (--help lists them)")
     return coerce(key, value)
 
 
