@@ -1,23 +1,25 @@
-"""grid: a 2-D lookup: the symbol right below the marked cell of a grid read row by row
-(for 2-D RoPE, positional/rope_2d.py; the issue #26 comparison: docs/tasks.md).
+"""grid: a 2-D lookup: copy the marked row of a grid read row by row (for 2-D RoPE,
+positional/rope_2d.py; the comparison of issue #26 is in docs/tasks.md).
 
-    PAD s s s s s s s         R rows of W tokens: PAD (a left border), then W - 1 symbols of 16;
-    PAD s s QRY s s s         one cell outside the last row is QRY (the mark)
-    PAD s s  a  s s s
-    PAD..  SEP | a            PADs up to length - 2, SEP, the answer: the symbol below the mark
+    PAD..                   k >= 1 PADs: what the rows leave over (PAD first, as every task)
+    PAD s s s s s s s       R rows of W tokens: a border (PAD), then W - 1 symbols of 16
+    QRY s s s s s s s       one row is marked: QRY as its border
+    PAD s s s s s s s
+    SEP | s s s s s s s     the answer row: SEP as its border, then the marked row's symbols
 
 W = 8 while the length is below 4 W^2 and doubles each time it reaches it (16 from 256 tokens,
-32 from 1024); R = (length - 2) // W. The grid starts at position 0, so cell (r, c) is at
-position r W + c: 2-D RoPE with grid_width = W reads (row, col), and the answer is the token W
-positions after the mark, a distance that changes with the width (a 1-D encoding trained on 8
-columns has seen only 8).
+32 from 1024); R = (length - 1 - W) // W, so longer sequences are taller, then wider, grids.
+Each answer symbol is in the column of its source, some rows below: a 1-D distance of a multiple
+of W that the mark decides, a column offset of 0 for 2-D RoPE with grid_width = W. (The k PADs
+shift every row by k positions, so a cell's encoded row may carry over by one, the same for a
+whole column: differences within a column stay exact.)
 """
-from tasks.common import PAD, QRY, SEP, SYM, Example, check_length, rng
+from tasks.common import PAD, QRY, SEP, SYM, assemble, check_length, rng
 
 SYMBOLS = 16
 VOCAB_SIZE = SYM + SYMBOLS
 WIDTH = 8                             # the columns of the shortest grids (the border included)
-MIN_LENGTH = 2 * WIDTH + 2            # two rows, SEP, the answer
+MIN_LENGTH = 2 * WIDTH + 1            # a PAD, one row, the answer row
 
 
 def width(length):
@@ -28,18 +30,16 @@ def width(length):
     return w
 
 
-def generate(seed, length) -> Example:
+def generate(seed, length) -> "Example":
     check_length("grid", MIN_LENGTH, length)
     r, w = rng(seed), width(length)
-    rows = [[PAD] + [SYM + r.randrange(SYMBOLS) for _ in range(w - 1)] for _ in range((length - 2) // w)]
-    mark_row, mark_col = r.randrange(len(rows) - 1), r.randrange(1, w)
-    answer = rows[mark_row + 1][mark_col]
-    rows[mark_row][mark_col] = QRY
-    grid = [t for row in rows for t in row]
-    ids = grid + [PAD] * (length - 2 - len(grid)) + [SEP, answer]
-    return Example(ids, [False] * (length - 1) + [True])
+    rows = [[PAD] + [SYM + r.randrange(SYMBOLS) for _ in range(w - 1)] for _ in range((length - 1 - w) // w)]
+    marked = rows[r.randrange(len(rows))]
+    marked[0] = QRY
+    return assemble(length, [t for row in rows for t in row] + [SEP], marked[1:])
 
 
 def reference(ids):
-    """The symbol one row below the mark; the width is where the second row's border stands."""
-    return [ids[ids.index(QRY) + ids.index(PAD, 1)]]
+    """The marked row's symbols: from its QRY to the next border."""
+    i = ids.index(QRY)
+    return ids[i + 1:next(j for j in range(i + 1, len(ids)) if ids[j] < SYM)]
