@@ -6,21 +6,22 @@ from tests.inproc import run_train
 
 
 def test_a_small_grid_by_hand():
-    """Length 30: W = 8, R = (29 - 8) // 8 = 2 rows after 30 - 24 = 6 PADs, then the answer row."""
+    """Length 30: W = 6, R = (29 - 6) // 6 = 3 rows after 30 - 24 = 6 PADs, then the answer row."""
     ex = grid.generate(0, 30)
     ids = ex.ids
-    assert ids[:6] == [PAD] * 6 and {ids[6], ids[14]} == {PAD, QRY} and ids[22] == SEP
-    marked = 6 if ids[6] == QRY else 14
-    assert ids[23:] == ids[marked + 1:marked + 8] and ex.mask == [False] * 23 + [True] * 7
-    fixed = [PAD, PAD, 3, 4, 5, PAD, 6, 7, QRY, 8, 9, PAD, 10, 11, SEP, 8]    # W = 3: rows 5, 8, 11; answer row 14
-    assert grid.reference(fixed) == [8, 9] and grid.reference(fixed[:15]) == [8, 9]
+    assert ids[:6] == [PAD] * 6 and [ids[6 * r] for r in (1, 2, 3)] == [PAD] * 3 and ids[24] == SEP
+    marker = 6 if ids[7] == QRY else 12                                          # row 0 or 1, not the last
+    assert ids[marker + 1:marker + 6] == [QRY] * 5 and ids.count(QRY) == 5
+    assert ids[25:] == ids[marker + 7:marker + 12] and ex.mask == [False] * 25 + [True] * 5
+    fixed = [PAD, PAD, QRY, QRY, PAD, 5, 6, PAD, 7, 8, SEP, 5]      # W = 3: rows at 1, 4, 7; answer row at 10
+    assert grid.reference(fixed) == [5, 6] and grid.reference(fixed[:11]) == [5, 6]
 
 
 def test_width_grows_with_the_length():
-    assert [grid.width(n) for n in (17, 64, 255, 256, 1023, 1024)] == [8, 8, 8, 16, 16, 32]
-    ex = grid.generate(4, 300)                        # 16 columns, 17 rows after 300 - 18 * 16 = 12 PADs
-    assert [ex.ids[12 + 16 * r] in (PAD, QRY) for r in range(17)] == [True] * 17 and ex.ids[12 + 16 * 17] == SEP
-    assert sum(ex.mask) == 15 and ex.ids[-15:] == grid.reference(ex.ids)
+    assert [grid.width(n) for n in (19, 64, 143, 144, 575, 576)] == [6, 6, 6, 12, 12, 24]
+    ex = grid.generate(4, 300)                        # 12 columns, 23 rows after 300 - 24 * 12 = 12 PADs
+    assert [ex.ids[12 + 12 * r] for r in range(24)] == [PAD] * 23 + [SEP] and ex.ids.count(QRY) == 11
+    assert sum(ex.mask) == 11 and ex.ids[-11:] == grid.reference(ex.ids)
 
 
 def test_same_seed_same_grid_and_the_mark_moves():
@@ -29,7 +30,7 @@ def test_same_seed_same_grid_and_the_mark_moves():
 
 
 def test_rope_2d_trains_on_the_grid(tmp_path):
-    argv = ["configs/tasks/grid.py", "--pos_encoding=rope_2d", "--grid_width=8", "--n_layer=1", "--n_head=2",
+    argv = ["configs/tasks/grid.py", "--pos_encoding=rope_2d", "--grid_width=6", "--n_layer=1", "--n_head=2",
             "--n_embd=16", "--block_size=24", "--batch_size=4", "--max_iters=3", "--lr_decay_iters=3",
             "--warmup_iters=1", "--eval_interval=3", "--eval_iters=1", "--device=cpu", f"--out_dir={tmp_path}"]
     assert run_train(argv) == 0 and (tmp_path / "ckpt.pt").exists()
