@@ -67,7 +67,7 @@ class _Axial(RoPE):
 
 
 class RoPE2D(PositionalEncoding):
-    """Not a RoPE subclass: the 1-D length-extension methods (rope_scaling) are not offered; it holds one."""
+    """Holds a RoPE rather than being one: positional.rotary offers rope_scaling to RoPE subclasses."""
     name = "rope_2d"
     Settings = RoPE2DSettings
 
