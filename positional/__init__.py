@@ -26,6 +26,7 @@ from .p_rope import PRoPE
 from .rerope import LeakyReRoPE, ReRoPE
 from .resonance import ResonanceRoPE
 from .rope import RoPE
+from .rope_2d import RoPE2D
 from .rope_learned_freq import RoPELearnedFreq
 from .rnn import RNN
 from .shaw import Shaw
@@ -88,6 +89,7 @@ REGISTRY = Registry({
     "floater": Floater,
     "complex_order": ComplexOrder,
     "deberta": Deberta,
+    "rope_2d": RoPE2D,
 })
 REGISTRY["rope+alibi"] = REGISTRY["rope+alibi"]   # the hybrid the comparison runs; any "a+b" works
 # rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)

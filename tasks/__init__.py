@@ -14,11 +14,12 @@ decodes a batch in lockstep). The token scheme is in common.py.
 """
 import difflib
 
-from tasks import addition, copy, duplicate, mqar, parity, passkey, reverse
+from tasks import addition, copy, duplicate, grid, mqar, parity, passkey, reverse
 from tasks.data import TaskData  # noqa: F401
 
 REGISTRY = {"copy": copy, "reverse": reverse, "duplicate": duplicate, "parity": parity,
-            "addition": addition, "passkey": passkey, "mqar": mqar}
+            "addition": addition, "passkey": passkey, "mqar": mqar,
+            "grid": grid}
 
 
 def get(name):
