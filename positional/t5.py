@@ -61,7 +61,8 @@ class T5Bias(PositionalEncoding):
 
     def score_bias(self, h, q, k):
         """The bucket function takes j - i, as in the paper and HF (future keys share bucket 0). Several
-        queries: buckets once per distance 0 .. max(i - j), read at each pair (no log per pair); one query (a decode step, a score_mod's scalars): at each pair, nothing read back to the host."""
+        queries: buckets once per distance 0 .. max(i - j), read at each pair (no log per pair);
+        one query (a decode step, a score_mod's scalars): at each pair, nothing read back to the host."""
         d = (q - k).clamp(min=0)
         if q.numel() > 1 and d.numel() > (n := int(d.max()) + 1):
             return self.table.weight.T[h, self.bucket(torch.arange(n, device=d.device))[d]]
