@@ -168,20 +168,20 @@ def test_report_of_several_seeds(tmp_path):
         (run_dir / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         evals = [dict(label="rope", length=16, ppl=ppl), dict(label="rope", length=32, ppl=2 * ppl),
                  dict(label="rope+yarn", length=16, ppl=ppl + 1), dict(label="rope+yarn", length=32, ppl=ppl + 2)]
-        results.append(dict(encoding="rope", seed=seed, run_dir=str(run_dir), rows=evals, command="python train.py"))
+        results.append(dict(encoding="rope", seed=seed, dir=str(run_dir), rows=evals, command="python train.py"))
     settings = dict(report_dir=str(tmp_path / "report"), eval_lengths=[16, 32], seed_list=[1, 2], plots=False,
                     eval_mode="nonoverlap", eval_tokens=64, rope_factor=2.0)
     cfg = SimpleNamespace(block_size=16, dataset="tiny", n_layer=1, n_head=2, n_embd=32, max_iters=10, batch_size=1)
-    paths = compare_report.write(results, [("alibi", 1, "train.py exited 1")], settings, cfg, "python compare.py")
-    md = open(paths["md"]).read()
+    failed = [(dict(encoding="alibi", seed=1), "train.py exited 1")]
+    md = open(compare_report.write(results, failed, settings, cfg, "python compare.py")).read()
     assert ("| rope | 0.001M | 2.4000 ± 0.7071 | 2.5000 ± 0.7071 | 1.2500 ± 0.3536 | 100 ± 0 | 2 ± 0 s | 12.00 ± 2.83 "
             "| 24.00 ± 5.66 |") in md
     assert "| rope+yarn | (same runs) |  |  |  |  |  | 13.00 ± 2.83 | 14.00 ± 2.83 |" in md
     assert "mean ± std over 2 seeds" in md and "- alibi seed 1: train.py exited 1" in md
-    with open(paths["runs_csv"]) as f:
+    with open(tmp_path / "report" / "runs.csv") as f:
         assert [(r["label"], r["seed"]) for r in csv.DictReader(f)] == [("rope", "1"), ("rope", "2"),
                                                                          ("rope+yarn", "1"), ("rope+yarn", "2")]
-    assert open(paths["pngs"]["ppl_vs_length"], "rb").read().startswith(PNG)
+    assert (tmp_path / "report" / "ppl_vs_length.png").read_bytes().startswith(PNG)
 
 
 def test_variants_train_with_their_keys_and_share_the_out_root(tiny_data, tmp_path):
