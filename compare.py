@@ -16,6 +16,7 @@ with --finetune_iters=N the papers' fine-tune at finetune_factor x L (PI: Chen e
 Peng et al. 2023) reported as "<enc>+<method> ft"; --context_use=True adds context_use.measure.
 tasks: tasks/score.py at `multiples` x L, reported by tasks/report.py.
 """
+import itertools
 import json
 import os
 import shlex
@@ -24,6 +25,8 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+
+import torch
 
 import positional
 import tasks
@@ -147,23 +150,14 @@ def check_lm(settings, train_keys, cfg):
     known = [*positional.REGISTRY, *settings["variants"]]
     if any(e not in known for e in settings["scaled_encodings"]):
         raise ConfigError(f"scaled_encodings: unknown name in {settings['scaled_encodings']}; valid: {', '.join(known)}")
-    settings["context_labels"] = [label for label in settings["context_labels"] if context_label(label, settings)]
-
-
-def context_label(label, settings):
-    """Whether `label` names a run this call makes (not with --only, --finetune_iters=0, ...);
-    a label that names no run of any comparison is refused."""
-    enc, method, ft = parse_label(label)
-    if ft is None or enc not in (*positional.REGISTRY, *settings["variants"]) or method not in (
-            *positional.SCALINGS, *(["direct"] if ft else [])):
-        raise ConfigError(f"context_labels: {label!r} is not a label of this comparison; use '<encoding>+<method>' "
-                          f"or '<encoding>+<method> ft' (with --finetune_iters) for a compared encoding and a "
-                          f"method of rope_scalings")
-    made = (settings["context_use"] and enc in settings["encodings"] and (not ft or settings["finetune_iters"])
-            and (method in settings["rope_scalings"] or method == "direct"))
-    if made and method != "direct" and not takes(enc, method, settings):
-        raise ConfigError(f"context_labels: {label!r} names a method that {enc} does not take")
-    return bool(made)
+    for label in settings["context_labels"]:   # measured for the runs that have a row of that label
+        enc, method, ft = parse_label(label)
+        if ft is None or enc not in known or method not in (*positional.SCALINGS, *(["direct"] if ft else [])):
+            raise ConfigError(f"context_labels: {label!r} is not a label of this comparison; use '<encoding>+<method>'"
+                              f" or '<encoding>+<method> ft' (with --finetune_iters) for a compared encoding and a "
+                              f"method of rope_scalings")
+        if method != "direct" and positional.scaling_problem(run_keys(enc, settings)["pos_encoding"], method):
+            raise ConfigError(f"context_labels: {label!r} names a method that {enc} does not take")
 
 
 def parse_label(label):
@@ -211,32 +205,28 @@ def trained_iters(run_dir, want):
     return ckpt["iter_num"]
 
 
-def train_run(cmd, run, settings, tag):
-    """Run train.py, echoing its progress lines with `tag`; the full output goes to <run>/train.out."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS=str(settings["threads"]))
-    log_path = os.path.join(run["dir"], "train.out")
+def train(run, settings, train_keys, target, extra=(), what="training"):
+    """Train (or resume) `run` to iteration `target` with train.py and `extra` arguments, echoing its
+    progress lines; the whole output goes to <run>/train.out."""
+    if run["done"] >= target:
+        print(f"{run['say']} already trained ({run['done']} iters): training skipped", flush=True)
+        return
+    print(f"{run['say']} {what} to iter {target}" + (f" (resuming from iter {run['done']})" if run["done"] else ""),
+          flush=True)
+    os.makedirs(run["dir"], exist_ok=True)
+    cmd = train_command(train_keys, run, settings, resume=run["done"] > 0) + list(extra)
+    log_path, tail, t0 = os.path.join(run["dir"], "train.out"), [], time.time()
     with open(log_path, "a") as log:
         log.write(f"$ {shlex.join(cmd)}\n")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS=str(settings["threads"]))
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        tail = []
         for line in proc.stdout:
             log.write(line)
             tail = (tail + [line.rstrip()])[-5:]
             if line.startswith(("iter ", "step ", "done:", "error:")):
-                print(f"{tag} {line.rstrip()}", flush=True)
+                print(f"{run['say']} {line.rstrip()}", flush=True)
         if proc.wait() != 0:
             raise RuntimeError(f"train.py exited {proc.returncode}: {tail[-1] if tail else ''} (full log: {log_path})")
-
-
-def train(run, train_keys, settings, cfg):
-    """Train (or resume) one run to max_iters."""
-    if run["done"] >= cfg.max_iters:
-        print(f"{run['say']} already trained ({run['done']} iters): training skipped", flush=True)
-        return
-    print(f"{run['say']} " + (f"resuming from iter {run['done']}" if run["done"] else "training"), flush=True)
-    os.makedirs(run["dir"], exist_ok=True)
-    t0 = time.time()
-    train_run(train_command(train_keys, run, settings, resume=run["done"] > 0), run, settings, run["say"])
     print(f"{run['say']} trained in {fmt_time(time.time() - t0)}", flush=True)
 
 
@@ -292,17 +282,17 @@ def finetune_args(method, settings, cfg):
 
 def finetune(run, base_iter, method, settings, train_keys, cfg):
     """Fine-tune a copy of the run's checkpoint (at base_iter) for finetune_iters; -> its folder."""
-    ft = dict(run, dir=f"{run['dir']}-ft-{method}", tag=f"{run['tag']}-ft-{method}")
+    ft = dict(run, dir=f"{run['dir']}-ft-{method}", tag=f"{run['tag']}-ft-{method}",
+              say=f"{run['say'][:-1]} ft {method}]")
     marker, target = os.path.join(ft["dir"], "finetuned_from.json"), base_iter + settings["finetune_iters"]
     if not os.path.exists(marker) or json.load(open(marker)) != {"iter_num": base_iter}:
         os.makedirs(ft["dir"], exist_ok=True)   # a copy, so the pretrained run stays as it is; a stale one replaced
         shutil.copyfile(checkpoint.path_in(run["dir"]), checkpoint.path_in(ft["dir"]))
         with open(marker, "w") as f:
             json.dump({"iter_num": base_iter}, f)
-    if checkpoint.load(ft["dir"])["iter_num"] < target:
-        print(f"{run['say']} fine-tuning {method} at {settings['finetune_len']} to iter {target}", flush=True)
-        cmd = train_command(train_keys, ft, settings, resume=True) + finetune_args(method, settings, cfg)
-        train_run(cmd + [f"--max_iters={target}"], ft, settings, f"{run['say']} ft {method}")
+    ft["done"] = checkpoint.load(ft["dir"])["iter_num"]
+    train(ft, settings, train_keys, target, finetune_args(method, settings, cfg) + [f"--max_iters={target}"],
+          f"fine-tuning at {settings['finetune_len']}")
     return ft["dir"]
 
 
@@ -324,17 +314,16 @@ def log_eval_to_wandb(ckpt_cfg, rows, run, settings):
     wb.finish()
 
 
-def context_run(enc, run_dir, settings, data_dir, train_len):
-    """{label: {"gain": rows, "curve": list}} of context_use.measure for the run as trained and each
-    of context_labels of its own ("<enc>+<method>": with that scaling; "... ft": that fine-tune), against
-    contexts of train_len (the pretraining length, also for a fine-tune); cached in <run>/context.json."""
+def context_run(run, labels, settings, cfg):
+    """{label: {"gain": rows, "curve": list}} of context_use.measure for the run as trained and each of
+    context_labels among its rows' `labels` ("<enc>+<method>": with that scaling; "... ft": that fine-tune),
+    against contexts of the pretraining length; cached in <run>/context.json."""
     from measure import context_use
-    sources = {enc: (run_dir, None)}
-    for label in settings["context_labels"]:
-        e, method, ft = parse_label(label)
-        if e == enc:
-            sources[label] = ((f"{run_dir}-ft-{method}", None) if ft else
-                              (run_dir, {"rope_scaling": method, "rope_factor": settings["rope_factor"]}))
+    sources = {run["encoding"]: (run["dir"], None)}
+    for label in [label for label in settings["context_labels"] if label in labels]:
+        _, method, ft = parse_label(label)
+        sources[label] = ((f"{run['dir']}-ft-{method}", None) if ft else
+                          (run["dir"], {"rope_scaling": method, "rope_factor": settings["rope_factor"]}))
     key = dict(tokens=settings["context_tokens"], sequences=settings["context_sequences"],
                rope_factor=settings["rope_factor"], labels=sorted(sources),
                iters={label: checkpoint.load(d)["iter_num"] for label, (d, _) in sources.items()})
@@ -344,19 +333,19 @@ def context_run(enc, run_dir, settings, data_dir, train_len):
         for label, (folder, overrides) in sources.items():
             ckpt = checkpoint.load(folder)
             model = checkpoint.build_model(ckpt, overrides, settings["eval_device"], strict=False)
-            tokens, _ = evaluation.validation_tokens(ckpt, data_dir, "val")
+            tokens, _ = evaluation.validation_tokens(ckpt, cfg.data_dir, "val")
             with autocast(settings["eval_device"], settings["eval_dtype"]):
-                got = context_use.measure(model, tokens, train_len, scored_tokens=settings["context_tokens"],
+                got = context_use.measure(model, tokens, cfg.block_size, scored_tokens=settings["context_tokens"],
                                           sequences=settings["context_sequences"], device=settings["eval_device"])
             out[label] = {"gain": got["gain"], "curve": None if got["curve"] is None else got["curve"].tolist()}
         return out
-    return cached(os.path.join(run_dir, "context.json"), key, measure)[0]
+    return cached(os.path.join(run["dir"], "context.json"), key, measure)[0]
 
 
 def lm_run(run, settings, train_keys, cfg):
     """Train (or resume) one run, evaluate it and its fine-tunes; -> its result dict."""
     enc = run["encoding"]
-    train(run, train_keys, settings, cfg)
+    train(run, settings, train_keys, cfg.max_iters)
     ckpt = checkpoint.load(run["dir"])  # loaded once, for the evaluation and wandb
     rows, fresh = evaluate_run(run["dir"], enc, settings, cfg.data_dir, ckpt)
     methods = finetune_methods(enc, settings)
@@ -369,15 +358,15 @@ def lm_run(run, settings, train_keys, cfg):
         f"ppl@{r['length']} {r['ppl']:.2f}" for r in rows if r["label"] == enc), flush=True)
     if cfg.wandb_log and fresh:
         log_eval_to_wandb(ckpt["config"], rows, run, settings)
-    context = context_run(enc, run["dir"], settings, cfg.data_dir, cfg.block_size) if settings["context_use"] else {}
+    context = context_run(run, {r["label"] for r in rows}, settings, cfg) if settings["context_use"] else {}
     cmd = ["python"] + train_command(train_keys, run, settings, resume=False)[1:]
-    return dict(run, run_dir=run["dir"], rows=rows, context=context, command=shlex.join(cmd))
+    return dict(run, rows=rows, context=context, command=shlex.join(cmd))
 
 
 # ---- suite "tasks": accuracy against length --------------------------------------------
 def task_run(run, settings, train_keys, cfg):
     """Train (or resume) and score one task run; -> its scores and timings."""
-    train(run, train_keys, settings, cfg)
+    train(run, settings, train_keys, cfg.max_iters)
     key = dict(samples=settings["samples"], lengths=settings["lengths"],
                iter_num=checkpoint.load(run["dir"])["iter_num"])
 
@@ -396,17 +385,15 @@ def task_run(run, settings, train_keys, cfg):
 # ---- the comparison -------------------------------------------------------------------
 def plan(settings, train_keys):
     """Every run of the comparison, each checked against its folder's checkpoint up front."""
-    runs = []
-    for task in settings["tasks"] if settings["suite"] == "tasks" else [""]:
-        for enc in settings["encodings"]:
-            for seed in settings["seed_list"]:
-                keys = dict(run_keys(enc, settings), **({"task": task} if task else {}))
-                run_dir = os.path.join(settings["out_root"], task, f"{enc}-s{seed}")
-                runs.append(dict(task=task, encoding=enc, seed=seed, dir=run_dir, keys=keys,
-                                 tag="-".join(filter(None, [task, enc, f"s{seed}"])),
-                                 done=trained_iters(run_dir, dict(train_keys, **keys, seed=seed))))
-    for i, run in enumerate(runs):
-        run["say"] = f"[{i + 1}/{len(runs)} {' '.join(filter(None, [run['task'], run['encoding']]))} s{run['seed']}]"
+    runs = list(itertools.product(settings["tasks"] if settings["suite"] == "tasks" else [""], settings["encodings"],
+                                  settings["seed_list"]))
+    for i, (task, enc, seed) in enumerate(runs):
+        keys = dict(run_keys(enc, settings), **({"task": task} if task else {}))
+        run_dir = os.path.join(settings["out_root"], task, f"{enc}-s{seed}")
+        runs[i] = dict(task=task, encoding=enc, seed=seed, dir=run_dir, keys=keys,
+                       tag="-".join(filter(None, [task, enc, f"s{seed}"])),
+                       say=f"[{i + 1}/{len(runs)} {' '.join(filter(None, [task, enc]))} s{seed}]",
+                       done=trained_iters(run_dir, dict(train_keys, **keys, seed=seed)))
     return runs
 
 
@@ -423,11 +410,11 @@ def main(argv):
         runs = plan(settings, train_keys)
     except (ValueError, FileNotFoundError) as e:
         fail(e)
-    import torch
     torch.set_num_threads(settings["threads"])  # the in-process measurements share the cores like the runs
     lm = settings["suite"] == "lm"
-    print(f"compare: {len(runs)} runs ({' x '.join(', '.join(x) for x in ([] if lm else settings['tasks'], settings['encodings']) if x)} x "
-          f"seeds {settings['seed_list']}), {sum(r['done'] < cfg.max_iters for r in runs)} to train, {cfg.max_iters} "
+    what = ", ".join(settings["encodings"]) if lm else f"{', '.join(settings['tasks'])} x {', '.join(settings['encodings'])}"
+    print(f"compare: {len(runs)} runs ({what} x seeds {settings['seed_list']}), "
+          f"{sum(r['done'] < cfg.max_iters for r in runs)} to train, {cfg.max_iters} "
           f"iters of {cfg.batch_size * cfg.block_size:,} tokens each, {settings['jobs']} side by side with "
           f"{settings['threads']} thread(s) each, in {settings['out_root']}/", flush=True)
     t0, results, failed = time.time(), {}, []

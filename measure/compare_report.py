@@ -36,9 +36,8 @@ CAPTIONS = {
 
 
 def read_log(run_dir):
-    """Training metrics of one run from its log.jsonl. A resumed run has several segments
-    (one per process, each starting with a 'start' row): wall time is their sum, and a
-    step logged twice (redone after an interruption) keeps its latest value."""
+    """Training metrics of one run from its log.jsonl. A resumed run has a segment per process, each
+    from a 'start' row: wall time is their sum; a step logged twice (redone) keeps its latest value."""
     path = os.path.join(run_dir, "log.jsonl")
     rows = []
     if os.path.exists(path):  # absent for a run trained before train.py wrote it: metrics show as '—'
@@ -236,14 +235,14 @@ def finetune_lines(by_label, length):
 
 def write_context(results, out, train_len):
     """Context use of the runs that measured it (compare.py --context_use): context_gain.csv,
-    per_position.csv and .png (the seeds' mean curve per label) into out; -> (markdown lines, {name: png})."""
+    per_position.csv and .png (the seeds' mean curve per label) into out; -> markdown lines."""
     from measure import context_use
     by_label = {}
     for r in results:
         for label, got in (r.get("context") or {}).items():
             by_label.setdefault(label, []).append(dict(got, seed=r["seed"]))
     if not by_label:
-        return [], {}
+        return []
     write_csv(os.path.join(out, "context_gain.csv"), [
         dict(label=label, seed=run["seed"], **{k: g[k] for k in ("context", "tokens", "loss", "ppl", "gain")})
         for label, runs in by_label.items() for run in runs for g in run["gain"] or []])
@@ -259,11 +258,11 @@ def write_context(results, out, train_len):
          for label, runs in by_label.items()])
     curves = {label: torch.tensor([run["curve"] for run in runs if run["curve"] is not None]).mean(0)
               for label, runs in by_label.items() if any(run["curve"] is not None for run in runs)}
-    if not curves:
-        return lines + [""], {}
-    lines += ["", "Mean loss at each position of sequences of 16 x the training length (mean over seeds; "
-              "[per_position.csv](per_position.csv)):", "", "![per_position](per_position.png)", ""]
-    return lines, {"per_position": context_use.write_per_position(curves, out, train_len)["png"]}
+    if curves:
+        context_use.write_per_position(curves, out, train_len)
+        lines += ["", "Mean loss at each position of sequences of 16 x the training length (mean over seeds; "
+                  "[per_position.csv](per_position.csv)):", "", "![per_position](per_position.png)"]
+    return lines + [""]
 
 
 def write(results, failed, settings, cfg, command):
@@ -281,7 +280,7 @@ def write(results, failed, settings, cfg, command):
     if results:
         pngs["val_loss"] = plot_val_loss(os.path.join(out, "val_loss.png"), results)
         pngs["ppl_vs_length"] = plot_ppl(os.path.join(out, "ppl_vs_length.png"), by_label, lengths, cfg.block_size)
-    if settings.get("plots", True):
+    if settings["plots"]:
         first_seed = [r["dir"] for r in results if r["seed"] == settings["seed_list"][0]]
         pngs.update(draw_all(os.path.join(out, "encodings"), length=max(settings["eval_lengths"]),
                              checkpoints=first_seed, factor=settings["rope_factor"]))
@@ -303,9 +302,8 @@ def write(results, failed, settings, cfg, command):
     if failed:
         md += ["**Failed runs** (rerun the command to retry):", ""]
         md += [f"- {run['encoding']} seed {run['seed']}: {msg}" for run, msg in failed] + [""]
-    md += finetune_lines(by_label, settings["finetune_len"]) if settings.get("finetune_len") in lengths else []
-    context_md, context_pngs = write_context(results, out, cfg.block_size)
-    md += context_md
+    md += finetune_lines(by_label, settings["finetune_len"]) if settings["finetune_len"] in lengths else []
+    md += write_context(results, out, cfg.block_size)
     figure = lambda name: (f"{CAPTIONS.get(name, name.replace('_', ' ') + '.')}\n\n"  # noqa: E731
                            f"![{name}]({os.path.relpath(pngs[name], out)})\n")
     md += ["## Plots", ""] + [figure(name) for name in pngs if name in ("val_loss", "ppl_vs_length")]

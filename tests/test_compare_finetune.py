@@ -19,7 +19,7 @@ def test_finetune_protocol_end_to_end(tiny_data, tmp_path):
     out = tmp_path / "cmp"
     env = {"OMP_NUM_THREADS": "1"}
     r = run_py(*args(tiny_data, out, "--finetune_iters=3"), env=env)
-    assert "fine-tuning yarn at 32 to iter 9" in r.stdout and "fine-tuning direct at 32 to iter 9" in r.stdout
+    assert "ft yarn] fine-tuning at 32 to iter 9" in r.stdout and "ft direct] fine-tuning at 32 to iter 9" in r.stdout
     for m, scaling in (("direct", ""), ("linear", "linear"), ("yarn", "yarn")):
         ckpt = torch.load(out / f"rope-s1337-ft-{m}" / "ckpt.pt", weights_only=False)
         a = ckpt["model_args"]
@@ -44,7 +44,7 @@ def test_finetune_protocol_end_to_end(tiny_data, tmp_path):
     r = run_py(*args(tiny_data, out, "--finetune_iters=3"), env=env)            # done: nothing trained again
     assert "fine-tuning" not in r.stdout and "evaluation cached" in r.stdout
     r = run_py(*args(tiny_data, out, "--finetune_iters=5"), env=env)            # a longer fine-tune resumes
-    assert "fine-tuning yarn at 32 to iter 11" in r.stdout
+    assert "ft yarn] fine-tuning at 32 to iter 11" in r.stdout
     assert torch.load(out / "rope-s1337-ft-yarn" / "ckpt.pt", weights_only=False)["iter_num"] == 11
 
 
