@@ -7,14 +7,11 @@ what is measured:
     python compare.py configs/tasks/quick.py                      # "tasks": accuracy against length
     python compare.py configs/tasks/quick.py --tasks=copy --encodings=none,alibi --jobs=1
 
-Each run is train.py in a subprocess with the shared training keys and its own --pos_encoding
-(--task), --seed and --out_dir=<out_root>[/<task>]/<enc>-s<seed>; `jobs` run side by side.
-Restartable: a finished run is not trained again, a shorter one resumes, one of another recipe
-is refused before anything starts, and measurements are cached in the run's folder.
-lm: evaluation.evaluate_checkpoint at every eval length, with each method of rope_scalings, and
-with --finetune_iters=N the papers' fine-tune at finetune_factor x L (PI: Chen et al. 2023; YaRN:
-Peng et al. 2023) reported as "<enc>+<method> ft"; --context_use=True adds context_use.measure.
-tasks: tasks/score.py at `multiples` x L, reported by tasks/report.py.
+Each run is train.py in a subprocess, in <out_root>[/<task>]/<enc>-s<seed>; `jobs` run side by side.
+A finished run is not trained again, a shorter one resumes, one of another recipe is refused before
+anything starts, and measurements are cached in the run's folder. lm: evaluation.evaluate_checkpoint
+at every eval length, with each method of rope_scalings, and with --finetune_iters=N the papers'
+fine-tune at finetune_factor x L (PI: Chen et al. 2023; YaRN: Peng et al. 2023) as "<enc>+<method> ft".
 """
 import itertools
 import json
@@ -30,12 +27,13 @@ import torch
 
 import positional
 import tasks
-from measure import compare_report, evaluation
+from measure import compare_report, context_use, evaluation
 from positional import rope_scaling
 from tasks import report as task_report, score
 from training import checkpoint
 from training.cli import as_arg, autocast, fail, fmt_time, help_text, pick_device, pick_dtype, typed
 from training.config import FIELDS, Config, ConfigError, coerce, gather
+from training.wandb_util import start_wandb
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 DEFAULTS = {   # compare.py's own keys; every other key is a training key (training/config.py)
@@ -152,11 +150,11 @@ def check_lm(settings, train_keys, cfg):
         raise ConfigError(f"scaled_encodings: unknown name in {settings['scaled_encodings']}; valid: {', '.join(known)}")
     for label in settings["context_labels"]:   # measured for the runs that have a row of that label
         enc, method, ft = parse_label(label)
-        if ft is None or enc not in known or method not in (*positional.SCALINGS, *(["direct"] if ft else [])):
+        if ft is None or enc not in known or method not in (*positional.SCALINGS, *(FINETUNE_ONLY if ft else [])):
             raise ConfigError(f"context_labels: {label!r} is not a label of this comparison; use '<encoding>+<method>'"
                               f" or '<encoding>+<method> ft' (with --finetune_iters) for a compared encoding and a "
                               f"method of rope_scalings")
-        if method != "direct" and positional.scaling_problem(run_keys(enc, settings)["pos_encoding"], method):
+        if method not in FINETUNE_ONLY and positional.scaling_problem(run_keys(enc, settings)["pos_encoding"], method):
             raise ConfigError(f"context_labels: {label!r} names a method that {enc} does not take")
 
 
@@ -262,13 +260,18 @@ def evaluate_run(run_dir, enc, settings, data_dir, ckpt, label=None):
 
 
 # The fine-tune protocol (PI: Chen et al. 2023; YaRN: Peng et al. 2023): which methods, and train.py's
-# arguments for each. A new method is a name in finetune_methods and its arguments in finetune_args.
+# arguments for each. A new method: its name in FINETUNE_ONLY (unless it is a rope_scaling), its
+# arguments in finetune_args.
+FINETUNE_ONLY = ["direct"]   # fine-tunes that are no rope_scaling; "direct": none (PI's control)
+
+
 def finetune_methods(enc, settings):
-    """The fine-tunes of one encoding: "direct" (no scaling, PI's control) and each frequency method of
-    rope_scalings it takes; none when fine-tuning is off or the encoding takes no scaling."""
+    """The fine-tunes of one encoding: FINETUNE_ONLY's and each frequency method of rope_scalings it
+    takes; none when fine-tuning is off or the encoding takes no scaling."""
     if not settings["finetune_iters"] or not takes(enc, "linear", settings):
         return []
-    return ["direct"] + [m for m in settings["rope_scalings"] if m in rope_scaling.METHODS and takes(enc, m, settings)]
+    return FINETUNE_ONLY + [m for m in settings["rope_scalings"]
+                            if m in rope_scaling.METHODS and takes(enc, m, settings)]
 
 
 def finetune_args(method, settings, cfg):
@@ -277,7 +280,9 @@ def finetune_args(method, settings, cfg):
     s = settings["finetune_factor"]
     args = [f"--block_size={settings['finetune_len']}", f"--batch_size={max(1, round(cfg.batch_size / s))}",
             "--decay_lr=False", f"--learning_rate={cfg.min_lr!r}"]
-    return args + ([] if method == "direct" else [f"--rope_scaling={method}", f"--rope_factor={s!r}"])
+    if method in rope_scaling.METHODS:
+        args += [f"--rope_scaling={method}", f"--rope_factor={s!r}"]
+    return args
 
 
 def finetune(run, base_iter, method, settings, train_keys, cfg):
@@ -298,7 +303,6 @@ def finetune(run, base_iter, method, settings, train_keys, cfg):
 
 def log_eval_to_wandb(ckpt_cfg, rows, run, settings):
     """The evaluation curve of one run as a wandb table and line plot, in the comparison's group."""
-    from training.wandb_util import start_wandb
     cfg = Config(**{k: v for k, v in ckpt_cfg.items() if k in FIELDS})
     cfg.wandb_group, enc = settings["wandb_group"], run["encoding"]
     wb = start_wandb(cfg, job_type="eval", name=f"{run['tag']}-eval")
@@ -318,7 +322,6 @@ def context_run(run, labels, settings, cfg):
     """{label: {"gain": rows, "curve": list}} of context_use.measure for the run as trained and each of
     context_labels among its rows' `labels` ("<enc>+<method>": with that scaling; "... ft": that fine-tune),
     against contexts of the pretraining length; cached in <run>/context.json."""
-    from measure import context_use
     sources = {run["encoding"]: (run["dir"], None)}
     for label in [label for label in settings["context_labels"] if label in labels]:
         _, method, ft = parse_label(label)
@@ -412,7 +415,7 @@ def main(argv):
         fail(e)
     torch.set_num_threads(settings["threads"])  # the in-process measurements share the cores like the runs
     lm = settings["suite"] == "lm"
-    what = ", ".join(settings["encodings"]) if lm else f"{', '.join(settings['tasks'])} x {', '.join(settings['encodings'])}"
+    what = " x ".join(", ".join(x) for x in ([] if lm else settings["tasks"], settings["encodings"]) if x)
     print(f"compare: {len(runs)} runs ({what} x seeds {settings['seed_list']}), "
           f"{sum(r['done'] < cfg.max_iters for r in runs)} to train, {cfg.max_iters} "
           f"iters of {cfg.batch_size * cfg.block_size:,} tokens each, {settings['jobs']} side by side with "

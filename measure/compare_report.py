@@ -16,6 +16,7 @@ import matplotlib.ticker
 
 import positional
 from model import GPTConfig
+from measure import context_use
 from positional.plot import (_save as save, bias_by_distance, draw_bias_per_head, draw_expected_logits,
                              draw_rope_angles, draw_rope_decay, draw_similarity, position_table)
 from training import checkpoint
@@ -236,7 +237,6 @@ def finetune_lines(by_label, length):
 def write_context(results, out, train_len):
     """Context use of the runs that measured it (compare.py --context_use): context_gain.csv,
     per_position.csv and .png (the seeds' mean curve per label) into out; -> markdown lines."""
-    from measure import context_use
     by_label = {}
     for r in results:
         for label, got in (r.get("context") or {}).items():
@@ -306,10 +306,12 @@ def write(results, failed, settings, cfg, command):
     md += write_context(results, out, cfg.block_size)
     figure = lambda name: (f"{CAPTIONS.get(name, name.replace('_', ' ') + '.')}\n\n"  # noqa: E731
                            f"![{name}]({os.path.relpath(pngs[name], out)})\n")
-    md += ["## Plots", ""] + [figure(name) for name in pngs if name in ("val_loss", "ppl_vs_length")]
-    md += ["## What each encoding does", ""] + [figure(name) for name in pngs if name not in ("val_loss", "ppl_vs_length")]
+    runs_plots = ("val_loss", "ppl_vs_length")
+    md += ["## Plots", ""] + [figure(name) for name in pngs if name in runs_plots]
+    md += ["## What each encoding does", ""] + [figure(name) for name in pngs if name not in runs_plots]
     md += ["", "## Commands", "", "```", command, "```", "", "Each run:", "", "```", *(r["command"] for r in results),
-           "```", "", "Files: [runs.csv](runs.csv) (one row per run), [eval.csv](eval.csv) (every evaluation point).", ""]
+           "```", "", "Files: [runs.csv](runs.csv) (one row per run), [eval.csv](eval.csv) (every evaluation point).",
+           ""]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(md))
     return os.path.join(out, "report.md")
