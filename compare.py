@@ -7,15 +7,13 @@ what is measured:
     python compare.py configs/tasks/quick.py                      # "tasks": accuracy against length
     python compare.py configs/tasks/quick.py --tasks=copy --encodings=none,alibi --jobs=1
 
-Each run is train.py in a subprocess with the shared training keys and its own --pos_encoding
-(--task), --seed and --out_dir=<out_root>[/<task>]/<enc>-s<seed>; `jobs` run side by side.
-Restartable: a finished run is not trained again, a shorter one resumes, one of another recipe
-is refused before anything starts, and measurements are cached in the run's folder.
-lm: evaluation.evaluate_checkpoint at every eval length, with each method of rope_scalings, and
-with --finetune_iters=N the papers' fine-tune at finetune_factor x L (PI: Chen et al. 2023; YaRN:
-Peng et al. 2023) reported as "<enc>+<method> ft"; --context_use=True adds context_use.measure.
-tasks: tasks/score.py at `multiples` x L, reported by tasks/report.py.
+Each run is train.py in a subprocess, in <out_root>[/<task>]/<enc>-s<seed>; `jobs` run side by side.
+A finished run is not trained again, a shorter one resumes, one of another recipe is refused before
+anything starts, and measurements are cached in the run's folder. lm: evaluation.evaluate_checkpoint
+at every eval length, with each method of rope_scalings, and with --finetune_iters=N the papers'
+fine-tune at finetune_factor x L (PI: Chen et al. 2023; YaRN: Peng et al. 2023) as "<enc>+<method> ft".
 """
+import itertools
 import json
 import os
 import shlex
@@ -25,11 +23,17 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from measure import compare_report
-from measure import evaluation
+import torch
+
+import positional
+import tasks
+from measure import compare_report, context_use, evaluation
+from positional import rope_scaling
+from tasks import report as task_report, score
 from training import checkpoint
-from training.cli import as_arg, as_list, autocast, fail, fmt_time, help_text, pick_device, pick_dtype, typed
+from training.cli import as_arg, autocast, fail, fmt_time, help_text, pick_device, pick_dtype, typed
 from training.config import FIELDS, Config, ConfigError, coerce, gather
+from training.wandb_util import start_wandb
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 DEFAULTS = {   # compare.py's own keys; every other key is a training key (training/config.py)
@@ -107,7 +111,6 @@ def parse(argv):
 
 def names(settings):
     """The encodings and variants compared: --only, else encodings ("all": the registry and the variants)."""
-    import positional
     variants = settings["variants"]
     for name, keys in variants.items():
         if not isinstance(keys, dict) or keys.get("pos_encoding") not in positional.REGISTRY or {"+", " "} & set(name):
@@ -124,7 +127,6 @@ def names(settings):
 
 
 def check_tasks(settings, train_keys, cfg):
-    import tasks
     for name in settings["tasks"]:
         tasks.TaskData(name).check(cfg.block_size)   # unknown task, or one block_size cannot hold
     if settings["samples"] < 1 or not settings["multiples"]:
@@ -133,7 +135,6 @@ def check_tasks(settings, train_keys, cfg):
 
 
 def check_lm(settings, train_keys, cfg):
-    import positional
     for keys in settings["variants"].values():
         Config(**dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()})).validate()
     lengths = settings["eval_lengths"]
@@ -144,34 +145,22 @@ def check_lm(settings, train_keys, cfg):
     if settings["finetune_iters"] < 0 or settings["finetune_factor"] * cfg.block_size < 1:
         raise ConfigError(f"need --finetune_iters >= 0 (0: off) and --finetune_factor > 0; got "
                           f"{settings['finetune_iters']}, {settings['finetune_factor']}")
+    settings["finetune_len"] = round(settings["finetune_factor"] * cfg.block_size) * bool(settings["finetune_iters"])
     known = [*positional.REGISTRY, *settings["variants"]]
     if any(e not in known for e in settings["scaled_encodings"]):
         raise ConfigError(f"scaled_encodings: unknown name in {settings['scaled_encodings']}; valid: {', '.join(known)}")
-    settings["context_labels"] = [label for label in settings["context_labels"] if context_label(label, settings)]
-
-
-def context_label(label, settings):
-    """Whether context label `label` names a run of this call; a label of a run that this call
-    does not make (--only, --finetune_iters=0, --context_use=False, a method not in
-    rope_scalings) is False; a label that names no run of any comparison is refused."""
-    import positional
-    enc, method, ft = parse_label(label)
-    ft_only = {"direct": True, "longlora": settings["finetune_longlora"]}   # fine-tunes without a method of their own
-    if ft is None or enc not in (*positional.REGISTRY, *settings["variants"]) or method not in (
-            *positional.SCALINGS, *(ft_only if ft else [])):
-        raise ConfigError(f"context_labels: {label!r} is not a label of this comparison; use '<encoding>+<method>' "
-                          f"or '<encoding>+<method> ft' (with --finetune_iters) for a compared encoding and a "
-                          f"method of rope_scalings")
-    made = (settings["context_use"] and enc in settings["encodings"] and (not ft or settings["finetune_iters"])
-            and (method in settings["rope_scalings"] or ft_only.get(method, False)))
-    if made and method not in ft_only and not takes(enc, method, settings):
-        raise ConfigError(f"context_labels: {label!r} names a method that {enc} does not take")
-    return bool(made)
+    for label in settings["context_labels"]:   # measured for the runs that have a row of that label
+        enc, method, ft = parse_label(label)
+        if ft is None or enc not in known or method not in (*positional.SCALINGS, *(FINETUNE_ONLY if ft else [])):
+            raise ConfigError(f"context_labels: {label!r} is not a label of this comparison; use '<encoding>+<method>'"
+                              f" or '<encoding>+<method> ft' (with --finetune_iters) for a compared encoding and a "
+                              f"method of rope_scalings")
+        if method not in FINETUNE_ONLY and positional.scaling_problem(run_keys(enc, settings)["pos_encoding"], method):
+            raise ConfigError(f"context_labels: {label!r} names a method that {enc} does not take")
 
 
 def parse_label(label):
-    """"rope+yarn ft" -> ("rope", "yarn", True); "rope" -> ("rope", "", False); ft is None when
-    the label has a suffix other than " ft"."""
+    """"rope+yarn ft" -> ("rope", "yarn", True); "rope" -> ("rope", "", False); ft is None for another suffix."""
     head, _, tail = label.partition(" ")
     enc, _, method = head.partition("+")
     return enc, method, {"": False, "ft": True}.get(tail)
@@ -183,10 +172,8 @@ def run_keys(name, settings):
 
 
 def takes(name, method, settings):
-    """Whether the runs of `name` (an encoding or a variant) are evaluated (and fine-tuned)
-    with the RoPE method: its encoding accepts it and the name is one of scaled_encodings
-    (empty: every name whose encoding accepts it)."""
-    import positional
+    """Whether the runs of `name` (an encoding or a variant) are evaluated (and fine-tuned) with the
+    RoPE method: its encoding accepts it and the name is one of scaled_encodings ([]: any)."""
     wanted = settings["scaled_encodings"]
     enc = run_keys(name, settings)["pos_encoding"]
     return positional.scaling_problem(enc, method) is None and (not wanted or name in wanted)
@@ -204,8 +191,7 @@ def train_command(train_keys, run, settings, resume):
 
 
 def trained_iters(run_dir, want):
-    """Iterations of the run's checkpoint (0 if none); refuses a run trained on another recipe
-    (want: the run's training keys)."""
+    """Iterations of the run's checkpoint (0 if none); refuses one trained on another recipe (want: its keys)."""
     if not os.path.exists(checkpoint.path_in(run_dir)):
         return 0
     ckpt = checkpoint.load(run_dir)
@@ -218,228 +204,204 @@ def trained_iters(run_dir, want):
     return ckpt["iter_num"]
 
 
-def train_run(cmd, log_path, tag, threads=None):
-    """Run train.py (with `threads` intra-op threads), echoing its progress lines with `tag`;
-    the full output goes to log_path."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **({"OMP_NUM_THREADS": str(threads)} if threads else {}))
+def train(run, settings, train_keys, target, extra=(), what="training"):
+    """Train (or resume) `run` to iteration `target` with train.py and `extra` arguments, echoing its
+    progress lines; the whole output goes to <run>/train.out."""
+    if run["done"] >= target:
+        print(f"{run['say']} already trained ({run['done']} iters): training skipped", flush=True)
+        return
+    print(f"{run['say']} {what} to iter {target}" + (f" (resuming from iter {run['done']})" if run["done"] else ""),
+          flush=True)
+    os.makedirs(run["dir"], exist_ok=True)
+    cmd = train_command(train_keys, run, settings, resume=run["done"] > 0) + list(extra)
+    log_path, tail, t0 = os.path.join(run["dir"], "train.out"), [], time.time()
     with open(log_path, "a") as log:
         log.write(f"$ {shlex.join(cmd)}\n")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS=str(settings["threads"]))
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        tail = []
         for line in proc.stdout:
             log.write(line)
             tail = (tail + [line.rstrip()])[-5:]
             if line.startswith(("iter ", "step ", "done:", "error:")):
-                print(f"{tag} {line.rstrip()}", flush=True)
+                print(f"{run['say']} {line.rstrip()}", flush=True)
         if proc.wait() != 0:
             raise RuntimeError(f"train.py exited {proc.returncode}: {tail[-1] if tail else ''} (full log: {log_path})")
+    print(f"{run['say']} trained in {fmt_time(time.time() - t0)}", flush=True)
 
 
-def train(run, train_keys, settings, cfg, tag, log_name="train.out"):
-    """Train (or resume) one run to max_iters; -> seconds spent training now."""
-    if run["done"] >= cfg.max_iters:
-        print(f"{tag} already trained ({run['done']} iters): training skipped", flush=True)
-        return 0.0
-    print(f"{tag} " + (f"resuming from iter {run['done']}" if run["done"] else "training"), flush=True)
-    os.makedirs(run["dir"], exist_ok=True)
-    t0 = time.time()
-    cmd = train_command(train_keys, run, settings, resume=run["done"] > 0)
-    train_run(cmd, os.path.join(run["dir"], log_name), tag, settings["threads"])
-    print(f"{tag} trained in {fmt_time(time.time() - t0)}", flush=True)
-    return time.time() - t0
-
-
-def cached(path, key):
-    """The value cached in json file `path` under the same settings `key`, else None."""
+def cached(path, key, compute):
+    """(value, computed now): compute()'s value, kept in json file `path` and reused while `key` is the same."""
     if os.path.exists(path):
         with open(path) as f:
             got = json.load(f)
         if got.get("settings") == key:
-            return got["value"]
-    return None
-
-
-def cache(path, key, value):
+            return got["value"], False
+    value = compute()
     with open(path + ".tmp", "w") as f:
         json.dump({"settings": key, "value": value}, f, indent=1, default=float)
     os.replace(path + ".tmp", path)
-    return value
+    return value, True
 
 
 # ---- suite "lm": perplexity against length --------------------------------------------
 def evaluate_run(run_dir, enc, settings, data_dir, ckpt, label=None):
-    """Rows of evaluation.evaluate_checkpoint for this run (ckpt: its loaded checkpoint), plus
-    one set per RoPE extension method; each row gets `label` (encoding, or encoding+method).
-    With a label (a fine-tuned run): its own scaling only, rows labelled so.
-    Cached in results.json. Returns (rows, whether they were computed now)."""
+    """(rows, computed now) of evaluation.evaluate_checkpoint at every eval length, each with its
+    label: `label` alone (a fine-tune), else the encoding and "<enc>+<method>" per method it takes."""
     key = {k: settings[k] for k in ("eval_lengths", "eval_tokens", "eval_mode", "rope_factor")}
     key["iter_num"] = ckpt["iter_num"]  # a run trained further is evaluated again
     key["rope_scalings"] = [m for m in settings["rope_scalings"] if label is None and takes(enc, m, settings)]
-    path = os.path.join(run_dir, "results.json")
-    rows = cached(path, key)
-    if rows is not None:
-        return rows, False
     variants = [(label or enc, None)] + [(f"{enc}+{m}", {"rope_scaling": m, "rope_factor": key["rope_factor"]})
                                          for m in key["rope_scalings"]]
-    rows, device, dtype = [], settings["eval_device"], settings["eval_dtype"]
-    for label, overrides in variants:
-        got = evaluation.evaluate_checkpoint(run_dir, key["eval_lengths"], mode=key["eval_mode"], overrides=overrides,
-                                             tokens_per_point=key["eval_tokens"], device=device, data_dir=data_dir,
-                                             dtype=dtype, ckpt=ckpt)
-        rows += [dict(row, label=label) for row in got]
-    return cache(path, key, rows), True
+    return cached(os.path.join(run_dir, "results.json"), key, lambda: [
+        dict(row, label=name) for name, overrides in variants
+        for row in evaluation.evaluate_checkpoint(run_dir, key["eval_lengths"], mode=key["eval_mode"],
+                                                  overrides=overrides, tokens_per_point=key["eval_tokens"],
+                                                  device=settings["eval_device"], data_dir=data_dir,
+                                                  dtype=settings["eval_dtype"], ckpt=ckpt)])
+
+
+# The fine-tune protocol (PI: Chen et al. 2023; YaRN: Peng et al. 2023): which methods, and train.py's
+# arguments for each. A new method: its name in FINETUNE_ONLY (unless it is a rope_scaling), its
+# arguments in finetune_args.
+FINETUNE_ONLY = ["direct", "longlora"]   # fine-tunes that are no rope_scaling; "direct": none (PI's control);
+# "longlora": LongLoRA's (PI's interpolation, LoRA and S²-Attn: training/longlora.py), with finetune_longlora
 
 
 def finetune_methods(enc, settings):
-    """The fine-tunes of one encoding: "" (direct, no scaling) and each frequency method of
-    rope_scalings it takes; none when fine-tuning is off or the encoding takes no scaling."""
-    from positional import rope_scaling
+    """The fine-tunes of one encoding: FINETUNE_ONLY's and each frequency method of rope_scalings it
+    takes; none when fine-tuning is off or the encoding takes no scaling."""
     if not settings["finetune_iters"] or not takes(enc, "linear", settings):
         return []
     methods = [m for m in settings["rope_scalings"] if m in rope_scaling.METHODS and takes(enc, m, settings)]
-    return [""] + methods + (["longlora"] if settings["finetune_longlora"] else [])
+    return ["direct"] + methods + ["longlora"] * settings["finetune_longlora"]
 
 
-def finetune(run, base_iter, method, settings, train_keys, cfg, tag):
-    """Fine-tune a copy of the run's checkpoint (at base_iter) at finetune_factor x block_size
-    with `method` ("" for none) for finetune_iters; returns (its folder, its checkpoint)."""
-    s, ft_dir = settings["finetune_factor"], f"{run['dir']}-ft-{method or 'direct'}"
-    target, marker = base_iter + settings["finetune_iters"], os.path.join(ft_dir, "finetuned_from.json")
+def finetune_args(method, settings, cfg):
+    """train.py's arguments of a fine-tune beyond the run's own: s L tokens per sequence, batch_size / s
+    sequences (the same tokens per iteration), the final learning rate held, and the method's scaling."""
+    s = settings["finetune_factor"]
+    args = [f"--block_size={settings['finetune_len']}", f"--batch_size={max(1, round(cfg.batch_size / s))}",
+            "--decay_lr=False", f"--learning_rate={cfg.min_lr!r}"]
+    scaling = "linear" if method == "longlora" else method
+    if scaling in rope_scaling.METHODS:
+        args += [f"--rope_scaling={scaling}", f"--rope_factor={s!r}"]
+    return args + ["--finetune_method=longlora"] * (method == "longlora")
+
+
+def finetune(run, base_iter, method, settings, train_keys, cfg):
+    """Fine-tune a copy of the run's checkpoint (at base_iter) for finetune_iters; -> its folder."""
+    ft = dict(run, dir=f"{run['dir']}-ft-{method}", tag=f"{run['tag']}-ft-{method}",
+              say=f"{run['say'][:-1]} ft {method}]")
+    marker, target = os.path.join(ft["dir"], "finetuned_from.json"), base_iter + settings["finetune_iters"]
     if not os.path.exists(marker) or json.load(open(marker)) != {"iter_num": base_iter}:
-        os.makedirs(ft_dir, exist_ok=True)   # a copy, so the pretrained run stays as it is; a stale one replaced
-        shutil.copyfile(checkpoint.path_in(run["dir"]), checkpoint.path_in(ft_dir))
+        os.makedirs(ft["dir"], exist_ok=True)   # a copy, so the pretrained run stays as it is; a stale one replaced
+        shutil.copyfile(checkpoint.path_in(run["dir"]), checkpoint.path_in(ft["dir"]))
         with open(marker, "w") as f:
             json.dump({"iter_num": base_iter}, f)
-    if checkpoint.load(ft_dir)["iter_num"] < target:
-        ft_run = dict(run, dir=ft_dir, tag=f"{run['tag']}-ft-{method or 'direct'}")
-        cmd = train_command(train_keys, ft_run, settings, resume=True)
-        cmd += [f"--block_size={round(s * cfg.block_size)}", f"--batch_size={max(1, round(cfg.batch_size / s))}",
-                f"--max_iters={target}", "--decay_lr=False", f"--learning_rate={cfg.min_lr!r}"]
-        scaling = "linear" if method == "longlora" else method   # LongLoRA fine-tunes with PI's interpolation
-        cmd += [f"--rope_scaling={scaling}", f"--rope_factor={s!r}"] if method else []
-        cmd += ["--finetune_method=longlora"] if method == "longlora" else []   # training/longlora.py
-        print(f"{tag} fine-tuning {method or 'direct'} at {round(s * cfg.block_size)} to iter {target}", flush=True)
-        train_run(cmd, os.path.join(ft_dir, "train.out"), f"{tag} ft {method or 'direct'}", settings["threads"])
-    return ft_dir, checkpoint.load(ft_dir)
+    ft["done"] = checkpoint.load(ft["dir"])["iter_num"]
+    train(ft, settings, train_keys, target, finetune_args(method, settings, cfg) + [f"--max_iters={target}"],
+          f"fine-tuning at {settings['finetune_len']}")
+    return ft["dir"]
 
 
-def finetune_rows(run, base_iter, settings, train_keys, cfg, tag, rows):
-    """rows plus the fine-tuned runs' rows, each "<enc>+<method> ft" next to "<enc>+<method>"."""
-    enc, methods = run["encoding"], finetune_methods(run["encoding"], settings)
-    for m in methods:
-        ft_dir, ckpt = finetune(run, base_iter, m, settings, train_keys, cfg, tag)
-        got = evaluate_run(ft_dir, enc, settings, cfg.data_dir, ckpt, label=f"{enc}+{m or 'direct'} ft")[0]
-        rows = rows + [dict(r, trained_params=ckpt["lora"]["trained_params"]) if "lora" in ckpt else r for r in got]
-    order = [enc, f"{enc}+direct ft"] + [x for m in methods[1:] for x in (f"{enc}+{m}", f"{enc}+{m} ft")]
-    return sorted(rows, key=lambda r: order.index(r["label"]) if r["label"] in order else len(order))
-
-
-def log_eval_to_wandb(ckpt_cfg, rows, enc, seed, settings):
+def log_eval_to_wandb(ckpt_cfg, rows, run, settings):
     """The evaluation curve of one run as a wandb table and line plot, in the comparison's group."""
-    from training.wandb_util import start_wandb
     cfg = Config(**{k: v for k, v in ckpt_cfg.items() if k in FIELDS})
-    cfg.wandb_group = settings["wandb_group"]
-    run = start_wandb(cfg, job_type="eval", name=f"{enc}-s{seed}-eval")
-    if run is None:
+    cfg.wandb_group, enc = settings["wandb_group"], run["encoding"]
+    wb = start_wandb(cfg, job_type="eval", name=f"{run['tag']}-eval")
+    if wb is None:
         return
     import wandb
     table = wandb.Table(columns=["label", "length", "loss", "ppl"],
                         data=[[r["label"], r["length"], r["loss"], r["ppl"]] for r in rows])
-    run.log({"eval/ppl_by_length": table,
-             "eval/ppl_plot": wandb.plot.line(table, "length", "ppl", stroke="label", title=f"{enc}: ppl vs length")})
+    wb.log({"eval/ppl_by_length": table,
+            "eval/ppl_plot": wandb.plot.line(table, "length", "ppl", stroke="label", title=f"{enc}: ppl vs length")})
     for r in rows:
-        run.summary[f"eval/ppl@{r['length']}" + ("" if r["label"] == enc else f"/{r['label']}")] = r["ppl"]
-    run.finish()
+        wb.summary[f"eval/ppl@{r['length']}" + ("" if r["label"] == enc else f"/{r['label']}")] = r["ppl"]
+    wb.finish()
 
 
-def context_run(enc, run_dir, settings, data_dir, train_len):
-    """{label: {"gain": rows, "curve": list}} of context_use.measure for the run as trained and
-    each of context_labels that names one of its variants ("<enc>+<method>": the run with that
-    scaling; "<enc>+<method> ft": that fine-tune), scored on the validation tokens against
-    contexts of train_len (the pretraining length, also for a fine-tune at s L); cached in
-    <run>/context.json."""
-    from measure import context_use
-    if not settings["context_use"]:
-        return {}
-    sources = {enc: (run_dir, None)}
-    for label in settings["context_labels"]:
-        e, method, ft = parse_label(label)
-        if e == enc and method:
-            sources[label] = ((f"{run_dir}-ft-{method}", None) if ft else
-                              (run_dir, {"rope_scaling": method, "rope_factor": settings["rope_factor"]}))
+def context_run(run, labels, settings, cfg):
+    """{label: {"gain": rows, "curve": list}} of context_use.measure for the run as trained and each of
+    context_labels among its rows' `labels` ("<enc>+<method>": with that scaling; "... ft": that fine-tune),
+    against contexts of the pretraining length; cached in <run>/context.json."""
+    sources = {run["encoding"]: (run["dir"], None)}
+    for label in [label for label in settings["context_labels"] if label in labels]:
+        _, method, ft = parse_label(label)
+        sources[label] = ((f"{run['dir']}-ft-{method}", None) if ft else
+                          (run["dir"], {"rope_scaling": method, "rope_factor": settings["rope_factor"]}))
     key = dict(tokens=settings["context_tokens"], sequences=settings["context_sequences"],
                rope_factor=settings["rope_factor"], labels=sorted(sources),
                iters={label: checkpoint.load(d)["iter_num"] for label, (d, _) in sources.items()})
-    path = os.path.join(run_dir, "context.json")
-    out = cached(path, key)
-    if out is not None:
+
+    def measure():
+        out = {}
+        for label, (folder, overrides) in sources.items():
+            ckpt = checkpoint.load(folder)
+            model = checkpoint.build_model(ckpt, overrides, settings["eval_device"], strict=False)
+            tokens, _ = evaluation.validation_tokens(ckpt, cfg.data_dir, "val")
+            with autocast(settings["eval_device"], settings["eval_dtype"]):
+                got = context_use.measure(model, tokens, cfg.block_size, scored_tokens=settings["context_tokens"],
+                                          sequences=settings["context_sequences"], device=settings["eval_device"])
+            out[label] = {"gain": got["gain"], "curve": None if got["curve"] is None else got["curve"].tolist()}
         return out
-    device, dtype, out = settings["eval_device"], settings["eval_dtype"], {}
-    for label, (folder, overrides) in sources.items():
-        ckpt = checkpoint.load(folder)
-        model = checkpoint.build_model(ckpt, overrides, device, strict=False)
-        tokens, _ = evaluation.validation_tokens(ckpt, data_dir, "val")
-        with autocast(device, dtype):
-            got = context_use.measure(model, tokens, train_len, scored_tokens=settings["context_tokens"],
-                                      sequences=settings["context_sequences"], device=device)
-        out[label] = {"gain": got["gain"], "curve": None if got["curve"] is None else got["curve"].tolist()}
-    return cache(path, key, out)
+    return cached(os.path.join(run["dir"], "context.json"), key, measure)[0]
 
 
-def lm_run(run, settings, train_keys, cfg, tag):
+def lm_run(run, settings, train_keys, cfg):
     """Train (or resume) one run, evaluate it and its fine-tunes; -> its result dict."""
-    enc, seed, run_dir = run["encoding"], run["seed"], run["dir"]
-    train(run, train_keys, settings, cfg, tag)
-    ckpt = checkpoint.load(run_dir)  # loaded once, for the evaluation and wandb
-    rows, fresh = evaluate_run(run_dir, enc, settings, cfg.data_dir, ckpt)
-    rows = finetune_rows(run, ckpt["iter_num"], settings, train_keys, cfg, tag, rows)
-    print(f"{tag} " + ("evaluated" if fresh else "evaluation cached: skipped") + ": " + ", ".join(
+    enc = run["encoding"]
+    train(run, settings, train_keys, cfg.max_iters)
+    ckpt = checkpoint.load(run["dir"])  # loaded once, for the evaluation and wandb
+    rows, fresh = evaluate_run(run["dir"], enc, settings, cfg.data_dir, ckpt)
+    methods = finetune_methods(enc, settings)
+    for m in methods:
+        ft_dir = finetune(run, ckpt["iter_num"], m, settings, train_keys, cfg)
+        ft_ckpt = checkpoint.load(ft_dir)
+        got = evaluate_run(ft_dir, enc, settings, cfg.data_dir, ft_ckpt, f"{enc}+{m} ft")[0]
+        rows += [dict(r, trained_params=ft_ckpt["lora"]["trained_params"]) if "lora" in ft_ckpt else r for r in got]
+    order = [enc] + [f"{enc}+{m}{ft}" for m in methods for ft in ("", " ft")]   # each fine-tune after its method
+    rows.sort(key=lambda r: order.index(r["label"]) if r["label"] in order else len(order))
+    print(f"{run['say']} " + ("evaluated" if fresh else "evaluation cached: skipped") + ": " + ", ".join(
         f"ppl@{r['length']} {r['ppl']:.2f}" for r in rows if r["label"] == enc), flush=True)
     if cfg.wandb_log and fresh:
-        log_eval_to_wandb(ckpt["config"], rows, enc, seed, settings)
-    context = context_run(enc, run_dir, settings, cfg.data_dir, cfg.block_size)
+        log_eval_to_wandb(ckpt["config"], rows, run, settings)
+    context = context_run(run, {r["label"] for r in rows}, settings, cfg) if settings["context_use"] else {}
     cmd = ["python"] + train_command(train_keys, run, settings, resume=False)[1:]
-    return dict(encoding=enc, seed=seed, run_dir=run_dir, rows=rows, context=context, command=shlex.join(cmd))
+    return dict(run, rows=rows, context=context, command=shlex.join(cmd))
 
 
 # ---- suite "tasks": accuracy against length --------------------------------------------
-def task_run(run, settings, train_keys, cfg, tag):
+def task_run(run, settings, train_keys, cfg):
     """Train (or resume) and score one task run; -> its scores and timings."""
-    from tasks import score
-    timing_path = os.path.join(run["dir"], "timing.json")
-    timing = json.load(open(timing_path)) if os.path.exists(timing_path) else {}
-    spent = train(run, train_keys, settings, cfg, tag, log_name="run.out")
-    if spent:
-        timing["train_s"] = timing.get("train_s", 0) * bool(run["done"]) + spent
-    iters = checkpoint.load(run["dir"])["iter_num"]
-    key = dict(samples=settings["samples"], lengths=settings["lengths"], iter_num=iters)
-    path = os.path.join(run["dir"], "task_scores.json")
-    scored = cached(path, key)
-    if scored is None:
+    train(run, settings, train_keys, cfg.max_iters)
+    key = dict(samples=settings["samples"], lengths=settings["lengths"],
+               iter_num=checkpoint.load(run["dir"])["iter_num"])
+
+    def score_run():
         t0 = time.time()
-        out = score.score_checkpoints([run["dir"]], {}, settings["lengths"], settings["samples"])
-        scored = cache(path, key, out["runs"][run["dir"]])
-        timing["score_s"] = time.time() - t0
-    with open(timing_path, "w") as f:
-        json.dump(timing, f)
-    print(f"{tag} " + ", ".join(f"{x['length']}: {'n/a' if x['exact'] is None else format(x['exact'], '.0%')}"
-                                for x in scored["rows"])
-          + f" ({timing.get('train_s', 0):.0f}s train, {timing.get('score_s', 0):.0f}s score)", flush=True)
-    return dict(run, **scored, **timing)
+        out = score.score_checkpoints([run["dir"]], {}, settings["lengths"], settings["samples"])["runs"][run["dir"]]
+        return dict(out, score_s=time.time() - t0)
+    scored, _ = cached(os.path.join(run["dir"], "task_scores.json"), key, score_run)
+    train_s = compare_report.read_log(run["dir"])["wall_s"]
+    print(f"{run['say']} " + ", ".join(f"{x['length']}: {'n/a' if x['exact'] is None else format(x['exact'], '.0%')}"
+                                       for x in scored["rows"])
+          + f" ({train_s:.0f}s train, {scored.get('score_s', 0):.0f}s score)", flush=True)
+    return dict(run, **scored, train_s=train_s)
 
 
 # ---- the comparison -------------------------------------------------------------------
 def plan(settings, train_keys):
     """Every run of the comparison, each checked against its folder's checkpoint up front."""
-    runs = []
-    for task in settings["tasks"] if settings["suite"] == "tasks" else [""]:
-        for enc in settings["encodings"]:
-            for seed in settings["seed_list"]:
-                keys = dict(run_keys(enc, settings), **({"task": task} if task else {}))
-                tag = "-".join(filter(None, [task, enc, f"s{seed}"]))
-                run_dir = os.path.join(settings["out_root"], task, f"{enc}-s{seed}")
-                done = trained_iters(run_dir, dict(train_keys, **keys, seed=seed))
-                runs.append(dict(task=task, encoding=enc, seed=seed, tag=tag, dir=run_dir, keys=keys, done=done))
+    runs = list(itertools.product(settings["tasks"] if settings["suite"] == "tasks" else [""], settings["encodings"],
+                                  settings["seed_list"]))
+    for i, (task, enc, seed) in enumerate(runs):
+        keys = dict(run_keys(enc, settings), **({"task": task} if task else {}))
+        run_dir = os.path.join(settings["out_root"], task, f"{enc}-s{seed}")
+        runs[i] = dict(task=task, encoding=enc, seed=seed, dir=run_dir, keys=keys,
+                       tag="-".join(filter(None, [task, enc, f"s{seed}"])),
+                       say=f"[{i + 1}/{len(runs)} {' '.join(filter(None, [task, enc]))} s{seed}]",
+                       done=trained_iters(run_dir, dict(train_keys, **keys, seed=seed)))
     return runs
 
 
@@ -456,34 +418,30 @@ def main(argv):
         runs = plan(settings, train_keys)
     except (ValueError, FileNotFoundError) as e:
         fail(e)
-    import torch
     torch.set_num_threads(settings["threads"])  # the in-process measurements share the cores like the runs
-    what = settings["tasks"] if settings["suite"] == "tasks" else []
-    print(f"compare: {len(runs)} runs ({' x '.join(', '.join(x) for x in (what, settings['encodings']) if x)} x "
-          f"seeds {settings['seed_list']}), {sum(r['done'] < cfg.max_iters for r in runs)} to train, {cfg.max_iters} "
+    lm = settings["suite"] == "lm"
+    what = " x ".join(", ".join(x) for x in ([] if lm else settings["tasks"], settings["encodings"]) if x)
+    print(f"compare: {len(runs)} runs ({what} x seeds {settings['seed_list']}), "
+          f"{sum(r['done'] < cfg.max_iters for r in runs)} to train, {cfg.max_iters} "
           f"iters of {cfg.batch_size * cfg.block_size:,} tokens each, {settings['jobs']} side by side with "
           f"{settings['threads']} thread(s) each, in {settings['out_root']}/", flush=True)
     t0, results, failed = time.time(), {}, []
-    one_run = lm_run if settings["suite"] == "lm" else task_run
 
     def one(i):
-        run = runs[i]
-        tag = f"[{i + 1}/{len(runs)} {' '.join(filter(None, [run['task'], run['encoding']]))} s{run['seed']}]"
         try:
-            results[i] = one_run(run, settings, train_keys, cfg, tag)
+            results[i] = (lm_run if lm else task_run)(runs[i], settings, train_keys, cfg)
         except (ValueError, RuntimeError, FileNotFoundError) as e:  # one broken run does not stop the others
-            print(f"{tag} error: {e}", file=sys.stderr, flush=True)
-            failed.append((run["encoding"], run["seed"], str(e)) if settings["suite"] == "lm" else (run["tag"], str(e)))
+            print(f"{runs[i]['say']} error: {e}", file=sys.stderr, flush=True)
+            failed.append((runs[i], str(e)))
 
     with ThreadPoolExecutor(settings["jobs"]) as pool:
         list(pool.map(one, range(len(runs))))
     print(f"compare: {len(runs)} runs in {fmt_time(time.time() - t0)}", flush=True)
     done, command = [results[i] for i in sorted(results)], shlex.join(["python", "compare.py", *argv])
-    if settings["suite"] == "lm":
-        md = compare_report.write(done, failed, settings, cfg, command)["md"]
+    if lm:
+        md = compare_report.write(done, failed, settings, cfg, command)
     else:
-        from tasks import report
-        md = report.write_comparison(done, failed, settings, cfg.block_size, time.time() - t0, command)
+        md = task_report.write_comparison(done, failed, settings, cfg.block_size, time.time() - t0, command)
     print(f"compare: report in {md}" + (f"; {len(failed)} run(s) failed" if failed else ""), flush=True)
     if failed:
         sys.exit(1)

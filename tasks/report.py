@@ -6,63 +6,44 @@ et al. 2023 (https://arxiv.org/abs/2305.19466, figure 3): in each task the encod
 ranked by exact-match accuracy averaged over the lengths past the training length (seed
 means; ties share the better rank), and an encoding's MRR is the mean of 1/rank over tasks.
 """
-import csv
 import json
 import math
 import os
 
-import matplotlib
-
-from measure.compare_report import fmt, mean_std
+from measure.compare_report import fmt, md_table, mean_std, save, write_csv
 from tasks.score import effective_window
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402  (after compare_report, which picks the Agg backend)
 
 
-def pct(values):
-    """A table cell: mean ± std over seeds, in %."""
-    return fmt(values, ".1f", scale=100, missing="n/a")
-
-
-def write_csv(path, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    return path
+def at(seeds, n, key="exact"):
+    """The seeds' values at length n: seeds are lists of rows {length, exact, token}."""
+    return [next((r[key] for r in rows if r["length"] == n), None) for rows in seeds]
 
 
 def table(series, lengths, key="exact"):
     """Markdown: one row per label, one column per length; cells mean ± std over the label's seeds (%).
-    series: {label: [rows of one seed, each {length, exact, token}]}."""
-    out = ["| | " + " | ".join(str(n) for n in lengths) + " |", "|---|" + "---|" * len(lengths)]
-    for label, seeds in series.items():
-        cells = [pct([next((r[key] for r in rows if r["length"] == n), None) for rows in seeds]) for n in lengths]
-        out.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(out)
+    series: {label: [rows of one seed]}."""
+    return "\n".join(md_table([""] + [str(n) for n in lengths], [
+        [label] + [fmt(at(seeds, n, key), ".1f", scale=100, missing="n/a") for n in lengths]
+        for label, seeds in series.items()]))
 
 
 def plot_accuracy(path, series, lengths, train_len, title):
     """Exact match (solid) and per-token accuracy (dotted) against length, log-2 x, training length marked."""
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    colors = plt.get_cmap("tab10")
     for i, (label, seeds) in enumerate(series.items()):
         for key, style in (("exact", "-"), ("token", ":")):
-            pts = [(n, mean_std([next((r[key] for r in rows if r["length"] == n), None) for rows in seeds])[0])
-                   for n in lengths]
+            pts = [(n, mean_std(at(seeds, n, key))[0]) for n in lengths]
             pts = [(n, m) for n, m in pts if m is not None]
-            ax.plot([n for n, _ in pts], [m for _, m in pts], style, marker="o", ms=3, color=colors(i % 10),
+            ax.plot([n for n, _ in pts], [m for _, m in pts], style, marker="o", ms=3, color=f"C{i % 10}",
                     label=label if key == "exact" else None)
     ax.axvline(train_len, color="grey", lw=0.8, ls="--")
     ax.set_xscale("log", base=2)
     ax.set(xlabel="sequence length (tokens)", ylabel="accuracy (solid: exact match, dotted: per token)",
            title=title, ylim=(-0.02, 1.02))
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def plot_heatmap(path, panels, lengths, title):
@@ -81,10 +62,7 @@ def plot_heatmap(path, panels, lengths, title):
                 ax.text(j, i, "n/a" if math.isnan(v) else f"{100 * v:.0f}", ha="center", va="center", fontsize=6,
                         color="white" if math.isnan(v) or v < 0.6 else "black")
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def mrr(by_task):
@@ -104,36 +82,37 @@ def past_training(rows, train_len, key="exact"):
 
 
 def write_comparison(results, failed, settings, train_len, wall_s, command):
-    """report.md, runs.csv, <task>.png and heatmap.png of compare.py's task suite in settings['report_dir']."""
+    """report.md, runs.csv, <task>.png and heatmap.png of compare.py's task suite in settings['report_dir'];
+    failed: [(run, message)]. Returns the report's path."""
     out, lengths = settings["report_dir"], settings["lengths"]
     os.makedirs(out, exist_ok=True)
     task_names = list(dict.fromkeys(r["task"] for r in results))
     encs = list(dict.fromkeys(r["encoding"] for r in results))
     by = {(t, e): [r for r in results if r["task"] == t and r["encoding"] == e] for t in task_names for e in encs}
     write_csv(os.path.join(out, "runs.csv"), [dict(task=r["task"], encoding=r["encoding"], seed=r["seed"], **x,
-                                                   train_s=round(r.get("train_s", 0), 1)) for r in results
-                                              for x in r["rows"]] or [dict(task="")])
-    train_s = sum(r.get("train_s", 0) for r in results)
+                                                   train_s=round(r["train_s"], 1)) for r in results for x in r["rows"]],
+              empty=("task",))
     md = ["# Tasks: length generalisation by encoding", "", f"`{command}`", "",
           f"{len(results)} runs ({', '.join(task_names)} x {', '.join(encs)} x seeds {settings['seed_list']}), "
           f"trained at lengths <= {train_len}, scored at {lengths} with {settings['samples']} samples per point; "
           f"{settings['jobs']} run(s) side by side, {settings['threads']} thread(s) each, {os.cpu_count()} cores. "
-          f"Wall time of this call {wall_s / 60:.1f} min (runs' own: training {train_s / 60:.1f} min, scoring "
+          f"Wall time of this call {wall_s / 60:.1f} min (runs' own: training "
+          f"{sum(r['train_s'] for r in results) / 60:.1f} min, scoring "
           f"{sum(r.get('score_s', 0) for r in results) / 60:.1f} min, summed over runs; runs reused from an "
           f"earlier call count their first time).", ""]
     if failed:
-        md += ["Failed runs: " + "; ".join(f"{t}: {e}" for t, e in failed), ""]
+        md += ["Failed runs: " + "; ".join(f"{run['tag']}: {msg}" for run, msg in failed), ""]
     ood = {t: {e: mean_std([past_training(r["rows"], train_len) for r in by[t, e]])[0] for e in encs}
            for t in task_names}
     md += ["## Ranking (MRR over tasks, Kazemnejad et al. 2023)", "",
            "Exact match averaged over the lengths past the training length, mean over seeds (%), and the mean "
-           "reciprocal rank of each encoding across tasks.", "",
-           "| encoding | MRR | " + " | ".join(task_names) + " |", "|---|---|" + "---|" * len(task_names)]
-    for e, v in mrr(ood).items():
-        md.append(f"| {e} | {v:.2f} | " + " | ".join("n/a" if ood[t][e] is None else f"{100 * ood[t][e]:.1f}"
-                                                     for t in task_names) + " |")
+           "reciprocal rank of each encoding across tasks.", ""]
+    md += md_table(["encoding", "MRR", *task_names], [[e, f"{v:.2f}"] + [
+        "n/a" if ood[t][e] is None else f"{100 * ood[t][e]:.1f}" for t in task_names] for e, v in mrr(ood).items()])
+    panels = {}
     for t in task_names:
         series = {e: [r["rows"] for r in by[t, e]] for e in encs if by[t, e]}
+        panels[t] = {e: [mean_std(at(seeds, n))[0] for n in lengths] for e, seeds in series.items()}
         plot_accuracy(os.path.join(out, f"{t}.png"), series, lengths, train_len, f"{t}: accuracy against length")
         md += ["", f"## {t}", "", "Exact match (%, mean ± std over seeds):", "", table(series, lengths), "",
                "Per-token accuracy (%):", "", table(series, lengths, "token"), "", f"![{t}]({t}.png)"]
@@ -141,15 +120,12 @@ def write_comparison(results, failed, settings, train_len, wall_s, command):
         if any(windows.values()):
             md += ["", "Passkey effective context window (PI's 20% rule over every depth; tokens): " + ", ".join(
                 f"{e} {fmt(w, '.1f', missing='n/a')}" for e, w in windows.items() if w)]
-    panels = {t: {e: [mean_std([next(x["exact"] for x in r["rows"] if x["length"] == n) for r in by[t, e]])[0]
-                      for n in lengths] for e in encs if by[t, e]} for t in task_names}
     if panels:
         plot_heatmap(os.path.join(out, "heatmap.png"), panels, lengths, "exact match, encodings x lengths")
         md += ["", "## Heatmap", "", "![heatmap](heatmap.png)"]
-    path = os.path.join(out, "report.md")
-    with open(path, "w") as f:
+    with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(md) + "\n")
-    return path
+    return os.path.join(out, "report.md")
 
 
 def write_scores(out, report_dir):

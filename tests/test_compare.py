@@ -72,7 +72,7 @@ def test_compare_trains_reports_skips_and_resumes(tiny_data, tmp_path):
     # a larger budget resumes the rope run from its checkpoint, and logs the evaluation to wandb
     wenv = dict(env, WANDB_MODE="offline", HOME=str(tmp_path), NETRC=str(tmp_path / "none"))
     r = run_py(*args(tiny_data, out, "--only=rope", "--max_iters=30", "--wandb_log=True"), env=wenv)
-    assert "[1/1 rope s1337] resuming from iter 20" in r.stdout and "iter 30/30" in r.stdout
+    assert "[1/1 rope s1337] training to iter 30 (resuming from iter 20)" in r.stdout and "iter 30/30" in r.stdout
     assert torch.load(out / "rope-s1337" / "ckpt.pt", weights_only=False)["iter_num"] == 30
     log = [json.loads(line) for line in open(out / "rope-s1337" / "log.jsonl")]
     assert [row["iter"] for row in log if row["event"] == "start"] == [0, 20]
@@ -168,20 +168,20 @@ def test_report_of_several_seeds(tmp_path):
         (run_dir / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         evals = [dict(label="rope", length=16, ppl=ppl), dict(label="rope", length=32, ppl=2 * ppl),
                  dict(label="rope+yarn", length=16, ppl=ppl + 1), dict(label="rope+yarn", length=32, ppl=ppl + 2)]
-        results.append(dict(encoding="rope", seed=seed, run_dir=str(run_dir), rows=evals, command="python train.py"))
+        results.append(dict(encoding="rope", seed=seed, dir=str(run_dir), rows=evals, command="python train.py"))
     settings = dict(report_dir=str(tmp_path / "report"), eval_lengths=[16, 32], seed_list=[1, 2], plots=False,
-                    eval_mode="nonoverlap", eval_tokens=64, rope_factor=2.0)
+                    eval_mode="nonoverlap", eval_tokens=64, rope_factor=2.0, finetune_len=0)
     cfg = SimpleNamespace(block_size=16, dataset="tiny", n_layer=1, n_head=2, n_embd=32, max_iters=10, batch_size=1)
-    paths = compare_report.write(results, [("alibi", 1, "train.py exited 1")], settings, cfg, "python compare.py")
-    md = open(paths["md"]).read()
+    failed = [(dict(encoding="alibi", seed=1), "train.py exited 1")]
+    md = open(compare_report.write(results, failed, settings, cfg, "python compare.py")).read()
     assert ("| rope | 0.001M | 2.4000 ± 0.7071 | 2.5000 ± 0.7071 | 1.2500 ± 0.3536 | 100 ± 0 | 2 ± 0 s | 12.00 ± 2.83 "
             "| 24.00 ± 5.66 |") in md
     assert "| rope+yarn | (same runs) |  |  |  |  |  | 13.00 ± 2.83 | 14.00 ± 2.83 |" in md
     assert "mean ± std over 2 seeds" in md and "- alibi seed 1: train.py exited 1" in md
-    with open(paths["runs_csv"]) as f:
+    with open(tmp_path / "report" / "runs.csv") as f:
         assert [(r["label"], r["seed"]) for r in csv.DictReader(f)] == [("rope", "1"), ("rope", "2"),
                                                                          ("rope+yarn", "1"), ("rope+yarn", "2")]
-    assert open(paths["pngs"]["ppl_vs_length"], "rb").read().startswith(PNG)
+    assert (tmp_path / "report" / "ppl_vs_length.png").read_bytes().startswith(PNG)
 
 
 def test_variants_train_with_their_keys_and_share_the_out_root(tiny_data, tmp_path):
@@ -218,14 +218,12 @@ def test_the_readmes_quick_comparison_runs(tiny_data, tmp_path):
     assert labels == ["rope", "rope+ntk", "rope+yarn", "rope+leaky_rerope", "alibi"]
 
 
-def test_context_labels_follow_what_the_call_makes():
+def test_context_labels_that_no_run_can_have_are_refused():
     base = ["configs/compare.py", "--only=rope,alibi"]
-    assert compare.parse([*base, "--context_use=False"])[0]["context_labels"] == []
-    assert compare.parse([*base, "--finetune_iters=0"])[0]["context_labels"] == ["rope+ntk", "rope+yarn",
-                                                                                 "rope+leaky_rerope"]
-    assert compare.parse([*base, "--only=alibi"])[0]["context_labels"] == []
     with pytest.raises(ValueError, match=r"'rope\+yarm' is not a label of this comparison"):
         compare.parse([*base, "--context_labels=['rope+yarm']"])
+    with pytest.raises(ValueError, match=r"'alibi\+yarn' names a method that alibi does not take"):
+        compare.parse([*base, "--context_use=False", "--context_labels=['alibi+yarn']"])
 
 
 def test_the_task_suite_is_chosen_by_the_config():

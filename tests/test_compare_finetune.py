@@ -19,7 +19,7 @@ def test_finetune_protocol_end_to_end(tiny_data, tmp_path):
     out = tmp_path / "cmp"
     env = {"OMP_NUM_THREADS": "1"}
     r = run_py(*args(tiny_data, out, "--finetune_iters=3"), env=env)
-    assert "fine-tuning yarn at 32 to iter 9" in r.stdout and "fine-tuning direct at 32 to iter 9" in r.stdout
+    assert "ft yarn] fine-tuning at 32 to iter 9" in r.stdout and "ft direct] fine-tuning at 32 to iter 9" in r.stdout
     for m, scaling in (("direct", ""), ("linear", "linear"), ("yarn", "yarn")):
         ckpt = torch.load(out / f"rope-s1337-ft-{m}" / "ckpt.pt", weights_only=False)
         a = ckpt["model_args"]
@@ -37,14 +37,14 @@ def test_finetune_protocol_end_to_end(tiny_data, tmp_path):
     with open(out / "report" / "eval.csv") as f:   # the 2L summary holds the same numbers as eval.csv
         ppl = {row["label"]: float(row["ppl"]) for row in csv.DictReader(f) if row["length"] == "32"}
     section = report.split("## Extension methods at the fine-tuning length")[1]
-    assert f"| yarn | {ppl['rope+yarn']:.2f} | {ppl['rope+yarn ft']:.2f} | |" in section
+    assert f"| yarn | {ppl['rope+yarn']:.2f} | {ppl['rope+yarn ft']:.2f} |  |" in section
     assert f"| none | {ppl['rope']:.2f} | — | {ppl['rope+direct ft']:.2f} |" in section
     assert "| alibi" not in section
 
     r = run_py(*args(tiny_data, out, "--finetune_iters=3"), env=env)            # done: nothing trained again
     assert "fine-tuning" not in r.stdout and "evaluation cached" in r.stdout
     r = run_py(*args(tiny_data, out, "--finetune_iters=5"), env=env)            # a longer fine-tune resumes
-    assert "fine-tuning yarn at 32 to iter 11" in r.stdout
+    assert "ft yarn] fine-tuning at 32 to iter 11" in r.stdout
     assert torch.load(out / "rope-s1337-ft-yarn" / "ckpt.pt", weights_only=False)["iter_num"] == 11
 
 

@@ -149,7 +149,7 @@ def test_compare_reports_the_longlora_fine_tune(tiny_data, tmp_path):
     r = run_py("compare.py", *tiny, f"--data_dir={tiny_data}", f"--out_root={out}", "--only=rope", "--max_iters=4",
                "--eval_interval=4", "--eval_lengths=[16,32]", "--eval_tokens=64", "--plots=False", "--rope_scalings=[]",
                "--finetune_factor=2", "--finetune_iters=2", "--finetune_longlora=True", env={"OMP_NUM_THREADS": "1"})
-    assert "fine-tuning longlora at 32 to iter 6" in r.stdout
+    assert "ft longlora] fine-tuning at 32 to iter 6" in r.stdout
     ckpt = checkpoint.load(out / "rope-s1337-ft-longlora")
     assert (ckpt["config"]["finetune_method"], ckpt["model_args"]["rope_scaling"]) == ("longlora", "linear")
     with open(out / "report" / "eval.csv") as f:

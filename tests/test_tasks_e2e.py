@@ -62,7 +62,7 @@ def test_compare_tasks_reports_and_restarts(tmp_path, capsys):
     assert "| encoding | MRR | parity |" in report and "| 8 | 16 |" in report
     for f in ("parity.png", "heatmap.png", "runs.csv"):
         assert (tmp_path / "report" / f).stat().st_size > 0
-    log = tmp_path / "parity" / "alibi-s1337" / "run.out"
+    log = tmp_path / "parity" / "alibi-s1337" / "train.out"
     first = log.read_text()
     compare.main(args)                          # restart: nothing trained or scored again
     assert log.read_text() == first
