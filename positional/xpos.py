@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Settings, setting
+from .base import setting
 from .rope import RoPE, RoPESettings
 
 
@@ -39,10 +39,6 @@ def max_finite_positions(scale_base: float) -> int:
 @dataclass
 class XPosSettings(RoPESettings):
     xpos_scale_base: float = setting(512.0, above=0)   # gamma: the decay zeta_j^(distance / gamma)
-
-    def check(self, cfg):
-        super().check(cfg)
-        Settings.check(self, cfg)   # the bound declared here (RoPESettings.check does not chain)
 
 
 class XPos(RoPE):

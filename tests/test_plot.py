@@ -86,7 +86,7 @@ def test_bias_by_distance_alibi_and_t5():
     t5 = T5Bias(2, num_buckets=8, max_distance=20)
     with torch.no_grad():
         t5.table.weight.copy_(torch.arange(16.0).view(8, 2))
-    buckets = relative_position_bucket(-torch.arange(30), False, 8, 20)
+    buckets = relative_position_bucket(-torch.arange(30), 8, 20)
     torch.testing.assert_close(plot.bias_by_distance(t5, 30), t5.table.weight[buckets].T)
     assert plot.bias_by_distance(RoPE(8), 10) is None
 
