@@ -96,11 +96,6 @@ def scaled_inv_freq(head_dim, base, method=None, factor=1.0, orig_len=None):
     return rope_inv_freq(head_dim, base, method, settings)[0].double()
 
 
-def rope_angles(inv_freq, positions):
-    """(T,) positions, (d/2,) inverse frequencies -> (T, d/2) rotation angles m * theta_j."""
-    return torch.as_tensor(positions, dtype=torch.float64)[:, None] * inv_freq.double()[None, :]
-
-
 # ---- figures ----------------------------------------------------------------------------
 def save(fig, path):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -172,7 +167,7 @@ def draw_rope_angles(path, head_dim=128, base=10000.0, train_len=1024, factor=4.
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
     for ax, j, which in ((axes[0], 0, "fastest"), (axes[1], head_dim // 2 - 1, "slowest")):
         for label, inv in curves.items():
-            ax.plot(m.numpy(), rope_angles(inv, m)[:, j].numpy(), label=label, lw=1)
+            ax.plot(m.numpy(), (m * inv[j]).numpy(), label=label, lw=1)   # angle m theta_j
         ax.axvline(train_len, color="grey", ls=":", label="training length")
         ax.set(xlabel="position m", ylabel="angle m·θ_j (rad)", title=f"RoPE rotation angle, {which} pair j={j}")
         ax.legend(fontsize=8)

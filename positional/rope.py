@@ -15,9 +15,6 @@ rotary, as GPT-NeoX's rotary_pct: the frequencies are computed over the rotated 
 the other channels carry no position). Angles are computed in float32 (float64 for the
 tables) and cast at the end; never complex numbers. Keys are cached after rotation
 (cheap), except when the frequencies depend on the current length (dynamic NTK).
-At inference (no gradient) the rotation is x * mul + x[partner] * add, with mul, add rows
-computed once per forward from the positions for every layer (ctx.once; xPos's scales are in
-them): three elementwise ops per rotation. Training keeps the custom autograd rotation (_Rotate).
 
 Length extension (positional/rope_scaling/, one file per method): `scaling` is a pair
 (method name, its settings); the method changes the frequencies and may add an attention
@@ -180,6 +177,5 @@ class RoPE(PositionalEncoding):
         return torch.addcmul(x * mul.to(x.dtype), x.index_select(-1, self.partner), add.to(x.dtype))
 
     def rotate_at(self, x, positions):
-        """Rotate x (B, H, T, D) at any, possibly fractional, positions (T,), without tables."""
-        a = self.angles(positions, self.inv_freq)
-        return rotate_half_split(x, (a.cos() * self.attention_scale).float(), (a.sin() * self.attention_scale).float())
+        """Rotate x (B, H, T, D) at any, possibly fractional, positions (T,) (fixed frequencies: no ctx)."""
+        return rotate_half_split(x, *self.tables(positions, False, None))
