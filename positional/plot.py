@@ -83,12 +83,6 @@ def position_table(pe, n_positions):
         return pe.embed(x, Ctx(pos, pos))[0].float()                            # what an additive encoding adds
 
 
-def cosine_similarity_matrix(table):
-    """(T, C) -> (T, T) cosine similarity between the rows of a position table."""
-    unit = table / table.norm(dim=-1, keepdim=True).clamp(min=1e-12)
-    return unit @ unit.T
-
-
 def scaled_inv_freq(head_dim, base, method=None, factor=1.0, orig_len=None):
     """(head_dim/2,) inverse frequencies of RoPE after an extension method of
     positional/rope_scaling (None: plain RoPE); orig_len is the trained length."""
@@ -151,8 +145,10 @@ def draw_bias_per_head(path, bias, title):
 
 
 def draw_similarity(path, table, title):
+    """The (T, T) cosine similarity between the rows of a position table (T, C)."""
+    unit = torch.nn.functional.normalize(table, dim=-1)
     fig, ax = plt.subplots(figsize=(5.5, 4.5))
-    im = ax.imshow(cosine_similarity_matrix(table).numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
+    im = ax.imshow((unit @ unit.T).numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
     fig.colorbar(im, ax=ax, label="cosine similarity")
     ax.set(xlabel="position", ylabel="position", title=title)
     return save(fig, path)
