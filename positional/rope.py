@@ -16,10 +16,8 @@ the other channels carry no position). Angles are computed in float32 (float64 f
 tables) and cast at the end; never complex numbers. Keys are cached after rotation
 (cheap), except when the frequencies depend on the current length (dynamic NTK).
 
-Length extension (positional/rope_scaling/, one file per method): `scaling` is a pair
-(method name, its settings); the method changes the frequencies and may add an attention
-scale, folded into the cos/sin tables (so q.k is scaled by its square). ReRoPE, which
-changes the logits instead, is a subclass (positional/rerope.py).
+Length extension: `scaling` = (method name, its settings) of positional/rope_scaling/, whose scale
+is folded into the cos/sin tables; ReRoPE, which changes the logits instead, is a subclass (rerope.py).
 """
 from dataclasses import dataclass
 
