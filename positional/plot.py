@@ -157,8 +157,8 @@ def draw_similarity(path, table, title):
 def draw_rope_angles(path, head_dim=128, base=10000.0, train_len=1024, factor=4.0):
     """Left, middle: angle of the fastest and the slowest pair against position, per extension method.
     Right: theta'_j / theta_j per pair: 1 = extrapolation, 1/factor = interpolation."""
-    curves = {"RoPE": scaled_inv_freq(head_dim, base)}
-    curves.update({m: scaled_inv_freq(head_dim, base, m, factor, train_len) for m in ("linear", "ntk", "yarn")})
+    curves = {m or "RoPE": scaled_inv_freq(head_dim, base, m, factor, train_len)
+              for m in (None, "linear", "ntk", "yarn")}
     m = torch.arange(0, int(train_len * factor) + 1, max(1, int(train_len * factor) // 512))
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
     for ax, j, which in ((axes[0], 0, "fastest"), (axes[1], head_dim // 2 - 1, "slowest")):
