@@ -30,7 +30,6 @@ import positional
 from measure import bench_decode
 from training.cli import autocast, fail, help_text, parse, pick_device, pick_dtype
 from training.config import ConfigError
-from model import GPT, GPTConfig
 
 SECTIONS = ("train", "eval", "decode", "long")
 
@@ -102,10 +101,8 @@ def sync(device):
 
 
 def build(args, pos, compile=False, **overrides):
-    torch.manual_seed(args.seed)
-    cfg = GPTConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, block_size=args.block_size,
-                    vocab_size=args.vocab_size, pos_encoding=pos, dropout=0.0, bias=False, **overrides)
-    model = GPT(cfg).to(args.device)
+    shape = args.n_layer, args.n_head, args.n_embd, args.block_size
+    model = bench_decode.build(args, shape, pos, args.vocab_size, **overrides)
     return torch.compile(model) if compile else model   # a compiled module forwards attributes to the model
 
 

@@ -40,12 +40,13 @@ def load_nanogpt(folder):
     return module
 
 
-def build(args, shape, name, window=0):
+def build(args, shape, name, vocab, **overrides):
+    """A GPT of shape (L, H, C, block) with encoding `name`, seeded (bench.py's sections too)."""
     L, H, C, block = shape
     torch.manual_seed(args.seed)
-    cfg = GPTConfig(n_layer=L, n_head=H, n_embd=C, block_size=block, vocab_size=args.decode_vocab,
-                    pos_encoding=name, dropout=0.0, bias=False, window=window)
-    return GPT(cfg).to(args.device).eval()
+    cfg = GPTConfig(n_layer=L, n_head=H, n_embd=C, block_size=block, vocab_size=vocab,
+                    pos_encoding=name, dropout=0.0, bias=False, **overrides)
+    return GPT(cfg).to(args.device)
 
 
 def runners(args, shape, nanogpt):
@@ -54,7 +55,7 @@ def runners(args, shape, nanogpt):
     start = torch.zeros(1, 1, dtype=torch.long, device=args.device)
     seeded = lambda: torch.Generator(args.device).manual_seed(args.seed)  # noqa: E731
     for name in args.decode_encodings.split(","):
-        model = build(args, shape, name, args.decode_window)
+        model = build(args, shape, name, args.decode_vocab, window=args.decode_window).eval()
         for mode in MODES[:2 + (model.static_decoding and args.decode_compile)]:
             d = Decoder(model, static=mode != "reference", compile=mode == "compiled")
             out[name, mode] = lambda n, d=d: d.generate(start, n, TEMPERATURE, TOP_K, seeded())
@@ -97,7 +98,7 @@ def best_of(fn, reps=200, rounds=5):
 def breakdown(args, shape, name):
     """Microseconds of a static eager step at half the length, and of its parts (module docstring)."""
     L, H, C, _ = shape
-    model, n, D = build(args, shape, name), args.gen_tokens // 2, C // H
+    model, n, D = build(args, shape, name, args.decode_vocab).eval(), args.gen_tokens // 2, C // H
     d = Decoder(model)
     d.open(1, args.gen_tokens + 1, torch.device(args.device))
     d.prefill(torch.zeros(1, n, dtype=torch.long, device=args.device))

@@ -63,10 +63,8 @@ def score(model, tokens, windows, length, device="cpu", batch_tokens=BATCH_TOKEN
 def method_label(model):
     """'base', 'yarn x4', 'window 64 sinks 4', 'rerope w32 + window 64', ... of a model."""
     cfg = model.config
-    parts = [model.pe.method_label()] if model.pe.method_label() else []
-    if cfg.window:
-        parts.append(f"window {cfg.window}" + (f" sinks {cfg.sinks}" if cfg.sinks else ""))
-    return " + ".join(parts) or "base"
+    window = f"window {cfg.window}" + (f" sinks {cfg.sinks}" if cfg.sinks else "") if cfg.window else ""
+    return " + ".join(p for p in (model.pe.method_label(), window) if p) or "base"
 
 
 def check_overrides(overrides):

@@ -14,12 +14,9 @@ An encoding can act in four places of a GPT, and each hook defaults to "do nothi
                              ReRoPE, CoPE, FoX, DeBERTa). It costs the fused SDPA kernel; the model may
                              call it on a causal block of queries (ctx.rows: which rows of the forward).
 
-ctx (Ctx below) is the one per-forward object: the positions of the queries and keys, the
-positions in play (n_positions), the window and sinks, the document ids, the layer input x (set by
-the model before each layer attends: FoX's gates), the cache, and a scratch dict for what hooks
-compute once per forward for every layer (ctx.once). What an encoding keeps across the calls of a
-generation lives in the cache (ctx.cache.state, ctx.kept) and is gone with it. A forward writes
-nothing on the encoding (tests/test_encodings.py checks it).
+ctx (Ctx below, its fields commented) is the one per-forward object. What an encoding keeps across
+the calls of a generation lives in the cache (ctx.cache.state, ctx.kept) and is gone with it; a
+forward writes nothing on the encoding (tests/test_encodings.py checks it).
 
 Notation (used in shape comments across the repo):
   B batch, T tokens in this call, H heads, D head dim, C model width,
@@ -31,10 +28,8 @@ Notation (used in shape comments across the repo):
 Positions are explicit LongTensors of *absolute* positions (restarting at each document),
 computed once in GPT.forward from the KV-cache offset; biases span the full key length (Tk).
 
-Settings: each encoding declares a small typed dataclass of its knobs next to its class
-(`Settings`; field names are the users' flat config keys, bounds declared with setting()), whose
-check(cfg) refuses bad values in one line: the one place a setting is validated (constructors
-trust their arguments; positional.chosen() types and checks them).
+Settings: a typed dataclass per encoding (`Settings`, its fields the flat config keys, bounds by
+setting()); its check(cfg) is the one place a setting is validated (constructors trust their arguments).
 
 Capabilities, read by model/train/sample code instead of encoding names:
   max_positions        None if any position works, else how many it can represent

@@ -66,10 +66,8 @@ class Kerple(PositionalEncoding):
         (a decode step, a score_mod's scalars): at each pair, nothing read back to the host."""
         d = (q - k).abs()
         r1, r2 = self.params()
-        if q.numel() > 1:
-            n = int(d.max()) + 1
-            if d.numel() > n:  # more pairs than distances
-                return kerple_bias(torch.arange(n, device=d.device), r1, r2, self.variant)[h, d]   # table (H, n)
+        if q.numel() > 1 and d.numel() > (n := int(d.max()) + 1):  # more pairs than distances
+            return kerple_bias(torch.arange(n, device=d.device), r1, r2, self.variant)[h, d]   # table (H, n)
         return kernel(d, r1[h], r2[h], self.variant)
 
     def extra_repr(self):

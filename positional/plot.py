@@ -83,22 +83,11 @@ def position_table(pe, n_positions):
         return pe.embed(x, Ctx(pos, pos))[0].float()                            # what an additive encoding adds
 
 
-def cosine_similarity_matrix(table):
-    """(T, C) -> (T, T) cosine similarity between the rows of a position table."""
-    unit = table / table.norm(dim=-1, keepdim=True).clamp(min=1e-12)
-    return unit @ unit.T
-
-
 def scaled_inv_freq(head_dim, base, method=None, factor=1.0, orig_len=None):
     """(head_dim/2,) inverse frequencies of RoPE after an extension method of
     positional/rope_scaling (None: plain RoPE); orig_len is the trained length."""
     settings = rope_scaling.METHODS[method][1](rope_factor=factor, rope_original_max_position=orig_len) if method else None
     return rope_inv_freq(head_dim, base, method, settings)[0].double()
-
-
-def rope_angles(inv_freq, positions):
-    """(T,) positions, (d/2,) inverse frequencies -> (T, d/2) rotation angles m * theta_j."""
-    return torch.as_tensor(positions, dtype=torch.float64)[:, None] * inv_freq.double()[None, :]
 
 
 # ---- figures ----------------------------------------------------------------------------
@@ -156,8 +145,10 @@ def draw_bias_per_head(path, bias, title):
 
 
 def draw_similarity(path, table, title):
+    """The (T, T) cosine similarity between the rows of a position table (T, C)."""
+    unit = torch.nn.functional.normalize(table, dim=-1)
     fig, ax = plt.subplots(figsize=(5.5, 4.5))
-    im = ax.imshow(cosine_similarity_matrix(table).numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
+    im = ax.imshow((unit @ unit.T).numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
     fig.colorbar(im, ax=ax, label="cosine similarity")
     ax.set(xlabel="position", ylabel="position", title=title)
     return save(fig, path)
@@ -166,13 +157,13 @@ def draw_similarity(path, table, title):
 def draw_rope_angles(path, head_dim=128, base=10000.0, train_len=1024, factor=4.0):
     """Left, middle: angle of the fastest and the slowest pair against position, per extension method.
     Right: theta'_j / theta_j per pair: 1 = extrapolation, 1/factor = interpolation."""
-    curves = {"RoPE": scaled_inv_freq(head_dim, base)}
-    curves.update({m: scaled_inv_freq(head_dim, base, m, factor, train_len) for m in ("linear", "ntk", "yarn")})
+    curves = {m or "RoPE": scaled_inv_freq(head_dim, base, m, factor, train_len)
+              for m in (None, "linear", "ntk", "yarn")}
     m = torch.arange(0, int(train_len * factor) + 1, max(1, int(train_len * factor) // 512))
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
     for ax, j, which in ((axes[0], 0, "fastest"), (axes[1], head_dim // 2 - 1, "slowest")):
         for label, inv in curves.items():
-            ax.plot(m.numpy(), rope_angles(inv, m)[:, j].numpy(), label=label, lw=1)
+            ax.plot(m.numpy(), (m * inv[j]).numpy(), label=label, lw=1)   # angle m theta_j
         ax.axvline(train_len, color="grey", ls=":", label="training length")
         ax.set(xlabel="position m", ylabel="angle m·θ_j (rad)", title=f"RoPE rotation angle, {which} pair j={j}")
         ax.legend(fontsize=8)

@@ -27,17 +27,13 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import OwnLogits, Settings, setting
+from .base import OwnLogits, setting
 from .rope import RoPE, RoPESettings
 
 
 @dataclass
 class ReRoPESettings(RoPESettings):
     rerope_window: int = setting(0, at_least=0, why="0: half the training length")   # w; 0: block_size // 2
-
-    def check(self, cfg):
-        super().check(cfg)
-        Settings.check(self, cfg)   # the bounds declared here (RoPESettings.check does not chain)
 
 
 @dataclass

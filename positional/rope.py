@@ -15,39 +15,33 @@ rotary, as GPT-NeoX's rotary_pct: the frequencies are computed over the rotated 
 the other channels carry no position). Angles are computed in float32 (float64 for the
 tables) and cast at the end; never complex numbers. Keys are cached after rotation
 (cheap), except when the frequencies depend on the current length (dynamic NTK).
-At inference (no gradient) the rotation is x * mul + x[partner] * add, with mul, add rows
-computed once per forward from the positions for every layer (ctx.once; xPos's scales are in
-them): three elementwise ops per rotation. Training keeps the custom autograd rotation (_Rotate).
 
-Length extension (positional/rope_scaling/, one file per method): `scaling` is a pair
-(method name, its settings); the method changes the frequencies and may add an attention
-scale, folded into the cos/sin tables (so q.k is scaled by its square). ReRoPE, which
-changes the logits instead, is a subclass (positional/rerope.py).
+Length extension: `scaling` = (method name, its settings) of positional/rope_scaling/, whose scale
+is folded into the cos/sin tables; ReRoPE, which changes the logits instead, is a subclass (rerope.py).
 """
 from dataclasses import dataclass
 
 import torch
 
 from . import rope_scaling
-from .base import PositionalEncoding, Settings
+from .base import PositionalEncoding, Settings, setting
 
 TABLE_LIMIT = 1 << 17   # positions of a generation up to which a decode step reads its rotation from a table
 
 
 @dataclass
 class RoPESettings(Settings):
-    rope_base: float = 10000.0      # theta_j = base^(-2j/d)
+    rope_base: float = setting(10000.0, above=1)   # theta_j = base^(-2j/d)
     rotary_fraction: float = 1.0    # share of each head's channels rotated (partial rotary)
 
     def check(self, cfg):
+        super().check(cfg)
         head_dim = cfg.n_embd // cfg.n_head
         rotary_dim = int(round(head_dim * self.rotary_fraction))
         if not 0 < rotary_dim <= head_dim or rotary_dim % 2:
             raise ValueError(f"rotary dimension must be even and in (0, head_dim={head_dim}], got {rotary_dim} "
                              f"(= rotary_fraction {self.rotary_fraction} * head_dim); change rotary_fraction "
                              f"or n_embd/n_head")
-        if not self.rope_base > 1:
-            raise ValueError(f"rope_base must be > 1, got {self.rope_base}")
 
 
 def rope_inv_freq(head_dim: int, base: float = 10000.0, kind=None, settings=None, seq_len=0):
@@ -56,10 +50,10 @@ def rope_inv_freq(head_dim: int, base: float = 10000.0, kind=None, settings=None
     settings (e.g. "yarn", YarnSettings(rope_factor=4.0, rope_original_max_position=256);
     seq_len is the current length, used by "dynamic"), and the factor applied to queries
     and keys each (1.0 except for yarn). See positional/rope_scaling/."""
-    if head_dim % 2:
-        raise ValueError(f"rotary dimension must be even, got {head_dim}; change rotary_fraction or n_embd/n_head")
     inv = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-    return rope_scaling.apply(inv, kind, settings, base=base, seq_len=seq_len)
+    if not kind:
+        return inv, 1.0
+    return rope_scaling.METHODS[kind][0](inv, settings, base=base, seq_len=seq_len)
 
 
 def _rotate_into(x, cos, sin):
@@ -124,7 +118,7 @@ class RoPE(PositionalEncoding):
         return cls(cfg.n_embd // cfg.n_head, s.rotary_fraction, s.rope_base, scaling)
 
     def method_label(self):
-        return rope_scaling.label(self.kind, self.scaling) if self.kind else ""
+        return f"{self.kind} x{self.scaling.rope_factor:g}" if self.kind else ""   # 'yarn x4'
 
     def angles(self, positions, inv_freq):
         """(T, r/2) float64 angles m * theta_j."""
@@ -181,6 +175,5 @@ class RoPE(PositionalEncoding):
         return torch.addcmul(x * mul.to(x.dtype), x.index_select(-1, self.partner), add.to(x.dtype))
 
     def rotate_at(self, x, positions):
-        """Rotate x (B, H, T, D) at any, possibly fractional, positions (T,), without tables."""
-        a = self.angles(positions, self.inv_freq)
-        return rotate_half_split(x, (a.cos() * self.attention_scale).float(), (a.sin() * self.attention_scale).float())
+        """Rotate x (B, H, T, D) at any, possibly fractional, positions (T,) (fixed frequencies: no ctx)."""
+        return rotate_half_split(x, *self.tables(positions, False, None))

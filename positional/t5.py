@@ -19,24 +19,14 @@ from torch import nn
 from .base import PositionalEncoding, Settings, setting
 
 
-def relative_position_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
-    """Bucket index for each relative_position = key_position - query_position."""
-    relative_position = torch.as_tensor(relative_position)
-    bucket = torch.zeros_like(relative_position, dtype=torch.long)
-    n = -relative_position                       # distance looking back
-    if bidirectional:
-        num_buckets //= 2                        # half the buckets for keys in the future
-        bucket += (n < 0).long() * num_buckets
-        n = n.abs()
-    else:
-        n = n.clamp(min=0)                       # future keys share bucket 0
+def relative_position_bucket(relative_position, num_buckets=32, max_distance=128):
+    """Causal bucket index of each relative_position = key_position - query_position (future keys: bucket 0)."""
+    n = torch.as_tensor(relative_position).neg().clamp(min=0)        # distance looking back
     max_exact = num_buckets // 2
-    is_small = n < max_exact
     # log-spaced buckets between max_exact and max_distance
     log_ratio = torch.log(n.float().clamp(min=1) / max_exact) / math.log(max_distance / max_exact)
-    large = max_exact + (log_ratio * (num_buckets - max_exact)).long()
-    large = large.clamp(max=num_buckets - 1)
-    return bucket + torch.where(is_small, n, large)
+    large = (max_exact + (log_ratio * (num_buckets - max_exact)).long()).clamp(max=num_buckets - 1)
+    return torch.where(n < max_exact, n, large)
 
 
 @dataclass
@@ -69,4 +59,4 @@ class T5Bias(PositionalEncoding):
         return self.table.weight.T[h, self.bucket(d)]
 
     def bucket(self, d):
-        return relative_position_bucket(-d, False, self.num_buckets, self.max_distance)
+        return relative_position_bucket(-d, self.num_buckets, self.max_distance)

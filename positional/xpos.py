@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Settings, setting
+from .base import setting
 from .rope import RoPE, RoPESettings
 
 
@@ -30,19 +30,9 @@ def xpos_scale(positions, head_dim: int, scale_base: float = 512.0) -> torch.Ten
 MAX_SCALE = 1e30
 
 
-def max_finite_positions(scale_base: float) -> int:
-    """Positions 0..n-1 keep every key scale zeta_j^(-n / scale_base) below MAX_SCALE."""
-    zeta_min = 0.4 / 1.4
-    return int(scale_base * math.log(MAX_SCALE) / -math.log(zeta_min))
-
-
 @dataclass
 class XPosSettings(RoPESettings):
     xpos_scale_base: float = setting(512.0, above=0)   # gamma: the decay zeta_j^(distance / gamma)
-
-    def check(self, cfg):
-        super().check(cfg)
-        Settings.check(self, cfg)   # the bound declared here (RoPESettings.check does not chain)
 
 
 class XPos(RoPE):
@@ -52,7 +42,8 @@ class XPos(RoPE):
     def __init__(self, head_dim, rotary_fraction=1.0, base=10000.0, scale_base=512.0, scaling=None):
         super().__init__(head_dim, rotary_fraction, base, scaling)
         self.scale_base = scale_base
-        self.max_positions = max_finite_positions(scale_base)  # where float32 scales stop being finite
+        # positions 0..n-1 keep every key scale zeta_j^(-n / gamma) <= MAX_SCALE (float32 stays finite)
+        self.max_positions = int(scale_base * math.log(MAX_SCALE) / math.log(1.4 / 0.4))
 
     @classmethod
     def from_config(cls, cfg, s, scaling=None):

@@ -86,21 +86,15 @@ def test_bias_by_distance_alibi_and_t5():
     t5 = T5Bias(2, num_buckets=8, max_distance=20)
     with torch.no_grad():
         t5.table.weight.copy_(torch.arange(16.0).view(8, 2))
-    buckets = relative_position_bucket(-torch.arange(30), False, 8, 20)
+    buckets = relative_position_bucket(-torch.arange(30), 8, 20)
     torch.testing.assert_close(plot.bias_by_distance(t5, 30), t5.table.weight[buckets].T)
     assert plot.bias_by_distance(RoPE(8), 10) is None
 
 
-def test_similarity_and_angles():
-    sim = plot.cosine_similarity_matrix(torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, -2.0]]))
-    want = torch.tensor([[1, 1 / math.sqrt(2), 0], [1 / math.sqrt(2), 1, -1 / math.sqrt(2)],
-                         [0, -1 / math.sqrt(2), 1]])
-    torch.testing.assert_close(sim, want)
+def test_position_table():
     table = plot.position_table(Sinusoidal(16), 10)
     torch.testing.assert_close(table, 0.02 * math.sqrt(2) * sinusoidal_table(10, 16))   # initial gain
     assert plot.position_table(ALiBi(2), 10) is None
-    inv = torch.tensor([1.0, 0.5])
-    assert plot.rope_angles(inv, [0, 3]).tolist() == [[0.0, 0.0], [3.0, 1.5]]
 
 
 def test_scaled_inv_freq_interpolates_and_extrapolates():

@@ -25,14 +25,3 @@ METHODS = {                 # name -> (frequency transform, its settings class)
     "llama3": (llama3, Llama3Settings),
 }
 
-
-def apply(inv_freq, kind, settings, *, base, seq_len=0):
-    """(inv_freq', attention_scale) of method `kind` (None or "" for none)."""
-    if not kind:
-        return inv_freq, 1.0
-    return METHODS[kind][0](inv_freq, settings, base=base, seq_len=seq_len)
-
-
-def label(kind, settings):
-    """Short name for reports: 'yarn x4'."""
-    return f"{kind} x{settings.rope_factor:g}" if kind else "base"

@@ -63,8 +63,6 @@ def correction_dim(turns, dim, base, original):
 def kept_share(inv_freq, s, base):
     """gamma_j, (D/2,): 1 where pair j keeps theta_j, 0 where it is divided by s."""
     L, dim = s.rope_original_max_position, 2 * len(inv_freq)
-    if L <= 0:
-        raise ValueError(f"rope_original_max_position must be resolved to > 0 before scaling, got {L}")
     if s.rope_ramp == "turns":  # linear in the turns r_j within L
         turns = L * inv_freq / (2 * math.pi)
         return ((turns - s.rope_beta_slow) / (s.rope_beta_fast - s.rope_beta_slow)).clamp(0.0, 1.0)
