@@ -10,7 +10,7 @@ import json
 import math
 import os
 
-from measure.compare_report import fmt, md_table, mean_std, save, write_csv
+from measure.compare_report import fmt, md_table, mean_std, palette, plot_by_length, save, write_csv
 from tasks.score import effective_window
 
 import matplotlib.pyplot as plt  # noqa: E402  (after compare_report, which picks the Agg backend)
@@ -30,20 +30,12 @@ def table(series, lengths, key="exact"):
 
 
 def plot_accuracy(path, series, lengths, train_len, title):
-    """Exact match (solid) and per-token accuracy (dotted) against length, log-2 x, training length marked."""
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for i, (label, seeds) in enumerate(series.items()):
-        for key, style in (("exact", "-"), ("token", ":")):
-            pts = [(n, mean_std(at(seeds, n, key))[0]) for n in lengths]
-            pts = [(n, m) for n, m in pts if m is not None]
-            ax.plot([n for n, _ in pts], [m for _, m in pts], style, marker="o", ms=3, color=f"C{i % 10}",
-                    label=label if key == "exact" else None)
-    ax.axvline(train_len, color="grey", lw=0.8, ls="--")
-    ax.set_xscale("log", base=2)
-    ax.set(xlabel="sequence length (tokens)", ylabel="accuracy (solid: exact match, dotted: per token)",
-           title=title, ylim=(-0.02, 1.02))
-    ax.legend(fontsize=8)
-    return save(fig, path)
+    """Exact match (solid) and per-token accuracy (dotted) against length, the training length marked."""
+    colors = palette(series)
+    curves = [(label if key == "exact" else None, [at(seeds, n, key) for n in lengths], style, colors[label])
+              for label, seeds in series.items() for key, style in (("exact", "-"), ("token", ":"))]
+    return plot_by_length(path, curves, lengths, train_len, xlabel="sequence length (tokens)",
+                          ylabel="accuracy (solid: exact match, dotted: per token)", title=title, ylim=(-0.02, 1.02))
 
 
 def plot_heatmap(path, panels, lengths, title):
