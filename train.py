@@ -33,7 +33,7 @@ from tasks import TaskData
 from training import checkpoint, longlora
 from training.cli import fail, fmt_time, help_text
 from training.config import ConfigError, gather, load_config, upgrade_model_args
-from training.guard import OutDirLock, StopSignal
+from training.guard import StopSignal, lock_out_dir
 from training.runlog import RunLog
 from training.runtime import rng_state, seed_all, set_rng_state, start_runtime, stop_runtime
 
@@ -145,7 +145,7 @@ def main(argv):
                       f"N > {ckpt['iter_num']}{decay}")
             return
         if master and not cfg.eval_only:  # rank 0 alone writes out_dir
-            lock = OutDirLock(cfg.out_dir).acquire()
+            lock = lock_out_dir(cfg.out_dir)
             checkpoint.remove_partial(cfg.out_dir)  # tmp files of a save that was killed
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         fail(e)
@@ -160,8 +160,8 @@ def main(argv):
               f"save, if any", file=sys.stderr)
         code = 130
     finally:
-        if lock:
-            lock.release()
+        if lock is not None:
+            os.close(lock)   # releases the flock
     if code:
         # Under torchrun the launcher SIGTERMs the ranks still alive once one exits non-zero: this
         # rank is already on its way out with `code`, which a late SIGTERM must not turn into -15.
