@@ -229,8 +229,8 @@ def finetune_lines(by_label, length, notes):
                    if label.startswith(enc + "+") and label.endswith(" ft") and label != f"{enc}+direct ft"]
         head = [f"{enc}: method", f"ppl@{length}, no fine-tune", f"ppl@{length}, fine-tuned",
                 "direct fine-tune (no scaling)"]
-        rows = [["none", at(enc), "—", at(enc + "+direct ft")]] + [[m + notes.get(f"{enc}+{m} ft", ""), at(f"{enc}+{m}"), at(f"{enc}+{m} ft"), ""]
-                                                                  for m in methods]
+        rows = [["none", at(enc), "—", at(enc + "+direct ft")]] + [
+            [m + notes.get(f"{enc}+{m} ft", ""), at(f"{enc}+{m}"), at(f"{enc}+{m} ft"), ""] for m in methods]
         lines += md_table(head, rows) + [""]
     if lines:
         lines = ["## Extension methods at the fine-tuning length", "",
