@@ -31,7 +31,7 @@ from measure import compare_report, context_use, evaluation
 from positional import rope_scaling
 from tasks import report as task_report, score
 from training import checkpoint
-from training.cli import as_arg, autocast, fail, fmt_time, help_text, pick_device, pick_dtype, typed
+from training.cli import as_arg, autocast, check_lows, fail, fmt_time, help_text, pick_device, pick_dtype, typed
 from training.config import FIELDS, Config, ConfigError, coerce, gather
 from training.wandb_util import start_wandb
 
@@ -95,10 +95,7 @@ def parse(argv):
     cfg = Config(**train_keys).validate()  # every training key checked before anything runs
     settings["out_root"] = settings["out_root"] or SUITES[settings["suite"]]
     settings["report_dir"] = settings["report_dir"] or os.path.join(settings["out_root"], "report")
-    for key, low in (("seeds", 1), ("jobs", 1), ("threads", 0)):
-        if settings[key] < low:
-            raise ConfigError(f"need --{key} >= {low}" + (" (0: cores / jobs)" if key == "threads" else "")
-                              + f", got {settings[key]}")
+    check_lows(settings, {"seeds": 1, "jobs": 1, "threads": 0})
     settings["seed_list"] = [cfg.seed + i for i in range(settings["seeds"])]
     settings["eval_device"] = pick_device(settings["eval_device"])
     settings["eval_dtype"] = pick_dtype(settings["eval_dtype"], settings["eval_device"].split(":")[0])

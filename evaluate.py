@@ -20,7 +20,7 @@ import sys
 from training import checkpoint
 from training import cpu_threads
 import positional
-from training.cli import as_list, autocast, fail, help_text, parse, pick_device, pick_dtype
+from training.cli import as_list, autocast, check_lows, fail, help_text, parse, pick_device, pick_dtype
 from training.config import ConfigError, eval_key, model_config, split_settings
 from measure import context_use
 from measure.evaluation import (MULTIPLES, TOKENS_PER_POINT, check_overrides, documents_note, evaluate_checkpoint,
@@ -68,12 +68,9 @@ def parse_args(argv):
         raise ConfigError("give one or more checkpoint folders: python evaluate.py out-rope out-alibi")
     if any(not isinstance(n, int) or isinstance(n, bool) for n in opts["lengths"]):
         raise ConfigError(f"--lengths wants integers separated by commas, got {opts['lengths']!r}")
-    if opts["samples"] < 1 or any(not isinstance(x, (int, float)) or not 0 <= x <= 1 for x in opts["depths"]):
-        raise ConfigError(f"--samples must be >= 1 and --depths numbers in [0, 1], got {opts['samples']}, "
-                          f"{opts['depths']}")
-    if opts["threads"] < 0:
-        raise ConfigError(f"--threads must be >= 0 (0: one per core that other work leaves idle), "
-                          f"got {opts['threads']}")
+    if any(not isinstance(x, (int, float)) or not 0 <= x <= 1 for x in opts["depths"]):
+        raise ConfigError(f"--depths wants numbers in [0, 1], got {opts['depths']}")
+    check_lows(opts, {"samples": 1, "threads": 0})
     opts["lengths"] = opts["lengths"] or None
     check_overrides(overrides)
     return out_dirs, opts, [dict(overrides, **({"rope_scaling": s} if s else {})) for s in scalings]

@@ -21,12 +21,15 @@ def at(seeds, n, key="exact"):
     return [next((r[key] for r in rows if r["length"] == n), None) for rows in seeds]
 
 
-def table(series, lengths, key="exact"):
-    """Markdown: one row per label, one column per length; cells mean ± std over the label's seeds (%).
-    series: {label: [rows of one seed]}."""
-    return "\n".join(md_table([""] + [str(n) for n in lengths], [
-        [label] + [fmt(at(seeds, n, key), ".1f", scale=100, missing="n/a") for n in lengths]
-        for label, seeds in series.items()]))
+def tables(series, lengths, exact="Exact match (%):"):
+    """Markdown tables of exact match and of per-token accuracy (%): one row per label, one column per
+    length, cells mean ± std over the label's seeds. series: {label: [rows of one seed]}."""
+    out = []
+    for key, title in (("exact", exact), ("token", "Per-token accuracy (%):")):
+        out += [title, "", *md_table([""] + [str(n) for n in lengths], [
+            [label] + [fmt(at(seeds, n, key), ".1f", scale=100, missing="n/a") for n in lengths]
+            for label, seeds in series.items()]), ""]
+    return out
 
 
 def plot_accuracy(path, series, lengths, train_len, title):
@@ -106,8 +109,8 @@ def write_comparison(results, failed, settings, train_len, wall_s, command):
         series = {e: [r["rows"] for r in by[t, e]] for e in encs if by[t, e]}
         panels[t] = {e: [mean_std(at(seeds, n))[0] for n in lengths] for e, seeds in series.items()}
         plot_accuracy(os.path.join(out, f"{t}.png"), series, lengths, train_len, f"{t}: accuracy against length")
-        md += ["", f"## {t}", "", "Exact match (%, mean ± std over seeds):", "", table(series, lengths), "",
-               "Per-token accuracy (%):", "", table(series, lengths, "token"), "", f"![{t}]({t}.png)"]
+        md += ["", f"## {t}", "", *tables(series, lengths, "Exact match (%, mean ± std over seeds):"),
+               f"![{t}]({t}.png)"]
         windows = {e: [effective_window(r["grid"]) for r in by[t, e] if "grid" in r] for e in encs}
         if any(windows.values()):
             md += ["", "Passkey effective context window (PI's 20% rule over every depth; tokens): " + ", ".join(
@@ -131,8 +134,7 @@ def write_scores(out, report_dir):
     write_csv(path + ".csv", [dict(out_dir=d, encoding=run["encoding"], **r) for d, run in out["runs"].items()
                               for r in run["rows"]])
     title = f"{out['task']}: trained at length <= {out['train_len']}, {out['samples']} samples per point"
-    md = [f"# {title}", "", "Exact match (%):", "", table(series, lengths), "",
-          "Per-token accuracy (%):", "", table(series, lengths, "token"), "", "![accuracy](task_scores.png)"]
+    md = [f"# {title}", "", *tables(series, lengths), "![accuracy](task_scores.png)"]
     plot_accuracy(path + ".png", series, lengths, out["train_len"], title)
     for d, run in out["runs"].items():
         if "grid" in run:

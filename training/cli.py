@@ -51,6 +51,13 @@ def fmt_time(s):
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
+def check_lows(opts, lows):
+    """A one-line ConfigError for the first option below its least value (lows: {key: least})."""
+    for key, low in lows.items():
+        if opts[key] < low:
+            raise ConfigError(f"--{key} must be >= {low}, got {opts[key]}")
+
+
 def as_list(value):
     """A comma-separated string or a list/tuple literal -> list."""
     if isinstance(value, str):
