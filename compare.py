@@ -169,8 +169,7 @@ def run_keys(name, settings):
 
 
 def takes(name, method, settings):
-    """Whether the runs of `name` (an encoding or a variant) are evaluated (and fine-tuned) with the
-    RoPE method: its encoding accepts it and the name is one of scaled_encodings ([]: any)."""
+    """Whether the runs of `name` (an encoding or a variant) are evaluated and fine-tuned with the RoPE method."""
     wanted = settings["scaled_encodings"]
     enc = run_keys(name, settings)["pos_encoding"]
     return positional.scaling_problem(enc, method) is None and (not wanted or name in wanted)
@@ -257,11 +256,10 @@ def evaluate_run(run_dir, enc, settings, data_dir, ckpt, label=None):
                                                   dtype=settings["eval_dtype"], ckpt=ckpt)])
 
 
-# The fine-tune protocol (PI: Chen et al. 2023; YaRN: Peng et al. 2023): which methods, and train.py's
-# arguments for each. A new method: its name in FINETUNE_ONLY (unless it is a rope_scaling), its
-# arguments in finetune_args.
-FINETUNE_ONLY = ["direct", "longlora"]   # fine-tunes that are no rope_scaling; "direct": none (PI's control);
-# "longlora": LongLoRA's (PI's interpolation, LoRA and S²-Attn: training/longlora.py), with finetune_longlora
+# The fine-tune protocol (PI: Chen et al. 2023; YaRN: Peng et al. 2023); a new method: its name here (unless it
+# is a rope_scaling) and its train.py arguments in finetune_args. "direct": no scaling (PI's control);
+# "longlora": LongLoRA's (PI's interpolation, LoRA and S²-Attn: training/longlora.py), with finetune_longlora.
+FINETUNE_ONLY = ["direct", "longlora"]
 
 
 def finetune_methods(enc, settings):
@@ -320,8 +318,7 @@ def log_eval_to_wandb(ckpt_cfg, rows, run, settings):
 
 def context_run(run, labels, settings, cfg):
     """{label: {"gain": rows, "curve": list}} of context_use.measure for the run as trained and each of
-    context_labels among its rows' `labels` ("<enc>+<method>": with that scaling; "... ft": that fine-tune),
-    against contexts of the pretraining length; cached in <run>/context.json."""
+    context_labels among its rows' `labels`; cached in <run>/context.json."""
     sources = {run["encoding"]: (run["dir"], None)}
     for label in [label for label in settings["context_labels"] if label in labels]:
         _, method, ft = parse_label(label)

@@ -287,9 +287,8 @@ def forward_loss(model, x, y, pos=None, rows=()):
 
 
 def step(model, optimizer, data, data_gen, cfg, rt, stop):
-    """One optimizer step over gradient_accumulation_steps micro-batches -> (loss, bad, signum):
-    whether the loss is non-finite on any rank (then the weights are left as they were), and the
-    signal any rank received (0 if none)."""
+    """One optimizer step over gradient_accumulation_steps micro-batches -> (loss, bad, signum): whether the
+    loss is non-finite on any rank (then the weights stay as they were), and any rank's signal (0: none)."""
     n = cfg.gradient_accumulation_steps
     loss_sum = torch.zeros((), device=rt.device)
     for micro in range(n):
@@ -340,8 +339,7 @@ def estimate_loss(model, data, cfg, rt):
 
 
 def finite(model):
-    """Checked before every save, so that NaNs never replace the last good checkpoint; DDP keeps
-    the weights identical on every rank, so all ranks reach the same answer without talking."""
+    """Checked before every save, so that NaNs never replace the last good checkpoint (the same on every DDP rank)."""
     return all(torch.isfinite(p).all() for p in model.parameters())
 
 

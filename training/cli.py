@@ -83,10 +83,9 @@ def typed(key, value, default, raw=None, what="--"):
 
 
 def parse(argv, options, other=None, positionals=False, doc=None):
-    """argv -> (opts, others, words). options: {key: default}, typed. A key not in options goes
-    to other(key, value) -> value (which raises for a key it does not know), or is refused with
-    the closest option suggested. Words without `--` are collected when positionals is true.
-    -h/--help prints doc (a string, or a function returning one) and exits 0."""
+    """argv -> (opts, others, words). options: {key: default}, typed. A key not in options goes to
+    other(key, value) -> value, or is refused with the closest option suggested. Words without `--` are
+    collected when positionals is true. -h/--help prints doc (a string or a function) and exits 0."""
     if doc and {"-h", "--help"} & set(argv):
         print(doc() if callable(doc) else doc)
         sys.exit(0)

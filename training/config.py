@@ -273,8 +273,7 @@ def follow_schedule(values, where, before):
 
 
 def load_config(argv, say=None) -> Config:
-    """argv: [config_file.py ...] [--key=value ...] -> the checked Config. say(line) hears the
-    schedule's move (follow_schedule)."""
+    """argv: [config_file.py ...] [--key=value ...] -> the checked Config; say(line) hears follow_schedule's note."""
     values, note = gather(argv)
     if note and say:
         say(note)
@@ -308,8 +307,7 @@ def _classes(args):
 
 
 def _older_values(args):
-    """Settings added after a checkpoint was written take the value that checkpoint was made
-    with (a settings class's older_values, e.g. NTK-by-parts' turns ramp), not today's default."""
+    """Settings added since a checkpoint was written take their value of then (older_values), not today's default."""
     return {k: v for c in _classes(args) for k, v in getattr(c, "older_values", {}).items()}
 
 
@@ -335,9 +333,8 @@ def upgrade_model_args(model_args: dict) -> dict:
 
 def model_config(model_args: dict, overrides: dict = None, strict: bool = True) -> GPTConfig:
     """The checked GPTConfig of a checkpoint's model_args with model keys or settings overridden
-    ({"rope_scaling": "yarn", "rope_factor": 4.0}): how every tool rebuilds a trained model. The
-    checkpoint's settings carry over where they still apply; strict=False drops given settings
-    the resulting encoding does not take. A bad override is a one-line ConfigError."""
+    ({"rope_scaling": "yarn", "rope_factor": 4.0}); the checkpoint's settings carry over where they
+    still apply, and strict=False drops given settings the resulting encoding does not take."""
     overrides = dict(overrides or {})
     for key in overrides:
         if not (key in MODEL_FIELDS or key in SETTINGS):
