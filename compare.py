@@ -432,10 +432,8 @@ def main(argv):
         list(pool.map(one, range(len(runs))))
     print(f"compare: {len(runs)} runs in {fmt_time(time.time() - t0)}", flush=True)
     done, command = [results[i] for i in sorted(results)], shlex.join(["python", "compare.py", *argv])
-    if lm:
-        md = compare_report.write(done, failed, settings, cfg, command)
-    else:
-        md = task_report.write_comparison(done, failed, settings, cfg.block_size, time.time() - t0, command)
+    md = (compare_report.write(done, failed, settings, cfg, command) if lm else
+          task_report.write_comparison(done, failed, settings, cfg.block_size, time.time() - t0, command))
     print(f"compare: report in {md}" + (f"; {len(failed)} run(s) failed" if failed else ""), flush=True)
     if failed:
         sys.exit(1)

@@ -65,8 +65,7 @@ def read_log(run_dir):
 
 # ---- cells, tables and files of every report -------------------------------------------
 def mean_std(values):
-    """(mean, sample standard deviation) of the values that are there (None and NaN are not);
-    the deviation is None for one value, both None for none. The one summary of seeds in every report."""
+    """(mean, sample standard deviation; None for one value) of the values that are not None or NaN."""
     vals = [v for v in values if v is not None and not math.isnan(v)]
     if not vals:
         return None, None
@@ -98,9 +97,8 @@ def write_csv(path, rows, empty=("label",)):
 
 # ---- what each encoding does (also python -m measure.plots) -----------------------------
 def draw_all(out, head_dim=128, n_head=8, length=1024, bases=(1e4, 1e5, 1e6), checkpoints=(), factor=4.0):
-    """Every figure into folder `out`; returns {figure name: path}. Encodings with
-    parameters are drawn only from trained checkpoints (an untrained table says nothing).
-    The RoPE angle plot extends a training length of length / factor to `length`."""
+    """Every figure into folder `out` -> {figure name: path}; encodings with parameters are drawn only from
+    trained checkpoints. The RoPE angle plot extends a training length of length / factor to `length`."""
     paths = {"rope_decay": draw_rope_decay(os.path.join(out, "rope_decay.png"), head_dim, length, bases),
              "rope_angles": draw_rope_angles(os.path.join(out, "rope_angles.png"), head_dim, bases[0],
                                              max(1, round(length / factor)), factor)}
@@ -219,9 +217,8 @@ def results_table(by_label, lengths, train_len):
 
 
 def finetune_lines(by_label, length, notes):
-    """Markdown: for each encoding with fine-tuned rows, ppl at `length` (the fine-tuning length s L) of
-    each method without and with fine-tuning, and of the direct fine-tune (PI's control).
-    notes: {label: what follows its method's name}."""
+    """Markdown: per encoding with fine-tuned rows, ppl at `length` (s L) of each method without and with
+    fine-tuning, and of the direct fine-tune (PI's control). notes: {label: what follows its method's name}."""
     at = lambda label: fmt([s["ppl"].get(length, math.nan) for s in by_label.get(label, [])], ".2f")  # noqa: E731
     lines = []
     for enc in [label[:-len("+direct ft")] for label in by_label if label.endswith("+direct ft")]:
