@@ -273,9 +273,8 @@ def batch(data, split, gen, cfg, rt):
     token's position in its document and its document's index in the row (B, T) (data/loader.py)."""
     kw = {} if cfg.documents == "stream" else {"documents": cfg.documents}
     tensors = data.get_batch(split, cfg.batch_size, cfg.block_size, gen, **kw)
-    if rt.device_type == "cuda":
-        return tuple(t.pin_memory().to(rt.device, non_blocking=True) for t in tensors)
-    return tuple(t.to(rt.device) for t in tensors)
+    cuda = rt.device_type == "cuda"   # from pinned memory, the copy overlaps the compute
+    return tuple((t.pin_memory() if cuda else t).to(rt.device, non_blocking=cuda) for t in tensors)
 
 
 def forward_loss(model, x, y, pos=None, rows=()):
