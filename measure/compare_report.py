@@ -17,7 +17,7 @@ import matplotlib.ticker
 import positional
 from model import GPTConfig
 from measure import context_use
-from positional.plot import (figure, save, bias_by_distance, draw_bias_per_head, draw_expected_logits,
+from positional.plot import (figure, bias_by_distance, draw_bias_per_head, draw_expected_logits,
                              draw_rope_angles, draw_rope_decay, draw_similarity, position_table)
 from training import checkpoint
 

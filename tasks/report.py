@@ -10,7 +10,8 @@ import json
 import math
 import os
 
-from measure.compare_report import fmt, md_table, mean_std, palette, plot_by_length, save, write_csv
+from measure.compare_report import fmt, md_table, mean_std, palette, plot_by_length, write_csv
+from positional.plot import save
 from tasks.score import effective_window
 
 import matplotlib.pyplot as plt  # noqa: E402  (after compare_report, which picks the Agg backend)
