@@ -31,7 +31,7 @@ from measure import compare_report, context_use, evaluation
 from positional import rope_scaling
 from tasks import report as task_report, score
 from training import checkpoint
-from training.cli import as_arg, autocast, fail, fmt_time, help_text, pick_device, pick_dtype, typed
+from training.cli import as_arg, autocast, check_lows, fail, fmt_time, help_text, pick_device, pick_dtype, typed
 from training.config import FIELDS, Config, ConfigError, coerce, gather
 from training.wandb_util import start_wandb
 
@@ -95,10 +95,7 @@ def parse(argv):
     cfg = Config(**train_keys).validate()  # every training key checked before anything runs
     settings["out_root"] = settings["out_root"] or SUITES[settings["suite"]]
     settings["report_dir"] = settings["report_dir"] or os.path.join(settings["out_root"], "report")
-    for key, low in (("seeds", 1), ("jobs", 1), ("threads", 0)):
-        if settings[key] < low:
-            raise ConfigError(f"need --{key} >= {low}" + (" (0: cores / jobs)" if key == "threads" else "")
-                              + f", got {settings[key]}")
+    check_lows(settings, {"seeds": 1, "jobs": 1, "threads": 0})
     settings["seed_list"] = [cfg.seed + i for i in range(settings["seeds"])]
     settings["eval_device"] = pick_device(settings["eval_device"])
     settings["eval_dtype"] = pick_dtype(settings["eval_dtype"], settings["eval_device"].split(":")[0])
@@ -172,8 +169,7 @@ def run_keys(name, settings):
 
 
 def takes(name, method, settings):
-    """Whether the runs of `name` (an encoding or a variant) are evaluated (and fine-tuned) with the
-    RoPE method: its encoding accepts it and the name is one of scaled_encodings ([]: any)."""
+    """Whether the runs of `name` (an encoding or a variant) are evaluated and fine-tuned with the RoPE method."""
     wanted = settings["scaled_encodings"]
     enc = run_keys(name, settings)["pos_encoding"]
     return positional.scaling_problem(enc, method) is None and (not wanted or name in wanted)
@@ -260,11 +256,10 @@ def evaluate_run(run_dir, enc, settings, data_dir, ckpt, label=None):
                                                   dtype=settings["eval_dtype"], ckpt=ckpt)])
 
 
-# The fine-tune protocol (PI: Chen et al. 2023; YaRN: Peng et al. 2023): which methods, and train.py's
-# arguments for each. A new method: its name in FINETUNE_ONLY (unless it is a rope_scaling), its
-# arguments in finetune_args.
-FINETUNE_ONLY = ["direct", "longlora"]   # fine-tunes that are no rope_scaling; "direct": none (PI's control);
-# "longlora": LongLoRA's (PI's interpolation, LoRA and S²-Attn: training/longlora.py), with finetune_longlora
+# The fine-tune protocol (PI: Chen et al. 2023; YaRN: Peng et al. 2023); a new method: its name here (unless it
+# is a rope_scaling) and its train.py arguments in finetune_args. "direct": no scaling (PI's control);
+# "longlora": LongLoRA's (PI's interpolation, LoRA and S²-Attn: training/longlora.py), with finetune_longlora.
+FINETUNE_ONLY = ["direct", "longlora"]
 
 
 def finetune_methods(enc, settings):
@@ -323,8 +318,7 @@ def log_eval_to_wandb(ckpt_cfg, rows, run, settings):
 
 def context_run(run, labels, settings, cfg):
     """{label: {"gain": rows, "curve": list}} of context_use.measure for the run as trained and each of
-    context_labels among its rows' `labels` ("<enc>+<method>": with that scaling; "... ft": that fine-tune),
-    against contexts of the pretraining length; cached in <run>/context.json."""
+    context_labels among its rows' `labels`; cached in <run>/context.json."""
     sources = {run["encoding"]: (run["dir"], None)}
     for label in [label for label in settings["context_labels"] if label in labels]:
         _, method, ft = parse_label(label)
@@ -438,10 +432,8 @@ def main(argv):
         list(pool.map(one, range(len(runs))))
     print(f"compare: {len(runs)} runs in {fmt_time(time.time() - t0)}", flush=True)
     done, command = [results[i] for i in sorted(results)], shlex.join(["python", "compare.py", *argv])
-    if lm:
-        md = compare_report.write(done, failed, settings, cfg, command)
-    else:
-        md = task_report.write_comparison(done, failed, settings, cfg.block_size, time.time() - t0, command)
+    md = (compare_report.write(done, failed, settings, cfg, command) if lm else
+          task_report.write_comparison(done, failed, settings, cfg.block_size, time.time() - t0, command))
     print(f"compare: report in {md}" + (f"; {len(failed)} run(s) failed" if failed else ""), flush=True)
     if failed:
         sys.exit(1)

@@ -20,8 +20,8 @@ import sys
 from training import checkpoint
 from training import cpu_threads
 import positional
-from training.cli import as_list, autocast, fail, help_text, parse, pick_device, pick_dtype
-from training.config import ConfigError, coerce, eval_key, model_config
+from training.cli import as_list, autocast, check_lows, fail, help_text, parse, pick_device, pick_dtype
+from training.config import ConfigError, eval_key, model_config, split_settings
 from measure import context_use
 from measure.evaluation import (MULTIPLES, TOKENS_PER_POINT, check_overrides, documents_note, evaluate_checkpoint,
                                 fmt_num, log_wandb, report_paths, scored_note, table_lines, validation_tokens,
@@ -50,21 +50,16 @@ OPTIONS = {
 USAGE = "python evaluate.py OUT_DIR [OUT_DIR ...] [--key=value ...]"
 
 
-def model_key(key, value):
-    """A key that is not an option: an evaluation-time model key (--rope_scaling: a comma list)."""
-    return eval_key(key, value, OPTIONS) if key != "rope_scaling" else value
-
-
 def parse_args(argv):
     """-> (out_dirs, options, methods); methods: one overrides dict per --rope_scaling entry."""
     doc = lambda: help_text(__doc__, USAGE, OPTIONS, [sys.modules[__name__]], eval_keys=True)  # noqa: E731
+    model_key = lambda k, v: v if k == "rope_scaling" else eval_key(k, v, OPTIONS)  # noqa: E731
     opts, overrides, out_dirs = parse(argv, OPTIONS, model_key, positionals=True, doc=doc)
-    scalings = overrides.pop("rope_scaling", "")
-    if isinstance(scalings, dict):   # a Hugging Face style dict: its method and settings
-        from positional.rope_scaling.hf import from_hf
-        kind, flat = from_hf(scalings)
-        overrides.update({k: coerce(k, v) for k, v in flat.items()})
-        scalings = [kind]
+    scalings = overrides.pop("rope_scaling", "")   # a comma list, or a Hugging Face style dict
+    if isinstance(scalings, dict):
+        fields, flat = split_settings({"rope_scaling": scalings})
+        overrides.update(flat)
+        scalings = [fields["rope_scaling"]]
     scalings = ["" if s in ("base", "none") else s for s in as_list(scalings)] or [""]
     for s in scalings:
         if s and s not in positional.SCALINGS:
@@ -73,12 +68,9 @@ def parse_args(argv):
         raise ConfigError("give one or more checkpoint folders: python evaluate.py out-rope out-alibi")
     if any(not isinstance(n, int) or isinstance(n, bool) for n in opts["lengths"]):
         raise ConfigError(f"--lengths wants integers separated by commas, got {opts['lengths']!r}")
-    if opts["samples"] < 1 or any(not isinstance(x, (int, float)) or not 0 <= x <= 1 for x in opts["depths"]):
-        raise ConfigError(f"--samples must be >= 1 and --depths numbers in [0, 1], got {opts['samples']}, "
-                          f"{opts['depths']}")
-    if opts["threads"] < 0:
-        raise ConfigError(f"--threads must be >= 0 (0: one per core that other work leaves idle), "
-                          f"got {opts['threads']}")
+    if any(not isinstance(x, (int, float)) or not 0 <= x <= 1 for x in opts["depths"]):
+        raise ConfigError(f"--depths wants numbers in [0, 1], got {opts['depths']}")
+    check_lows(opts, {"samples": 1, "threads": 0})
     opts["lengths"] = opts["lengths"] or None
     check_overrides(overrides)
     return out_dirs, opts, [dict(overrides, **({"rope_scaling": s} if s else {})) for s in scalings]

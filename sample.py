@@ -16,7 +16,7 @@ import time
 import torch
 
 from training import checkpoint
-from training.cli import autocast, fail, help_text, parse, pick_device, pick_dtype
+from training.cli import autocast, check_lows, fail, help_text, parse, pick_device, pick_dtype
 from training.config import ConfigError, eval_key
 from training import cpu_threads
 from model import DECODE_THREADS, Decoder
@@ -41,12 +41,7 @@ def parse_args(argv):
     """-> (options, model overrides)."""
     doc = lambda: help_text(__doc__, USAGE, DEFAULTS, [sys.modules[__name__]], eval_keys=True)  # noqa: E731
     args, overrides, _ = parse(argv, DEFAULTS, lambda k, v: eval_key(k, v, DEFAULTS), doc=doc)
-    if args["max_new_tokens"] < 0:
-        raise ConfigError(f"--max_new_tokens must be >= 0, got {args['max_new_tokens']}")
-    if args["num_samples"] < 1:
-        raise ConfigError(f"--num_samples must be >= 1, got {args['num_samples']}")
-    if args["threads"] < 0:
-        raise ConfigError(f"--threads must be >= 0 (0: the fastest for decoding), got {args['threads']}")
+    check_lows(args, {"max_new_tokens": 0, "num_samples": 1, "threads": 0})
     return args, overrides
 
 

@@ -33,7 +33,7 @@ from tasks import TaskData
 from training import checkpoint, longlora
 from training.cli import fail, fmt_time, help_text
 from training.config import ConfigError, gather, load_config, upgrade_model_args
-from training.guard import OutDirLock, StopSignal
+from training.guard import StopSignal, lock_out_dir
 from training.runlog import RunLog
 from training.runtime import rng_state, seed_all, set_rng_state, start_runtime, stop_runtime
 
@@ -145,7 +145,7 @@ def main(argv):
                       f"N > {ckpt['iter_num']}{decay}")
             return
         if master and not cfg.eval_only:  # rank 0 alone writes out_dir
-            lock = OutDirLock(cfg.out_dir).acquire()
+            lock = lock_out_dir(cfg.out_dir)
             checkpoint.remove_partial(cfg.out_dir)  # tmp files of a save that was killed
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         fail(e)
@@ -160,8 +160,8 @@ def main(argv):
               f"save, if any", file=sys.stderr)
         code = 130
     finally:
-        if lock:
-            lock.release()
+        if lock is not None:
+            os.close(lock)   # releases the flock
     if code:
         # Under torchrun the launcher SIGTERMs the ranks still alive once one exits non-zero: this
         # rank is already on its way out with `code`, which a late SIGTERM must not turn into -15.
@@ -273,9 +273,8 @@ def batch(data, split, gen, cfg, rt):
     token's position in its document and its document's index in the row (B, T) (data/loader.py)."""
     kw = {} if cfg.documents == "stream" else {"documents": cfg.documents}
     tensors = data.get_batch(split, cfg.batch_size, cfg.block_size, gen, **kw)
-    if rt.device_type == "cuda":
-        return tuple(t.pin_memory().to(rt.device, non_blocking=True) for t in tensors)
-    return tuple(t.to(rt.device) for t in tensors)
+    cuda = rt.device_type == "cuda"   # from pinned memory, the copy overlaps the compute
+    return tuple((t.pin_memory() if cuda else t).to(rt.device, non_blocking=cuda) for t in tensors)
 
 
 def forward_loss(model, x, y, pos=None, rows=()):
@@ -287,9 +286,8 @@ def forward_loss(model, x, y, pos=None, rows=()):
 
 
 def step(model, optimizer, data, data_gen, cfg, rt, stop):
-    """One optimizer step over gradient_accumulation_steps micro-batches -> (loss, bad, signum):
-    whether the loss is non-finite on any rank (then the weights are left as they were), and the
-    signal any rank received (0 if none)."""
+    """One optimizer step over gradient_accumulation_steps micro-batches -> (loss, bad, signum): whether the
+    loss is non-finite on any rank (then the weights stay as they were), and any rank's signal (0: none)."""
     n = cfg.gradient_accumulation_steps
     loss_sum = torch.zeros((), device=rt.device)
     for micro in range(n):
@@ -340,8 +338,7 @@ def estimate_loss(model, data, cfg, rt):
 
 
 def finite(model):
-    """Checked before every save, so that NaNs never replace the last good checkpoint; DDP keeps
-    the weights identical on every rank, so all ranks reach the same answer without talking."""
+    """Checked before every save, so that NaNs never replace the last good checkpoint (the same on every DDP rank)."""
     return all(torch.isfinite(p).all() for p in model.parameters())
 
 

@@ -17,7 +17,7 @@ import matplotlib.ticker
 import positional
 from model import GPTConfig
 from measure import context_use
-from positional.plot import (save, bias_by_distance, draw_bias_per_head, draw_expected_logits,
+from positional.plot import (figure, bias_by_distance, draw_bias_per_head, draw_expected_logits,
                              draw_rope_angles, draw_rope_decay, draw_similarity, position_table)
 from training import checkpoint
 
@@ -65,8 +65,7 @@ def read_log(run_dir):
 
 # ---- cells, tables and files of every report -------------------------------------------
 def mean_std(values):
-    """(mean, sample standard deviation) of the values that are there (None and NaN are not);
-    the deviation is None for one value, both None for none. The one summary of seeds in every report."""
+    """(mean, sample standard deviation; None for one value) of the values that are not None or NaN."""
     vals = [v for v in values if v is not None and not math.isnan(v)]
     if not vals:
         return None, None
@@ -98,9 +97,8 @@ def write_csv(path, rows, empty=("label",)):
 
 # ---- what each encoding does (also python -m measure.plots) -----------------------------
 def draw_all(out, head_dim=128, n_head=8, length=1024, bases=(1e4, 1e5, 1e6), checkpoints=(), factor=4.0):
-    """Every figure into folder `out`; returns {figure name: path}. Encodings with
-    parameters are drawn only from trained checkpoints (an untrained table says nothing).
-    The RoPE angle plot extends a training length of length / factor to `length`."""
+    """Every figure into folder `out` -> {figure name: path}; encodings with parameters are drawn only from
+    trained checkpoints. The RoPE angle plot extends a training length of length / factor to `length`."""
     paths = {"rope_decay": draw_rope_decay(os.path.join(out, "rope_decay.png"), head_dim, length, bases),
              "rope_angles": draw_rope_angles(os.path.join(out, "rope_angles.png"), head_dim, bases[0],
                                              max(1, round(length / factor)), factor)}
@@ -160,42 +158,47 @@ def palette(encodings):
 
 
 def plot_val_loss(path, results):
-    fig, ax = plt.subplots(figsize=(7, 4.5))
     colors, seen = palette(r["encoding"] for r in results), set()
-    for r in results:
-        curve = read_log(r["dir"])["curve"]
-        ax.plot([t for t, _ in curve], [v for _, v in curve], color=colors[r["encoding"]], lw=1,
-                label=None if r["encoding"] in seen else r["encoding"])
-        seen.add(r["encoding"])
-    ax.set(xlabel="tokens seen", ylabel="validation loss", title="Validation loss against tokens seen")
-    ax.legend(fontsize=8)
-    return save(fig, path)
+    with figure(path, (7, 4.5), xlabel="tokens seen", ylabel="validation loss",
+                title="Validation loss against tokens seen") as ax:
+        for r in results:
+            curve = read_log(r["dir"])["curve"]
+            ax.plot([t for t, _ in curve], [v for _, v in curve], color=colors[r["encoding"]], lw=1,
+                    label=None if r["encoding"] in seen else r["encoding"])
+            seen.add(r["encoding"])
+    return path
+
+
+def plot_by_length(path, curves, lengths, train_len, log_y=False, **axes):
+    """curves: [(label, [per length: the seeds' values, None where there is none], line style, colour)]:
+    the seeds' mean against length (log-2 x), with their min-max band where there are several."""
+    with figure(path, (8, 4.5), train_len, **axes) as ax:
+        for label, values, style, color in curves:
+            v = torch.tensor([[math.nan if x is None else x for x in at_n] for at_n in values], dtype=torch.float64)
+            if not torch.isnan(v).all():   # (lengths, seeds)
+                ax.plot(lengths, v.nanmean(1).numpy(), style, marker="o", ms=3, lw=1.2, color=color, label=label)
+            if v.shape[1] > 1:
+                ax.fill_between(lengths, v.min(1).values.numpy(), v.max(1).values.numpy(), color=color, alpha=0.2)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(lengths, [str(n) for n in lengths])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        if log_y:
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
+    return path
 
 
 def plot_ppl(path, by_label, lengths, train_len):
     """One colour per encoding; its RoPE extension methods in the same colour, dashed."""
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    colors, dashes = palette(seeds[0]["encoding"] for seeds in by_label.values()), {}
+    colors, dashes, curves = palette(seeds[0]["encoding"] for seeds in by_label.values()), {}, []
     for label, seeds in by_label.items():
-        per_seed = torch.tensor([[s["ppl"].get(L, math.nan) for L in lengths] for s in seeds])  # (S, n)
         color, main = colors[seeds[0]["encoding"]], seeds[0]["main"]
         k = dashes[color] = dashes.get(color, -1) + (not main)
-        if torch.isnan(per_seed.nanmean(0)).all():
-            continue
-        ax.plot(lengths, per_seed.nanmean(0).numpy(), "-" if main else ["--", ":", "-."][k % 3], marker="o", ms=3,
-                lw=1.2, color=color, label=label)
-        if len(per_seed) > 1:
-            ax.fill_between(lengths, per_seed.min(0).values.numpy(), per_seed.max(0).values.numpy(), color=color,
-                            alpha=0.2)
-    ax.axvline(train_len, color="grey", ls=":", label="training length")
-    ax.set(xscale="log", yscale="log", xlabel="evaluation length (tokens)", ylabel="validation perplexity",
-           title="Perplexity against evaluation length")
-    ax.set_xticks(lengths, [str(L) for L in lengths])
-    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    return save(fig, path)
+        curves.append((label, [[s["ppl"].get(L) for s in seeds] for L in lengths],
+                       "-" if main else ["--", ":", "-."][k % 3], color))
+    return plot_by_length(path, curves, lengths, train_len, log_y=True, xlabel="evaluation length (tokens)",
+                          ylabel="validation perplexity", title="Perplexity against evaluation length")
 
 
 def results_table(by_label, lengths, train_len):
@@ -214,9 +217,8 @@ def results_table(by_label, lengths, train_len):
 
 
 def finetune_lines(by_label, length, notes):
-    """Markdown: for each encoding with fine-tuned rows, ppl at `length` (the fine-tuning length s L) of
-    each method without and with fine-tuning, and of the direct fine-tune (PI's control).
-    notes: {label: what follows its method's name}."""
+    """Markdown: per encoding with fine-tuned rows, ppl at `length` (s L) of each method without and with
+    fine-tuning, and of the direct fine-tune (PI's control). notes: {label: what follows its method's name}."""
     at = lambda label: fmt([s["ppl"].get(length, math.nan) for s in by_label.get(label, [])], ".2f")  # noqa: E731
     lines = []
     for enc in [label[:-len("+direct ft")] for label in by_label if label.endswith("+direct ft")]:
@@ -224,8 +226,8 @@ def finetune_lines(by_label, length, notes):
                    if label.startswith(enc + "+") and label.endswith(" ft") and label != f"{enc}+direct ft"]
         head = [f"{enc}: method", f"ppl@{length}, no fine-tune", f"ppl@{length}, fine-tuned",
                 "direct fine-tune (no scaling)"]
-        rows = [["none", at(enc), "—", at(enc + "+direct ft")]] + [[m + notes.get(f"{enc}+{m} ft", ""), at(f"{enc}+{m}"), at(f"{enc}+{m} ft"), ""]
-                                                                  for m in methods]
+        rows = [["none", at(enc), "—", at(enc + "+direct ft")]] + [
+            [m + notes.get(f"{enc}+{m} ft", ""), at(f"{enc}+{m}"), at(f"{enc}+{m} ft"), ""] for m in methods]
         lines += md_table(head, rows) + [""]
     if lines:
         lines = ["## Extension methods at the fine-tuning length", "",
@@ -307,11 +309,11 @@ def write(results, failed, settings, cfg, command):
              if row.get("trained_params")}   # LongLoRA's fine-tune trains adapters, embeddings and norms only
     md += finetune_lines(by_label, settings["finetune_len"], notes) if settings["finetune_len"] in lengths else []
     md += write_context(results, out, cfg.block_size)
-    figure = lambda name: (f"{CAPTIONS.get(name, name.replace('_', ' ') + '.')}\n\n"  # noqa: E731
-                           f"![{name}]({os.path.relpath(pngs[name], out)})\n")
+    caption = lambda name: (f"{CAPTIONS.get(name, name.replace('_', ' ') + '.')}\n\n"  # noqa: E731
+                            f"![{name}]({os.path.relpath(pngs[name], out)})\n")
     runs_plots = ("val_loss", "ppl_vs_length")
-    md += ["## Plots", ""] + [figure(name) for name in pngs if name in runs_plots]
-    md += ["## What each encoding does", ""] + [figure(name) for name in pngs if name not in runs_plots]
+    md += ["## Plots", ""] + [caption(name) for name in pngs if name in runs_plots]
+    md += ["## What each encoding does", ""] + [caption(name) for name in pngs if name not in runs_plots]
     md += ["", "## Commands", "", "```", command, "```", "", "Each run:", "", "```", *(r["command"] for r in results),
            "```", "", "Files: [runs.csv](runs.csv) (one row per run), [eval.csv](eval.csv) (every evaluation point).",
            ""]

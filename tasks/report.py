@@ -10,7 +10,8 @@ import json
 import math
 import os
 
-from measure.compare_report import fmt, md_table, mean_std, save, write_csv
+from measure.compare_report import fmt, md_table, mean_std, palette, plot_by_length, write_csv
+from positional.plot import save
 from tasks.score import effective_window
 
 import matplotlib.pyplot as plt  # noqa: E402  (after compare_report, which picks the Agg backend)
@@ -21,29 +22,24 @@ def at(seeds, n, key="exact"):
     return [next((r[key] for r in rows if r["length"] == n), None) for rows in seeds]
 
 
-def table(series, lengths, key="exact"):
-    """Markdown: one row per label, one column per length; cells mean ± std over the label's seeds (%).
-    series: {label: [rows of one seed]}."""
-    return "\n".join(md_table([""] + [str(n) for n in lengths], [
-        [label] + [fmt(at(seeds, n, key), ".1f", scale=100, missing="n/a") for n in lengths]
-        for label, seeds in series.items()]))
+def tables(series, lengths, exact="Exact match (%):"):
+    """Markdown tables of exact match and of per-token accuracy (%): one row per label, one column per
+    length, cells mean ± std over the label's seeds. series: {label: [rows of one seed]}."""
+    out = []
+    for key, title in (("exact", exact), ("token", "Per-token accuracy (%):")):
+        out += [title, "", *md_table([""] + [str(n) for n in lengths], [
+            [label] + [fmt(at(seeds, n, key), ".1f", scale=100, missing="n/a") for n in lengths]
+            for label, seeds in series.items()]), ""]
+    return out
 
 
 def plot_accuracy(path, series, lengths, train_len, title):
-    """Exact match (solid) and per-token accuracy (dotted) against length, log-2 x, training length marked."""
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for i, (label, seeds) in enumerate(series.items()):
-        for key, style in (("exact", "-"), ("token", ":")):
-            pts = [(n, mean_std(at(seeds, n, key))[0]) for n in lengths]
-            pts = [(n, m) for n, m in pts if m is not None]
-            ax.plot([n for n, _ in pts], [m for _, m in pts], style, marker="o", ms=3, color=f"C{i % 10}",
-                    label=label if key == "exact" else None)
-    ax.axvline(train_len, color="grey", lw=0.8, ls="--")
-    ax.set_xscale("log", base=2)
-    ax.set(xlabel="sequence length (tokens)", ylabel="accuracy (solid: exact match, dotted: per token)",
-           title=title, ylim=(-0.02, 1.02))
-    ax.legend(fontsize=8)
-    return save(fig, path)
+    """Exact match (solid) and per-token accuracy (dotted) against length, the training length marked."""
+    colors = palette(series)
+    curves = [(label if key == "exact" else None, [at(seeds, n, key) for n in lengths], style, colors[label])
+              for label, seeds in series.items() for key, style in (("exact", "-"), ("token", ":"))]
+    return plot_by_length(path, curves, lengths, train_len, xlabel="sequence length (tokens)",
+                          ylabel="accuracy (solid: exact match, dotted: per token)", title=title, ylim=(-0.02, 1.02))
 
 
 def plot_heatmap(path, panels, lengths, title):
@@ -114,8 +110,8 @@ def write_comparison(results, failed, settings, train_len, wall_s, command):
         series = {e: [r["rows"] for r in by[t, e]] for e in encs if by[t, e]}
         panels[t] = {e: [mean_std(at(seeds, n))[0] for n in lengths] for e, seeds in series.items()}
         plot_accuracy(os.path.join(out, f"{t}.png"), series, lengths, train_len, f"{t}: accuracy against length")
-        md += ["", f"## {t}", "", "Exact match (%, mean ± std over seeds):", "", table(series, lengths), "",
-               "Per-token accuracy (%):", "", table(series, lengths, "token"), "", f"![{t}]({t}.png)"]
+        md += ["", f"## {t}", "", *tables(series, lengths, "Exact match (%, mean ± std over seeds):"),
+               f"![{t}]({t}.png)"]
         windows = {e: [effective_window(r["grid"]) for r in by[t, e] if "grid" in r] for e in encs}
         if any(windows.values()):
             md += ["", "Passkey effective context window (PI's 20% rule over every depth; tokens): " + ", ".join(
@@ -139,8 +135,7 @@ def write_scores(out, report_dir):
     write_csv(path + ".csv", [dict(out_dir=d, encoding=run["encoding"], **r) for d, run in out["runs"].items()
                               for r in run["rows"]])
     title = f"{out['task']}: trained at length <= {out['train_len']}, {out['samples']} samples per point"
-    md = [f"# {title}", "", "Exact match (%):", "", table(series, lengths), "",
-          "Per-token accuracy (%):", "", table(series, lengths, "token"), "", "![accuracy](task_scores.png)"]
+    md = [f"# {title}", "", *tables(series, lengths), "![accuracy](task_scores.png)"]
     plot_accuracy(path + ".png", series, lengths, out["train_len"], title)
     for d, run in out["runs"].items():
         if "grid" in run:

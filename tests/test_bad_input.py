@@ -11,7 +11,7 @@ import pytest
 from training import checkpoint
 import data.loader
 import positional
-from training.guard import OutDirLock
+from training.guard import lock_out_dir
 from tests.conftest import TINY_ARGS
 from tests.inproc import copy_run, sample_error, snapshot, train_error
 
@@ -104,14 +104,15 @@ def test_a_refused_run_creates_no_out_dir(tiny_data, tmp_path, capsys):
 def test_second_trainer_on_the_same_out_dir_is_refused(saved_run, tiny_data, capsys):
     """The lock is an flock: held while its process lives, gone when the process dies, even by SIGKILL."""
     argv = [*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={saved_run}", "--init_from=resume"]
-    with OutDirLock(saved_run):
-        err = train_error(argv, capsys)
+    lock = lock_out_dir(saved_run)
+    err = train_error(argv, capsys)
+    os.close(lock)
     assert f"{saved_run} is in use by another training process (pid {os.getpid()})" in err
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # a trainer that dies without cleaning up
         try:
-            OutDirLock(saved_run).acquire()
+            lock_out_dir(saved_run)
             os.write(w, b"locked")
             signal.pause()
         finally:
@@ -120,8 +121,7 @@ def test_second_trainer_on_the_same_out_dir_is_refused(saved_run, tiny_data, cap
     assert f"(pid {pid})" in train_error(argv, capsys)
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
-    with OutDirLock(saved_run):  # free again
-        pass
+    os.close(lock_out_dir(saved_run))  # free again
 
 
 @pytest.mark.parametrize("argv, message", [

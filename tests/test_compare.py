@@ -113,7 +113,7 @@ def main_error(argv, capsys):
     (["--plots=ture"], "compare key 'plots' wants True or False"),
     (["--eval_lengths=[0]"], "positive integer eval_lengths"),
     (["--n_layr=2"], "did you mean 'n_layer'?"),
-    (["--jobs=0"], "need --jobs >= 1"),
+    (["--jobs=0"], "--jobs must be >= 1, got 0"),
 ])
 def test_bad_input_one_line(extra, message, tiny_data, tmp_path, capsys):
     assert message in main_error(args(tiny_data, tmp_path / "cmp", *extra)[1:], capsys)

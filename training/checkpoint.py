@@ -67,8 +67,10 @@ def path_in(out_dir):
 def load(out_dir, map_location="cpu"):
     path = path_in(out_dir)
     if not os.path.isfile(path):
-        raise CheckpointError(f"no checkpoint at {path}; train one first ({train_hint(out_dir)}) or point "
-                              f"--out_dir at a folder with ckpt.pt")
+        config = f"configs/{os.path.basename(os.path.normpath(out_dir)).removeprefix('out-')}.py"   # out-alibi: alibi
+        config = config if os.path.isfile(os.path.join(ROOT, config)) else "configs/<encoding>.py"
+        raise CheckpointError(f"no checkpoint at {path}; train one first (python train.py {config} "
+                              f"--out_dir={out_dir}) or point --out_dir at a folder with ckpt.pt")
     try:
         ckpt = read(path, map_location)
     except CheckpointError:
@@ -80,13 +82,6 @@ def load(out_dir, map_location="cpu"):
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks {', '.join(missing)}: not written by this repo's train.py")
     return ckpt
-
-
-def train_hint(out_dir):
-    """The command that trains into out_dir: the config named like it (out-alibi: configs/alibi.py), else neutral."""
-    config = f"configs/{os.path.basename(os.path.normpath(out_dir)).removeprefix('out-')}.py"
-    config = config if os.path.isfile(os.path.join(ROOT, config)) else "configs/<encoding>.py"
-    return f"python train.py {config} --out_dir={out_dir}"
 
 
 def read(path, map_location="cpu"):

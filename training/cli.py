@@ -51,6 +51,13 @@ def fmt_time(s):
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
+def check_lows(opts, lows):
+    """A one-line ConfigError for the first option below its least value (lows: {key: least})."""
+    for key, low in lows.items():
+        if opts[key] < low:
+            raise ConfigError(f"--{key} must be >= {low}, got {opts[key]}")
+
+
 def as_list(value):
     """A comma-separated string or a list/tuple literal -> list."""
     if isinstance(value, str):
@@ -76,10 +83,9 @@ def typed(key, value, default, raw=None, what="--"):
 
 
 def parse(argv, options, other=None, positionals=False, doc=None):
-    """argv -> (opts, others, words). options: {key: default}, typed. A key not in options goes
-    to other(key, value) -> value (which raises for a key it does not know), or is refused with
-    the closest option suggested. Words without `--` are collected when positionals is true.
-    -h/--help prints doc (a string, or a function returning one) and exits 0."""
+    """argv -> (opts, others, words). options: {key: default}, typed. A key not in options goes to
+    other(key, value) -> value, or is refused with the closest option suggested. Words without `--` are
+    collected when positionals is true. -h/--help prints doc (a string or a function) and exits 0."""
     if doc and {"-h", "--help"} & set(argv):
         print(doc() if callable(doc) else doc)
         sys.exit(0)

@@ -9,7 +9,6 @@ import inspect
 import math
 import os
 import typing
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import positional
@@ -129,15 +128,6 @@ SCHEDULE = ("lr_decay_iters", "warmup_iters")   # move with max_iters unless set
 NAMES = {int: "an integer", float: "a number", dict: "a dict"}
 
 
-@contextmanager
-def config_errors():
-    """positional/'s checks raise ValueError: say them as one-line ConfigErrors."""
-    try:
-        yield
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-
-
 def check_device(device):
     """device, if this machine has it; else a one-line ConfigError naming the fix."""
     import torch
@@ -191,18 +181,13 @@ def _unknown(key):
     return ConfigError(f"unknown config key {key!r}{hint}")
 
 
-def as_bool(what, value):
-    """The boolean spellings of every command line: True/False/true/false/1/0; others refused."""
-    if value in (True, False, "true", "false") and not isinstance(value, float):
-        return value in (True, "true")
-    raise ConfigError(f"{what} wants True or False (or true/false/1/0), got {value!r}")
-
-
 def convert(label, want, value, raw=None):
     """value (raw: its text on the command line) as type `want`, or a one-line ConfigError.
     An int is taken for a float; a string takes anything (--out_dir=123 is the folder "123")."""
-    if want is bool:
-        return as_bool(label, value)
+    if want is bool:   # True/False/true/false/1/0
+        if value in (True, False, "true", "false") and not isinstance(value, float):
+            return value in (True, "true")
+        raise ConfigError(f"{label} wants True or False (or true/false/1/0), got {value!r}")
     if want is str:
         return raw if raw is not None else str(value)
     if want is float and type(value) is int:
@@ -288,17 +273,18 @@ def follow_schedule(values, where, before):
 
 
 def load_config(argv, say=None) -> Config:
-    """argv: [config_file.py ...] [--key=value ...] -> the checked Config. say(line) hears the
-    schedule's move (follow_schedule)."""
+    """argv: [config_file.py ...] [--key=value ...] -> the checked Config; say(line) hears follow_schedule's note."""
     values, note = gather(argv)
     if note and say:
         say(note)
-    with config_errors():
+    try:   # positional/'s checks raise ValueError: said as one-line ConfigErrors
         fields, settings = split_settings({k: v for k, (v, _) in values.items()})
         cfg = Config(**fields)
         cfg.pos_settings = positional.resolve(cfg.pos_encoding, cfg.rope_scaling, settings,
                                               layer_encodings=cfg.layer_encodings)
         return cfg.validate()
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def split_settings(values: dict):
@@ -321,8 +307,7 @@ def _classes(args):
 
 
 def _older_values(args):
-    """Settings added after a checkpoint was written take the value that checkpoint was made
-    with (a settings class's older_values, e.g. NTK-by-parts' turns ramp), not today's default."""
+    """Settings added since a checkpoint was written take their value of then (older_values), not today's default."""
     return {k: v for c in _classes(args) for k, v in getattr(c, "older_values", {}).items()}
 
 
@@ -348,14 +333,13 @@ def upgrade_model_args(model_args: dict) -> dict:
 
 def model_config(model_args: dict, overrides: dict = None, strict: bool = True) -> GPTConfig:
     """The checked GPTConfig of a checkpoint's model_args with model keys or settings overridden
-    ({"rope_scaling": "yarn", "rope_factor": 4.0}): how every tool rebuilds a trained model. The
-    checkpoint's settings carry over where they still apply; strict=False drops given settings
-    the resulting encoding does not take. A bad override is a one-line ConfigError."""
+    ({"rope_scaling": "yarn", "rope_factor": 4.0}); the checkpoint's settings carry over where they
+    still apply, and strict=False drops given settings the resulting encoding does not take."""
     overrides = dict(overrides or {})
     for key in overrides:
         if not (key in MODEL_FIELDS or key in SETTINGS):
             raise _unknown(key)
-    with config_errors():
+    try:
         args = upgrade_model_args(model_args)
         fields, given = split_settings({k: coerce(k, v) for k, v in overrides.items()})
         args.update(fields)
@@ -366,4 +350,6 @@ def model_config(model_args: dict, overrides: dict = None, strict: bool = True) 
                                                   args["pos_settings"], args["layer_encodings"])
         cfg = GPTConfig(**args)
         check_model(cfg)
-    return cfg
+        return cfg
+    except ValueError as e:
+        raise ConfigError(str(e)) from None

@@ -18,16 +18,6 @@ def cpu_times(path="/proc/stat"):
     return sum(fields[:8]), fields[3] + fields[4]     # user..steal; idle + iowait
 
 
-def busy_cores(cores, seconds=0.1):
-    """How many of `cores` other processes keep busy, sampled over `seconds`; None if unknown."""
-    before = cpu_times()
-    time.sleep(seconds)
-    after = cpu_times()
-    if before is None or after is None or after[0] <= before[0]:
-        return None
-    return cores * (1 - (after[1] - before[1]) / (after[0] - before[0]))
-
-
 def choose(requested, device, default=None):
     """Set this process's intra-op threads on a CPU; return a few words saying how many and
     why (None off a CPU, where threads do not decide the speed). requested > 0: that many."""
@@ -39,10 +29,14 @@ def choose(requested, device, default=None):
         n, why = requested, "--threads"
     elif env.isdigit() and int(env) > 0:
         n, why = int(env), "OMP_NUM_THREADS"
-    elif default is not None or cores == 1 or (busy := busy_cores(cores)) is None:
-        n, why = default or torch.get_num_threads(), "the default here, --threads=N to choose"
     else:
-        n = max(1, cores - round(busy))
-        why = f"{cores} cores, {busy:.1f} busy with other work now; --threads=N to choose"
+        n, why = default or torch.get_num_threads(), "the default here, --threads=N to choose"
+        if default is None and cores > 1 and (before := cpu_times()) is not None:
+            time.sleep(0.1)   # how many cores other processes keep busy over 0.1 s
+            after = cpu_times()
+            if after is not None and after[0] > before[0]:
+                busy = cores * (1 - (after[1] - before[1]) / (after[0] - before[0]))
+                n = max(1, cores - round(busy))
+                why = f"{cores} cores, {busy:.1f} busy with other work now; --threads=N to choose"
     torch.set_num_threads(n)
     return f"{n} thread(s): {why}"

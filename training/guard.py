@@ -1,5 +1,5 @@
 """Two guards that keep an unattended training run from losing work (docs/reliability.md).
-OutDirLock: one training process per out_dir, an flock on out_dir/train.lock that the kernel drops
+lock_out_dir: one training process per out_dir, an flock on out_dir/train.lock that the kernel drops
 when the process dies (the file stays: deleting it would let two processes lock two files).
 StopSignal: SIGINT and SIGTERM are recorded, so that the loop saves and exits with 128 + signum."""
 import os
@@ -12,37 +12,22 @@ except ImportError:  # Windows: no flock; training runs unguarded there
     fcntl = None
 
 
-class OutDirLock:
-    def __init__(self, out_dir):
-        self.path, self.fd = os.path.join(out_dir, "train.lock"), None
-
-    def acquire(self):
-        if fcntl is None:
-            return self
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise ValueError(f"{os.path.dirname(self.path)} is in use by another training process (pid {holder}); "
-                             f"wait for it to finish or give this run another --out_dir") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self.fd = fd
-        return self
-
-    def release(self):
-        if self.fd is not None:
-            os.close(self.fd)  # closing the descriptor releases the flock
-            self.fd = None
-
-    def __enter__(self):
-        return self.acquire()
-
-    def __exit__(self, *exc):
-        self.release()
+def lock_out_dir(out_dir):
+    """Hold out_dir/train.lock for this process -> its descriptor (os.close releases it); None without flock."""
+    if fcntl is None:
+        return None
+    os.makedirs(out_dir or ".", exist_ok=True)
+    fd = os.open(os.path.join(out_dir, "train.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise ValueError(f"{out_dir} is in use by another training process (pid {holder}); "
+                         f"wait for it to finish or give this run another --out_dir") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd
 
 
 class StopSignal:

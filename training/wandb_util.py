@@ -5,13 +5,6 @@ import os
 from dataclasses import asdict
 
 
-def has_credentials():
-    try:
-        return bool(os.environ.get("WANDB_API_KEY")) or netrc.netrc().authenticators("api.wandb.ai") is not None
-    except (OSError, netrc.NetrcParseError):
-        return False
-
-
 def start_wandb(cfg, job_type="train", name=None, run_id=None):
     """A wandb run for Config `cfg`, tagged with its encoding, in cfg.wandb_group; run_id (a resumed
     run's, kept in its checkpoint) continues that run. None if wandb is not installed."""
@@ -21,7 +14,11 @@ def start_wandb(cfg, job_type="train", name=None, run_id=None):
         print("wandb: not installed (pip install wandb); not logging")
         return None
     mode, why = os.environ.get("WANDB_MODE") or None, None
-    if mode is None and not has_credentials():
+    try:
+        signed_in = bool(os.environ.get("WANDB_API_KEY")) or netrc.netrc().authenticators("api.wandb.ai") is not None
+    except (OSError, netrc.NetrcParseError):
+        signed_in = False
+    if mode is None and not signed_in:
         mode, why = "offline", "no credentials"
     os.makedirs(cfg.out_dir, exist_ok=True)
     kwargs = dict(project=cfg.wandb_project, name=name or cfg.wandb_run_name or cfg.pos_encoding,
