@@ -50,7 +50,7 @@ class Floater(PositionalEncoding):
 
     def __init__(self, n_embd, steps=4, width=32, dt=0.01):
         super().__init__()
-        self.steps, self.dt = steps, dt
+        self.n_embd, self.steps, self.dt = n_embd, steps, dt
         self.p0 = nn.Parameter(0.02 * torch.randn(n_embd))
         self.w1, self.u = nn.Linear(n_embd, width), nn.Parameter(torch.randn(width))
         self.w2 = nn.Linear(width, n_embd)

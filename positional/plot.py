@@ -74,13 +74,15 @@ def bias_by_distance(pe, n_distances):
 
 
 def position_table(pe, n_positions):
-    """(n_positions, C) what the encoding adds to the token embeddings at 0 .. n-1, or None."""
-    if not pe.overrides("embed"):
+    """(n_positions, C) what the encoding adds to the token embeddings at 0 .. n-1, or None: none for an
+    encoding without embed, or whose embed depends on the content (conv, rnn, multiplicative: no table)."""
+    if not pe.overrides("embed") or not hasattr(pe, "n_embd"):
         return None
     pos = torch.arange(n_positions)
     with torch.no_grad():
-        x = torch.zeros(1, n_positions, pe.n_embd)
-        return pe.embed(x, Ctx(pos, pos))[0].float()                            # what an additive encoding adds
+        x = torch.randn(1, n_positions, pe.n_embd, generator=torch.Generator().manual_seed(0))
+        table = pe.embed(torch.zeros_like(x), Ctx(pos, pos))[0].float()
+        return table if torch.allclose(pe.embed(x, Ctx(pos, pos))[0] - x[0], table, atol=1e-5) else None
 
 
 def scaled_inv_freq(head_dim, base, method=None, factor=1.0, orig_len=None):

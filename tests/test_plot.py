@@ -5,7 +5,9 @@ import math
 import pytest
 import torch
 
+import positional
 from measure import plots
+from model import GPTConfig
 from positional import plot
 from positional.alibi import ALiBi, alibi_slopes
 from positional.base import Ctx
@@ -95,6 +97,19 @@ def test_position_table():
     table = plot.position_table(Sinusoidal(16), 10)
     torch.testing.assert_close(table, 0.02 * math.sqrt(2) * sinusoidal_table(10, 16))   # initial gain
     assert plot.position_table(ALiBi(2), 10) is None
+
+
+@pytest.mark.parametrize("name", list(positional.REGISTRY))
+def test_position_table_of_every_encoding(name):
+    """A table only where the embedding adds one (a content-dependent embed has none): the report draws every
+    trained encoding, and conv's trained model once broke it."""
+    pe = positional.build(GPTConfig(block_size=16, n_head=2, n_embd=16, pos_encoding=name))
+    table = plot.position_table(pe, 12)
+    additive = name in ("learned", "sinusoidal", "floater")
+    assert (table is not None) == additive, name
+    if additive:
+        pos, x = torch.arange(12), torch.randn(1, 12, 16)
+        torch.testing.assert_close(pe.embed(x, Ctx(pos, pos))[0], x[0] + table)
 
 
 def test_scaled_inv_freq_interpolates_and_extrapolates():
