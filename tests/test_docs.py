@@ -47,7 +47,10 @@ def commands(rel):
 # ---------------------------------------------------------------- generated blocks
 
 def mean_std(values):
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values) if len(values) > 1 else 0.0:.2f}"
+    """Mean ± sample std over seeds; one seed: its value alone."""
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
 def ppl_table(runs_csv):
@@ -90,7 +93,8 @@ def train_step_table(*bench_jsons):
     return "\n".join(lines) + "\n"
 
 
-GENERATORS = {"reports/compare/runs.csv": ppl_table, "reports/tasks/runs.csv": mastery_table,
+GENERATORS = {"reports/compare/runs.csv": ppl_table, "reports/compare-family/runs.csv": ppl_table,
+              "reports/tasks/runs.csv": mastery_table,
               "benchmarks/raw/": train_step_table}
 
 
@@ -120,7 +124,7 @@ def test_results_page_holds_generated_tables():
 def test_ppl_table_by_hand(tmp_path):
     p = tmp_path / "runs.csv"
     p.write_text("label,encoding,seed,ppl@8,ppl@16\na,a,1,2.0,3.0\na,a,2,4.0,5.0\na+x,a,1,9,9\nb,b,1,1.0,nan\n")
-    assert ppl_table(p).splitlines()[2:] == ["| a | 2 | 3.00 ± 1.41 | 4.00 ± 1.41 |", "| b | 1 | 1.00 ± 0.00 | — |"]
+    assert ppl_table(p).splitlines()[2:] == ["| a | 2 | 3.00 ± 1.41 | 4.00 ± 1.41 |", "| b | 1 | 1.00 | — |"]
 
 
 # ---------------------------------------------------------------- links
