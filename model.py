@@ -546,7 +546,7 @@ class GPT(nn.Module):
                                  n_positions=n_positions, pe=encodings[layer.encoding], bias=biases.get(layer.encoding),
                                  dropout=cfg.dropout if self.training else 0.0, flex=self.flex)
             biases.setdefault(layer.encoding, plan.bias)                         # (H, Tq, Tk) made once, or None
-            plan.key_counts = plan.visible().sum(-1).float() if cfg.ssmax else None
+            plan.key_counts = plan.count_visible(ATTENTION_BLOCK) if cfg.ssmax else None
             plans[layer] = plan
         return plans
 

@@ -103,6 +103,15 @@ class Ctx:
         g = self.groups
         return seen if g is None else seen & (g[:, self.rows, None] == g[:, None, :len(self.k_pos)])   # (H, Tq, Tk)
 
+    def count_visible(self, block=1024):
+        """(Tq,) keys each query sees (SSMax's n; (H, Tq) with S²-Attn's groups), float, by query blocks of
+        `block` rows: no (Tq, Tk) mask at once at long lengths."""
+        at = self.rows.start or 0
+        parts = [Ctx(self.q_pos[a:a + block], self.k_pos, self.window, self.sinks, doc=self.doc, k_doc=self.k_doc,
+                     groups=self.groups, n_positions=self.n_positions, rows=slice(at + a, at + a + block))
+                 for a in range(0, len(self.q_pos), block)]
+        return torch.cat([p.visible().sum(-1) for p in parts], -1).float()
+
     def softmax(self, scores, v):
         """softmax(scores, hidden keys masked) @ v -> (y (B, H, Tq, D), probs); scores a new tensor."""
         probs = torch.softmax(scores.masked_fill(~self.visible(), float("-inf")).float(), -1).to(v.dtype)

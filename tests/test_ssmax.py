@@ -11,8 +11,19 @@ from tests.conftest import assert_decodes_like_a_recompute, tiny_gpt
 
 
 def key_counts(q_pos, k_pos, window=0, sinks=0):
-    """n of each query, as the model counts them for SSMax (plan.visible())."""
-    return Ctx(q_pos, k_pos, window, sinks).visible().sum(-1)
+    """n of each query, as the model counts them for SSMax, by blocks of 2 queries (and at once)."""
+    ctx = Ctx(q_pos, k_pos, window, sinks)
+    assert torch.equal(ctx.count_visible(block=2), ctx.visible().sum(-1).float())
+    return ctx.count_visible(block=2).long()
+
+
+def test_key_counts_by_blocks_keep_documents_and_rows():
+    """A block's documents are its own rows' (rows of a query block of the model's), counted 3 queries at a time."""
+    pos, doc = torch.tensor([0, 1, 2, 0, 1, 2, 3]), torch.tensor([0, 0, 0, 1, 1, 1, 1])
+    ctx = Ctx(pos, pos, doc=doc)
+    assert ctx.count_visible(block=3).tolist() == [1, 2, 3, 1, 2, 3, 4]
+    part = Ctx(pos[4:], pos, doc=doc, rows=slice(4, 7))                        # the model's last query block
+    assert part.count_visible(block=2).tolist() == part.visible().sum(-1).tolist() == [2, 3, 4]
 
 
 def test_key_counts_by_hand():
