@@ -368,14 +368,10 @@ def lm_run(run, settings, train_keys, cfg):
 def baselines(run_dir, settings, cfg):
     """measure/ngram.py's rows of the dataset of the run in run_dir, fitted on its training split and
     scored on its evaluation's targets; cached in out_root/ngram.json, keyed on both."""
-    ckpt = checkpoint.load(run_dir)
-    tokens, _, byte_lengths, _ = evaluation.eval_text(ckpt, cfg.data_dir)
-    train_split, data = evaluation.validation_tokens(ckpt, cfg.data_dir, "train")
-    V = data.vocab_size or int(max(train_split.max(), tokens.max())) + 1
+    data = ngram.checkpoint_data(checkpoint.load(run_dir), cfg.data_dir)
     keys = dict(lengths=settings["eval_lengths"], tokens_per_point=settings["eval_tokens"], mode=settings["eval_mode"])
-    key = dict(keys, data=ngram.fingerprint(train_split, tokens), orders=ngram.ORDERS, d=ngram.D)
-    return cached(os.path.join(settings["out_root"], "ngram.json"), key, lambda: ngram.baseline_rows(
-        train_split, tokens, V, byte_lengths=byte_lengths, **keys))[0]
+    key = dict(keys, data=ngram.fingerprint(*data[:2]), orders=ngram.ORDERS, d=ngram.D)
+    return cached(os.path.join(settings["out_root"], "ngram.json"), key, lambda: ngram.baseline_rows(*data, **keys))[0]
 
 
 # ---- suite "tasks": accuracy against length --------------------------------------------

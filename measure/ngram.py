@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from data.tokenizer import bits_per_byte
-from measure.evaluation import spans
+from measure.evaluation import eval_text, spans, validation_tokens
 
 D = 0.75             # the discount of Chen & Goodman's experiments
 ORDERS = (3, 4, 5)   # the baselines of every report
@@ -97,11 +97,20 @@ def fingerprint(*arrays):
     return h.hexdigest()[:16]
 
 
-def baseline_rows(train, tokens, V, lengths, tokens_per_point, mode="nonoverlap", stride=None, byte_lengths=None,
+def checkpoint_data(ckpt, data_dir=None, path=""):
+    """(training split, evaluated tokens, V, bytes of each id) of a checkpoint: its dataset's train split
+    and vocabulary, and the tokens evaluation.evaluate_checkpoint scores (eval_text's)."""
+    tokens, _, byte_lengths, _ = eval_text(ckpt, data_dir, path)
+    train, data = validation_tokens(ckpt, data_dir, "train")
+    return train, tokens, data.vocab_size or int(max(train.max(), tokens.max())) + 1, byte_lengths
+
+
+def baseline_rows(train, tokens, V, byte_lengths, lengths, tokens_per_point, mode="nonoverlap", stride=None,
                   orders=ORDERS, d=D):
     """evaluation.COLUMNS rows (label "<n>-gram", encoding "ngram") of each order fitted on `train`,
-    scored on exactly the targets evaluation.evaluate_checkpoint scores in `tokens` at each length,
-    the history of each cut at its window's start as the model's context is."""
+    scored on exactly the targets evaluation.evaluate_checkpoint scores in `tokens` at each length
+    (not per document), the history of each cut at its window's start as the model's context is.
+    byte_lengths: bytes of each id, or None."""
     n = min(max(tokens_per_point, max(lengths)), len(tokens) - 1)
     targets = np.asarray(tokens[:n + 1], dtype=np.int64)
     bpt = float(byte_lengths[targets[1:]].sum()) / n if byte_lengths is not None else None
