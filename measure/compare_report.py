@@ -224,11 +224,12 @@ def results_table(by_label, lengths, train_len):
     rows = []
     for label, seeds in by_label.items():
         ms = [s["metrics"] for s in seeds]
-        train_cols = [f"{ms[0]['params'] / 1e6:.3f}M" if ms[0]["params"] else "—",
-                      *(fmt([m[k] for m in ms], ".4f") for k in ("train_loss", "val_loss", "val_bpb")),
-                      fmt([m["tokens_per_sec"] for m in ms], ",.0f"), fmt([m["wall_s"] for m in ms], ".0f") + " s"]
-        other = "(count model)" if seeds[0]["encoding"] == "ngram" else "(same runs)"
-        rows.append([label + " †" * (label in worse)] + (train_cols if seeds[0]["main"] else [other, "", "", "", "", ""])
+        train_cols = ["(count model)" if seeds[0]["encoding"] == "ngram" else "(same runs)", "", "", "", "", ""]
+        if seeds[0]["main"]:
+            train_cols = [f"{ms[0]['params'] / 1e6:.3f}M" if ms[0]["params"] else "—",
+                          *(fmt([m[k] for m in ms], ".4f") for k in ("train_loss", "val_loss", "val_bpb")),
+                          fmt([m["tokens_per_sec"] for m in ms], ",.0f"), fmt([m["wall_s"] for m in ms], ".0f") + " s"]
+        rows.append([label + " †" * (label in worse)] + train_cols
                     + [fmt([s["ppl"].get(L, math.nan) for s in seeds], ".2f") for L in lengths])
     return md_table(head, rows)
 
