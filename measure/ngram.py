@@ -120,7 +120,7 @@ def baseline_rows(train, tokens, V, byte_lengths, lengths, tokens_per_point, mod
         for length in sorted(set(lengths)):
             s = length if mode == "nonoverlap" else (stride or max(1, length // 2))
             loss = float(-np.log(model.probs(targets, 1, window_reach(n, length, s))).mean())
-            rows.append(dict(out_dir="", encoding="ngram", method=f"{order}-gram", mode=mode, length=length, tokens=n,
-                             loss=loss, ppl=math.exp(loss), bpb=bits_per_byte(loss, bpt) or math.nan, docs=None,
-                             label=f"{order}-gram"))
+            rows.append(dict(out_dir="count model", encoding="ngram", method=f"{order}-gram", mode=mode,
+                             length=length, tokens=n, loss=loss, ppl=math.exp(loss),
+                             bpb=bits_per_byte(loss, bpt) or math.nan, docs=None, label=f"{order}-gram"))
     return rows

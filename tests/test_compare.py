@@ -54,7 +54,8 @@ def test_compare_trains_reports_skips_and_resumes(tiny_data, tmp_path):
     assert float(runs["learned"]["params"]) > 0 and runs["learned"]["ppl@64"] in ("", "nan")
     with open(out / "report" / "eval.csv") as f:
         labels = {row["label"] for row in csv.DictReader(f)}
-    assert labels == {"rope", "rope+linear", "rope+ntk", "rope+yarn", "learned"}
+    assert labels == {"rope", "rope+linear", "rope+ntk", "rope+yarn", "learned", "3-gram", "4-gram", "5-gram"}
+    assert {"3-gram", "4-gram", "5-gram"} <= set(rows) and float(runs["5-gram"]["ppl@16"]) > 1
     pngs = ["val_loss", "ppl_vs_length", "encodings/rope_decay", "encodings/expected_logits",
             "encodings/rope_angles", "encodings/alibi_bias", "encodings/learned_trained_similarity"]
     for name in pngs:
