@@ -27,7 +27,7 @@ import torch
 
 import positional
 import tasks
-from measure import compare_report, context_use, evaluation
+from measure import compare_report, context_use, evaluation, ngram
 from positional import rope_scaling
 from tasks import report as task_report, score
 from training import checkpoint
@@ -365,6 +365,15 @@ def lm_run(run, settings, train_keys, cfg):
     return dict(run, rows=rows, context=context, command=shlex.join(cmd))
 
 
+def baselines(run_dir, settings, cfg):
+    """measure/ngram.py's rows of the dataset of the run in run_dir, fitted on its training split and
+    scored on its evaluation's targets; cached in out_root/ngram.json, keyed on both."""
+    data = ngram.checkpoint_data(checkpoint.load(run_dir), cfg.data_dir)
+    keys = dict(lengths=settings["eval_lengths"], tokens_per_point=settings["eval_tokens"], mode=settings["eval_mode"])
+    key = dict(keys, data=ngram.fingerprint(*data[:2]), orders=ngram.ORDERS, d=ngram.D)
+    return cached(os.path.join(settings["out_root"], "ngram.json"), key, lambda: ngram.baseline_rows(*data, **keys))[0]
+
+
 # ---- suite "tasks": accuracy against length --------------------------------------------
 def task_run(run, settings, train_keys, cfg):
     """Train (or resume) and score one task run; -> its scores and timings."""
@@ -432,8 +441,11 @@ def main(argv):
         list(pool.map(one, range(len(runs))))
     print(f"compare: {len(runs)} runs in {fmt_time(time.time() - t0)}", flush=True)
     done, command = [results[i] for i in sorted(results)], shlex.join(["python", "compare.py", *argv])
-    md = (compare_report.write(done, failed, settings, cfg, command) if lm else
-          task_report.write_comparison(done, failed, settings, cfg.block_size, time.time() - t0, command))
+    if lm:
+        ngrams = baselines(done[0]["dir"], settings, cfg) if done else []
+        md = compare_report.write(done, failed, settings, cfg, command, ngrams)
+    else:
+        md = task_report.write_comparison(done, failed, settings, cfg.block_size, time.time() - t0, command)
     print(f"compare: report in {md}" + (f"; {len(failed)} run(s) failed" if failed else ""), flush=True)
     if failed:
         sys.exit(1)

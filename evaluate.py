@@ -22,7 +22,7 @@ from training import cpu_threads
 import positional
 from training.cli import as_list, autocast, check_lows, fail, help_text, parse, pick_device, pick_dtype
 from training.config import ConfigError, eval_key, model_config, split_settings
-from measure import context_use
+from measure import context_use, ngram
 from measure.evaluation import (MULTIPLES, TOKENS_PER_POINT, check_overrides, documents_note, evaluate_checkpoint,
                                 fmt_num, log_wandb, report_paths, scored_note, table_lines, validation_tokens,
                                 write_report)
@@ -146,11 +146,15 @@ def main(argv):
         note = documents_note(opts["documents"]) if opts["documents"] else scored_note(budget)
         print(f"evaluating on {device} ({dtype}{'; ' + threads if threads else ''}): {note}", flush=True)
         rows, gains, curves = evaluate_all(ckpts, methods, opts, budget, device, dtype)
+        baselines = [] if opts["documents"] else ngram.baseline_rows(   # count models on the same targets
+            *ngram.checkpoint_data(next(iter(ckpts.values())), opts["data_dir"] or None, opts["data"]),
+            sorted({r["length"] for r in rows}), budget, opts["mode"], opts["stride"] or None)
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         fail(e)
     train_len = blocks.pop() if len(blocks) == 1 else None
-    paths = write_report(rows, report_dir, train_len, title=f"Perplexity against evaluation length ({opts['mode']})")
-    print("\n" + "\n".join(table_lines(rows)))
+    paths = write_report(rows + baselines, report_dir, train_len,
+                         title=f"Perplexity against evaluation length ({opts['mode']})")
+    print("\n" + "\n".join(table_lines(rows + baselines)))
     print(f"\n({note})\nwrote {paths['md']}, {paths['csv']}, {paths['png']}")
     if opts["wandb_log"]:
         log_wandb(rows, next(iter(ckpts.values()))["config"], report_dir, paths["png"])

@@ -137,8 +137,9 @@ def git_commit():
     return out.stdout.strip() if out.returncode == 0 else "unknown"
 
 
-def collect(results):
-    """{label: [per seed: dict(seed, encoding, metrics, ppl={length: ppl}, main)]}, labels in order."""
+def collect(results, baselines=()):
+    """{label: [per seed: dict(seed, encoding, metrics, ppl={length: ppl}, main)]}, labels in order, then
+    the baselines' rows (measure/ngram.py), one "seed" per label with encoding "ngram" and no metrics."""
     by_label = {}
     for r in results:
         metrics, ppl = read_log(r["dir"]), {}
@@ -147,6 +148,9 @@ def collect(results):
         for label, by_len in ppl.items():
             by_label.setdefault(label, []).append(dict(seed=r["seed"], encoding=r["encoding"], metrics=metrics,
                                                        ppl=by_len, main=label == r["encoding"]))
+    for row in baselines:
+        by_label.setdefault(row["label"], [dict(seed="", encoding="ngram", metrics=dict.fromkeys(METRICS, ""), ppl={},
+                                                main=False)])[0]["ppl"][row["length"]] = row["ppl"]
     return by_label
 
 
@@ -195,23 +199,37 @@ def plot_ppl(path, by_label, lengths, train_len):
     for label, seeds in by_label.items():
         color, main = colors[seeds[0]["encoding"]], seeds[0]["main"]
         k = dashes[color] = dashes.get(color, -1) + (not main)
+        if seeds[0]["encoding"] == "ngram":   # the baselines: dotted, darker grey for a higher order
+            color = str(round(0.7 - 0.15 * k, 2))
         curves.append((label, [[s["ppl"].get(L) for s in seeds] for L in lengths],
                        "-" if main else ["--", ":", "-."][k % 3], color))
     return plot_by_length(path, curves, lengths, train_len, log_y=True, xlabel="evaluation length (tokens)",
                           ylabel="validation perplexity", title="Perplexity against evaluation length")
 
 
+def worse_than_4gram(by_label, train_len):
+    """The labels of runs whose mean ppl at the training length is above the 4-gram's there (none without one)."""
+    at_l = {label: mean_std([s["ppl"].get(train_len, math.nan) for s in seeds])[0] for label, seeds in by_label.items()
+            if seeds[0]["encoding"] != "ngram" or label == "4-gram"}
+    ref = at_l.get("4-gram")
+    return {label for label, m in at_l.items() if ref is not None and m is not None and m > ref}
+
+
 def results_table(by_label, lengths, train_len):
-    """Markdown: one row per label, training metrics and perplexity at each length."""
+    """Markdown: one row per label, training metrics and perplexity at each length; † after a label
+    worse than the 4-gram at the training length."""
+    worse = worse_than_4gram(by_label, train_len)
     head = ["encoding", "params", "train loss", "val loss", "val bits/byte", "tok/s", "wall"] + [
         f"ppl@{L}" + (" (train)" if L == train_len else "") for L in lengths]
     rows = []
     for label, seeds in by_label.items():
         ms = [s["metrics"] for s in seeds]
-        train_cols = [f"{ms[0]['params'] / 1e6:.3f}M" if ms[0]["params"] else "—",
-                      *(fmt([m[k] for m in ms], ".4f") for k in ("train_loss", "val_loss", "val_bpb")),
-                      fmt([m["tokens_per_sec"] for m in ms], ",.0f"), fmt([m["wall_s"] for m in ms], ".0f") + " s"]
-        rows.append([label] + (train_cols if seeds[0]["main"] else ["(same runs)", "", "", "", "", ""])
+        train_cols = ["(count model)" if seeds[0]["encoding"] == "ngram" else "(same runs)", "", "", "", "", ""]
+        if seeds[0]["main"]:
+            train_cols = [f"{ms[0]['params'] / 1e6:.3f}M" if ms[0]["params"] else "—",
+                          *(fmt([m[k] for m in ms], ".4f") for k in ("train_loss", "val_loss", "val_bpb")),
+                          fmt([m["tokens_per_sec"] for m in ms], ",.0f"), fmt([m["wall_s"] for m in ms], ".0f") + " s"]
+        rows.append([label + " †" * (label in worse)] + train_cols
                     + [fmt([s["ppl"].get(L, math.nan) for s in seeds], ".2f") for L in lengths])
     return md_table(head, rows)
 
@@ -268,17 +286,33 @@ def write_context(results, out, train_len):
     return lines + [""]
 
 
-def write(results, failed, settings, cfg, command):
+def baseline_note(by_label, train_len):
+    """The sentences under the results table on the n-gram rows and the † marker; [] without them."""
+    if "4-gram" not in by_label:
+        return []
+    runs = [label for label, seeds in by_label.items() if seeds[0]["encoding"] != "ngram"]
+    marked = (f"†: perplexity at the training length L = {train_len} worse than the 4-gram's "
+              f"({len(worse_than_4gram(by_label, train_len))} of {len(runs)} rows): such a model has not learned "
+              f"its training distribution yet, so its curve says nothing about extrapolation."
+              if train_len in by_label["4-gram"][0]["ppl"] else
+              f"No evaluation length is the training length {train_len}, so no row is compared with the 4-gram.")
+    return [f"The n-gram rows are count models of the training split (interpolated absolute discounting, d = 0.75: "
+            f"measure/ngram.py), scored on the same targets as the runs, each history cut at its window's start as "
+            f"a run's context is. " + marked, ""]
+
+
+def write(results, failed, settings, cfg, command, baselines=()):
     """Write the report folder settings["report_dir"]; -> the path of its report.md.
-    failed: [(run, message)] of the runs that did not finish."""
+    failed: [(run, message)] of the runs that did not finish; baselines: measure/ngram.py's rows."""
     out = settings["report_dir"]
     os.makedirs(out, exist_ok=True)
     lengths = sorted({row["length"] for r in results for row in r["rows"]}) or settings["eval_lengths"]
-    by_label = collect(results)
+    by_label = collect(results, baselines)
     write_csv(os.path.join(out, "runs.csv"), [
         dict(label=label, encoding=s["encoding"], seed=s["seed"], **{k: s["metrics"][k] for k in METRICS},
              **{f"ppl@{L}": s["ppl"].get(L, "") for L in lengths}) for label, seeds in by_label.items() for s in seeds])
-    write_csv(os.path.join(out, "eval.csv"), [dict(row, seed=r["seed"]) for r in results for row in r["rows"]])
+    write_csv(os.path.join(out, "eval.csv"), [dict(row, seed=r["seed"]) for r in results for row in r["rows"]]
+              + [dict(row, seed="") for row in baselines])
     pngs = {}
     if results:
         pngs["val_loss"] = plot_val_loss(os.path.join(out, "val_loss.png"), results)
@@ -301,7 +335,7 @@ def write(results, failed, settings, cfg, command):
           "across tokenizers). " + (f"Values are mean ± std over {n_seeds} seeds. " if n_seeds > 1 else "") +
           f"ppl@L is the perplexity of windows of L tokens; '—' means the run cannot be evaluated there "
           f"(e.g. a position table shorter than L). tok/s is the median training throughput.", "",
-          *results_table(by_label, lengths, cfg.block_size), ""]
+          *results_table(by_label, lengths, cfg.block_size), "", *baseline_note(by_label, cfg.block_size)]
     if failed:
         md += ["**Failed runs** (rerun the command to retry):", ""]
         md += [f"- {run['encoding']} seed {run['seed']}: {msg}" for run, msg in failed] + [""]

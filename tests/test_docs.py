@@ -54,11 +54,11 @@ def mean_std(values):
 
 
 def ppl_table(runs_csv):
-    """Per encoding as trained (label == encoding): ppl at each length, mean ± std over seeds."""
+    """Per encoding as trained (label == encoding) and n-gram baseline: ppl at each length, mean ± std over seeds."""
     rows = list(csv.DictReader(open(runs_csv)))
     lengths = [c for c in rows[0] if c.startswith("ppl@")]
     lines = ["| encoding | seeds | " + " | ".join(lengths) + " |", "|---" * (len(lengths) + 2) + "|"]
-    for enc in dict.fromkeys(r["encoding"] for r in rows):
+    for enc in dict.fromkeys(r["label"] for r in rows if r["label"] == r["encoding"] or r["encoding"] == "ngram"):
         runs = [r for r in rows if r["label"] == enc]
         cells = [mean_std([float(r[c]) for r in runs]) if all(r[c] not in ("", "nan") for r in runs) else "—"
                  for c in lengths]
@@ -123,8 +123,10 @@ def test_results_page_holds_generated_tables():
 
 def test_ppl_table_by_hand(tmp_path):
     p = tmp_path / "runs.csv"
-    p.write_text("label,encoding,seed,ppl@8,ppl@16\na,a,1,2.0,3.0\na,a,2,4.0,5.0\na+x,a,1,9,9\nb,b,1,1.0,nan\n")
-    assert ppl_table(p).splitlines()[2:] == ["| a | 2 | 3.00 ± 1.41 | 4.00 ± 1.41 |", "| b | 1 | 1.00 | — |"]
+    p.write_text("label,encoding,seed,ppl@8,ppl@16\na,a,1,2.0,3.0\na,a,2,4.0,5.0\na+x,a,1,9,9\nb,b,1,1.0,nan\n"
+                 "3-gram,ngram,,7.0,7.5\n")
+    assert ppl_table(p).splitlines()[2:] == ["| a | 2 | 3.00 ± 1.41 | 4.00 ± 1.41 |", "| b | 1 | 1.00 | — |",
+                                             "| 3-gram | 1 | 7.00 | 7.50 |"]
 
 
 # ---------------------------------------------------------------- links

@@ -70,10 +70,13 @@ def test_cli_writes_table_csv_and_png_with_na_for_learned(tiny_data, tmp_path, c
     assert math.isnan(rows[-1]["ppl"]) and rows[-1]["tokens"] == 0 and not math.isnan(rows[-2]["ppl"])
     with open(tmp_path / "rep" / "extrapolation.csv") as f:
         table = list(csv.DictReader(f))
-    assert list(table[0]) == list(evaluation.COLUMNS) and len(table) == 6 and table[-1]["ppl"] == "n/a"
+    assert list(table[0]) == list(evaluation.COLUMNS) and len(table) == 6 + 3 * 2 and table[5]["ppl"] == "n/a"
+    assert [(r["encoding"], r["method"], r["length"]) for r in table[6:8]] == [("ngram", "3-gram", "16"),
+                                                                               ("ngram", "3-gram", "32")]
     assert float(table[0]["ppl"]) == pytest.approx(math.exp(float(table[0]["loss"])), rel=1e-5)
     md = open(tmp_path / "rep" / "extrapolation.md").read()
     assert "| learned | learned | base | nonoverlap |" in md and "n/a" in md and "| 16 | 32 |" in md
+    assert "| count model | ngram | 5-gram | nonoverlap |" in md
     assert open(tmp_path / "rep" / "extrapolation.png", "rb").read(4) == b"\x89PNG"
     assert "| rope | rope | yarn x2 | nonoverlap |" in out.out
 
