@@ -96,7 +96,7 @@ def test_side_by_side_runs_equal_one_after_the_other(tiny_data, tmp_path):
         for enc in ("rope", "alibi"):
             ckpt = torch.load(out / f"{enc}-s1337" / "ckpt.pt", weights_only=False)
             assert ckpt["config"]["pos_encoding"] == enc and ckpt["iter_num"] == 20
-    assert evals[1] == evals[2] and len(evals[1]) == 2 * 3  # 2 encodings x 3 lengths
+    assert evals[1] == evals[2] and len(evals[1]) == (2 + 3) * 3  # 2 encodings and 3 n-gram baselines x 3 lengths
 
 
 def main_error(argv, capsys):
@@ -199,7 +199,7 @@ def test_variants_train_with_their_keys_and_share_the_out_root(tiny_data, tmp_pa
         assert a[key] == want and a["pos_encoding"] == name.split("_")[0]
     with open(out / "report" / "eval.csv") as f:
         labels = list(dict.fromkeys(row["label"] for row in csv.DictReader(f)))
-    assert labels == ["rope", "rope+yarn", "rope_qk", "alibi_w8"]   # yarn only where scaled_encodings says
+    assert labels == ["rope", "rope+yarn", "rope_qk", "alibi_w8", "3-gram", "4-gram", "5-gram"]   # yarn only where scaled_encodings says
     bad = run_py(*args(tiny_data, out, "--only=rope_qk"), env=env, check=False)
     assert bad.returncode == 2 and "unknown encoding 'rope_qk'" in bad.stderr and bad.stderr.count("\n") == 1
 

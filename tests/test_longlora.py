@@ -154,7 +154,7 @@ def test_compare_reports_the_longlora_fine_tune(tiny_data, tmp_path):
     assert (ckpt["config"]["finetune_method"], ckpt["model_args"]["rope_scaling"]) == ("longlora", "linear")
     with open(out / "report" / "eval.csv") as f:
         rows = list(csv.DictReader(f))
-    assert list(dict.fromkeys(row["label"] for row in rows)) == ["rope", "rope+direct ft", "rope+longlora ft"]
+    assert list(dict.fromkeys(row["label"] for row in rows)) == ["rope", "rope+direct ft", "rope+longlora ft", "3-gram", "4-gram", "5-gram"]
     n = ckpt["lora"]["trained_params"]
     assert {row["trained_params"] for row in rows if row["label"] == "rope+longlora ft"} == {str(n)}
     assert f"| longlora ({n:,} parameters trained) | — | " in (out / "report" / "report.md").read_text()
