@@ -86,3 +86,12 @@ def test_lm_eval_command_line_runs_posgpt_on_a_local_task(tiny_run, tmp_path):
     got = float(re.search(r"\|posgpt_tiny\|.*\|bits_per_byte\|[^|]*\|\s*([0-9.]+)\|", r.stdout).group(1))
     ll = PosgptLM(out_dir=str(tiny_run)).loglikelihood_rolling(requests("loglikelihood_rolling", *[(d,) for d in docs]))
     assert abs(got - -sum(ll) / sum(len(d.encode()) for d in docs) / math.log(2)) < 1e-3
+
+
+def test_the_command_without_the_extras_is_one_line():
+    """A newcomer without requirements-hf.txt: one line naming the fix, exit 2, no traceback."""
+    code = ("import sys, runpy; sys.modules['lm_eval'] = None; sys.argv = ['x', '--help']; "
+            "runpy.run_module('interop.lm_eval', run_name='__main__')")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "error: lm_eval is not installed; pip install -r requirements-hf.txt (the optional extras)"], r.stderr
