@@ -19,10 +19,10 @@ import torch.nn.functional as F
 try:
     from lm_eval.api.model import LM
     from lm_eval.api.registry import register_model
-except ImportError as e:   # an optional extra: the command says so in one line
+except ImportError:   # an optional extra: the command says so in one line
     if __name__ != "__main__":
         raise
-    print(f"error: {e.name} is not installed; pip install -r requirements-hf.txt (the optional extras)",
+    print("error: lm-eval is not installed; pip install -r requirements-hf.txt (the optional extras)",
           file=sys.stderr)
     sys.exit(2)
 

@@ -94,4 +94,4 @@ def test_the_command_without_the_extras_is_one_line():
             "runpy.run_module('interop.lm_eval', run_name='__main__')")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
-        "error: lm_eval is not installed; pip install -r requirements-hf.txt (the optional extras)"], r.stderr
+        "error: lm-eval is not installed; pip install -r requirements-hf.txt (the optional extras)"], r.stderr
