@@ -83,7 +83,9 @@ class FIRE(PositionalEncoding):
             q_pos = q_pos[m:]
         if len(q_pos):  # queries past L (or a decode step's few pairs): f at each pair
             x = fire_input(q_pos, k_pos, self.c, self.L)                  # (Tq', Tk)
-            n = max(1, HIDDEN // (x.shape[1] * self.mlp[0].out_features))   # rows of at most HIDDEN hidden units
+            # rows of at most HIDDEN hidden units; a decode step's one row is not split: computing the split
+            # from Tk would make the compiled step guard on Tk (a recompilation per token)
+            n = 1 if len(x) == 1 else max(1, HIDDEN // (x.shape[1] * self.mlp[0].out_features))
             rows = [self.mlp(x[i:i + n, :, None]) for i in range(0, len(x), n)]   # (<= n, Tk, H) each
             parts.append(torch.cat(rows).permute(2, 0, 1))                # (H, Tq', Tk)
         return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]    # (H, Tq, Tk)
