@@ -170,10 +170,10 @@ def write_per_position(curves, report_dir, train_len=None):
 
 def panels(labels):
     """The labels in panels of at most PER_PANEL, in order, those of one encoding (the name before '+'
-    or ' ') together where they fit."""
+    or ' ') together where they fit, its fine-tunes (" ft") apart from the rest."""
     groups = {}
     for label in labels:
-        groups.setdefault(label.split("+")[0].split(" ")[0], []).append(label)
+        groups.setdefault((label.split("+")[0].split(" ")[0], label.endswith(" ft")), []).append(label)
     out = []
     for group in groups.values():
         for i in range(0, len(group), PER_PANEL):
@@ -193,9 +193,9 @@ def plot_in_range(path, curves, train_len, reference=""):
     from matplotlib.ticker import NullFormatter
     from positional.plot import save
     groups = panels([label for label in curves if label != reference])
-    cols = min(3, len(groups))
+    cols = min(2, len(groups))
     rows = math.ceil(len(groups) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.3 * cols, 3.3 * rows), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.6 * cols, 3.3 * rows), sharey=True, squeeze=False)
     ticks = sorted({c for cs, _ in curves.values() for c in cs})
     for ax, group in zip(axes.flat, groups):
         for label in group + [reference] * bool(reference):
@@ -211,7 +211,7 @@ def plot_in_range(path, curves, train_len, reference=""):
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlim(ticks[0] / 1.25, ticks[-1] * 1.25)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, loc="upper right")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))   # beside the panel: never on a curve
         ax.set_xlabel("context c (tokens before the target)", fontsize=8)
     for ax in axes.flat[len(groups):]:
         ax.set_visible(False)
@@ -230,6 +230,7 @@ def write_in_range(runs_by_label, report_dir, train_len):
     runs = {label: rs for label, rs in runs.items() if rs}
     if not runs:
         return []
+    os.makedirs(report_dir, exist_ok=True)
     write_csv(os.path.join(report_dir, "context_curve.csv"), [
         dict(label=label, seed=r["seed"], **row) for label, rs in runs.items() for r in rs for row in r["in_range"]])
     curves = {label: ([row["context"] for row in rs[0]["in_range"]],     # the seeds of a label share its contexts

@@ -87,6 +87,9 @@ def test_panels_hold_at_most_per_panel_curves_and_keep_an_encoding_together():
     labels = ["none", "rope", "rope+ntk", "rope+yarn", "rope+yarn ft", "alibi", "t5", "xpos", "xpos+yarn"]
     got = context_use.panels(labels)
     assert got == [["none", "rope", "rope+ntk", "rope+yarn", "rope+yarn ft", "alibi"], ["t5", "xpos", "xpos+yarn"]]
+    rope = ["rope", "rope+ntk", "rope+yarn", "rope+leaky_rerope"]
+    tuned = ["rope+direct ft", "rope+linear ft", "rope+yarn ft", "rope+longlora ft"]
+    assert context_use.panels(rope + tuned + ["xpos"]) == [rope, tuned + ["xpos"]]   # 8 of rope: the fine-tunes apart
     many = context_use.panels([f"rope+m{i}" for i in range(8)] + ["alibi"])
     assert [len(p) for p in many] == [6, 3] and all(len(p) <= context_use.PER_PANEL for p in got + many)
 
