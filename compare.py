@@ -61,6 +61,7 @@ DEFAULTS = {   # compare.py's own keys; every other key is a training key (train
     "context_labels": [],             # lm: more runs to measure: "<enc>+<method>" or "<enc>+<method> ft"
     "context_tokens": 2048,           # lm: targets scored per context length
     "context_sequences": 8,           # lm: sequences of 16 L averaged by the per-position loss
+    "context_targets": 512,           # lm: targets of the in-range context curve (each costs a window per context)
     "context_reference": "",          # lm, with context_use: this encoding also trained at finetune_factor x L
     "variants": {},                   # lm: named runs with their own training keys, {name: {key: value}}
     "tasks": ["copy"],                # tasks: the tasks trained and scored
@@ -142,6 +143,7 @@ def check_lm(settings, train_keys, cfg):
         raise ConfigError(f"need --finetune_iters >= 0 (0: off) and --finetune_factor > 0; got "
                           f"{settings['finetune_iters']}, {settings['finetune_factor']}")
     settings["finetune_len"] = round(settings["finetune_factor"] * cfg.block_size) * bool(settings["finetune_iters"])
+    check_lows(settings, {"context_targets": 1})
     add_reference(settings, cfg)
     for keys in settings["variants"].values():
         Config(**dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()})).validate()
@@ -337,16 +339,18 @@ def log_eval_to_wandb(ckpt_cfg, rows, run, settings):
 
 
 def context_run(run, labels, settings, cfg):
-    """{label: {"gain": rows, "curve": list, "in_range": rows, "reference": bool}} of context_use.measure for the
-    run as trained and each of context_labels among its rows' `labels`; cached in <run>/context.json. Every
-    label's in-range curve runs to its own training length on targets after the longest of the comparison."""
+    """{label: {"gain": rows, "curve": list, "in_range": rows, "reference": bool}} of context_use.measure and
+    in_range_curve for the run as trained and each of context_labels among its rows' `labels`; cached in
+    <run>/context.json. Every in-range curve runs to its label's own training length, on the same targets for
+    every label: those after the longest training length of the comparison."""
     sources = {run["encoding"]: (run["dir"], None)}
     for label in [label for label in settings["context_labels"] if label in labels]:
         _, method, ft = parse_label(label)
         sources[label] = ((f"{run['dir']}-ft-{method}", None) if ft else
                           (run["dir"], {"rope_scaling": method, "rope_factor": settings["rope_factor"]}))
     longest = max(cfg.block_size, settings["finetune_len"], settings["reference_len"])
-    key = dict(tokens=settings["context_tokens"], sequences=settings["context_sequences"], targets_from=longest,
+    key = dict(tokens=settings["context_tokens"], sequences=settings["context_sequences"],
+               targets=settings["context_targets"], targets_from=longest,
                rope_factor=settings["rope_factor"], labels=sorted(sources),
                iters={label: checkpoint.load(d)["iter_num"] for label, (d, _) in sources.items()})
 
@@ -358,8 +362,10 @@ def context_run(run, labels, settings, cfg):
             tokens, _ = evaluation.validation_tokens(ckpt, cfg.data_dir, "val")
             with autocast(settings["eval_device"], settings["eval_dtype"]):
                 got = context_use.measure(model, tokens, cfg.block_size, scored_tokens=settings["context_tokens"],
-                                          sequences=settings["context_sequences"], device=settings["eval_device"],
-                                          in_range_to=ckpt["model_args"]["block_size"], targets_from=longest)
+                                          sequences=settings["context_sequences"], device=settings["eval_device"])
+                own = ckpt["model_args"]["block_size"]   # the curve runs to the label's own training length
+                got["in_range"] = context_use.in_range_curve(model, tokens, own, settings["context_targets"], longest,
+                                                             settings["eval_device"])
             out[label] = dict(got, curve=None if got["curve"] is None else got["curve"].tolist())
         return out
     got = cached(os.path.join(run["dir"], "context.json"), key, measure)[0]

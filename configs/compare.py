@@ -49,5 +49,6 @@ context_labels = ["rope+ntk", "rope+yarn", "rope+leaky_rerope", "rope+direct ft"
                   "rope+longlora ft"]
 context_tokens = 2048         # targets scored per context length (16 windows of stride L/2)
 context_sequences = 8         # sequences of 16 L averaged by the per-position loss
+context_targets = 512         # targets of the in-range curve, each scored by a window of c tokens per context c
 context_reference = "rope"    # also trained at finetune_factor x L = 1024 on the same tokens: the reference for
                               # context gain past L (--context_reference="": skip it)

@@ -101,20 +101,21 @@ def context_curve(model, tokens, contexts, targets, device="cpu"):
     return rows
 
 
+def in_range_curve(model, tokens, train_len, targets, start=0, device="cpu"):
+    """context_curve at contexts 8, 16, ..., train_len (the model's own training length) of `targets`
+    targets spread over the tokens after the first max(start, train_len)."""
+    at = curve_targets(len(tokens), targets, max(start, train_len))
+    return context_curve(model, tokens, in_range_contexts(train_len), at, device)
+
+
 def measure(model, tokens, base_len, gain=True, per_position=True, scored_tokens=TOKENS_PER_POINT,
-            sequences=SEQUENCES, device="cpu", in_range_to=0, targets_from=0):
+            sequences=SEQUENCES, device="cpu"):
     """{"gain": context_gain rows or None, "curve": per_position_loss curve at 16 base_len over
-    `sequences` sequences, or None (also where the positions end before that), "in_range": context_curve
-    rows for contexts 8 .. in_range_to on scored_tokens targets after the first max(targets_from,
-    in_range_to) tokens, or None (in_range_to 0)}. The caller sets autocast."""
+    `sequences` sequences, or None (also where the positions end before that)}. The caller sets autocast."""
     fits = model.max_positions is None or model.max_positions >= 16 * base_len
     rows = context_gain(model, tokens, base_len, scored_tokens=scored_tokens, device=device) if gain else None
     curve = per_position_loss(model, tokens, 16 * base_len, sequences, device)[0] if per_position and fits else None
-    in_range = None
-    if in_range_to:
-        targets = curve_targets(len(tokens), scored_tokens, max(targets_from, in_range_to))
-        in_range = context_curve(model, tokens, in_range_contexts(in_range_to), targets, device)
-    return {"gain": rows, "curve": curve, "in_range": in_range}
+    return {"gain": rows, "curve": curve}
 
 
 # ---- reports -------------------------------------------------------------------------
@@ -249,10 +250,11 @@ def write_in_range(runs_by_label, report_dir, train_len):
         [label] + [fmt(v[cs.index(c)].tolist() if c in cs else [], ".3f") for c in contexts]
         + [ratio(label, cs[0], train_len), ratio(label, train_len, cs[-1]) if cs[-1] > train_len else "—"]
         for label, (cs, v) in curves.items()])
-    note = (f"{reference} is trained with sequences of {curves[reference][0][-1]} tokens for as many iterations and "
-            f"tokens per iteration as the others (compare.py --context_reference): its gain past L, in its own range "
-            f"(last column), is what using context past L looks like, beside the context gain above of the models "
-            f"run past their training length." if reference else
+    s = curves[reference][0][-1] / train_len if reference else 0
+    note = (f"{reference} is trained with sequences of {s:g} L tokens, {s:g} times fewer of them per iteration "
+            f"(rounded), for as many iterations as the others (compare.py --context_reference): its gain past L, in "
+            f"its own range (last column), is what using context past L looks like, beside the context gain above "
+            f"of the models run past their training length." if reference else
             "No model was trained past L as a reference (compare.py --context_reference).")
     targets = next(iter(runs.values()))[0]["in_range"][0]["tokens"]
     return ["### In-range context curve: the positive control", "",

@@ -78,9 +78,8 @@ def test_a_real_model_matches_windows_ending_at_the_target():
                                                      torch.as_tensor(tokens[t])) for t in targets]
         assert r["loss"] == pytest.approx(torch.stack(nll).mean().item(), rel=1e-6)
     assert rows[0]["loss"] != pytest.approx(rows[2]["loss"], rel=1e-4)
-    got = context_use.measure(model, tokens, 16, gain=False, per_position=False, scored_tokens=3, in_range_to=32,
-                              targets_from=32)
-    assert got["in_range"] == rows and context_use.measure(model, tokens, 16, False, False)["in_range"] is None
+    assert context_use.in_range_curve(model, tokens, 32, 3) == rows                 # targets after the 32 contexts
+    assert context_use.in_range_curve(model, tokens, 16, 3, start=32) == rows[:2]   # after a longer one's
 
 
 def test_panels_hold_at_most_per_panel_curves_and_keep_an_encoding_together():
@@ -114,8 +113,8 @@ def test_reference_and_in_range_section_end_to_end(tiny_data, tmp_path):
     out = tmp_path / "cmp"
     run_py("compare.py", *tiny, f"--data_dir={tiny_data}", f"--out_root={out}", "--only=rope,alibi", "--max_iters=6",
            "--eval_interval=6", "--eval_lengths=[16,32]", "--eval_tokens=64", "--plots=False", "--context_use=True",
-           "--rope_scalings=['yarn']", "--context_tokens=64", "--context_reference=rope", "--finetune_factor=2",
-           env={"OMP_NUM_THREADS": "1"})
+           "--rope_scalings=['yarn']", "--context_tokens=64", "--context_targets=64", "--context_reference=rope",
+           "--finetune_factor=2", env={"OMP_NUM_THREADS": "1"})
     ckpt = checkpoint.load(str(out / "rope_2L-s1337"))
     assert (ckpt["model_args"]["block_size"], ckpt["config"]["batch_size"], ckpt["iter_num"]) == (32, 4, 6)
     with open(out / "report" / "eval.csv") as f:
@@ -128,13 +127,16 @@ def test_reference_and_in_range_section_end_to_end(tiny_data, tmp_path):
     assert {label: [c for c, _ in v] for label, v in got.items()} == {"rope": [8, 16], "alibi": [8, 16],
                                                                       "rope_2L": [8, 16, 32]}
     assert {r["tokens"] for r in rows} == {"64"}
-    tokens, _ = validation_tokens(ckpt, str(tiny_data), "val")   # the targets start after the longest context, 32
-    want = context_use.context_curve(checkpoint.build_model(ckpt, None, "cpu", strict=False), tokens, [8, 16, 32],
-                                     context_use.curve_targets(len(tokens), 64, 32))
-    assert [loss for _, loss in got["rope_2L"]] == pytest.approx([w["loss"] for w in want], rel=1e-5)
+    tokens, _ = validation_tokens(ckpt, str(tiny_data), "val")
+    targets = context_use.curve_targets(len(tokens), 64, 32)      # after the longest training length, 32, for both
+    for label in ("rope", "rope_2L"):
+        model = checkpoint.build_model(checkpoint.load(str(out / f"{label}-s1337")), None, "cpu", strict=False)
+        want = context_use.context_curve(model, tokens, [c for c, _ in got[label]], targets)
+        assert [loss for _, loss in got[label]] == pytest.approx([w["loss"] for w in want], rel=1e-5)
     report = (out / "report" / "report.md").read_text()
     section = report.split("### In-range context curve: the positive control")[1]
-    assert "rope_2L is trained with sequences of 32 tokens" in section and "![context_curve](context_curve.png)" in section
+    assert "rope_2L is trained with sequences of 2 L tokens, 2 times fewer of them per iteration" in section
+    assert "![context_curve](context_curve.png)" in section
     line = next(s for s in section.splitlines() if s.startswith("| rope_2L |")).split(" | ")
     (l8, l16, l32), ref = [loss for _, loss in got["rope_2L"]], line[-1].rstrip(" |")
     assert line[1:4] == [f"{l8:.3f}", f"{l16:.3f}", f"{l32:.3f}"] and ref == f"{math.exp(l16 - l32):.3f}"
