@@ -17,7 +17,7 @@ import matplotlib.ticker
 import positional
 from model import GPTConfig
 from measure import context_use
-from positional.plot import (figure, bias_by_distance, draw_bias_per_head, draw_expected_logits,
+from positional.plot import (figure, save, bias_by_distance, draw_bias_per_head, draw_expected_logits,
                              draw_rope_angles, draw_rope_decay, draw_similarity, position_table)
 from training import checkpoint
 
@@ -29,7 +29,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METRICS = ("params", "train_loss", "val_loss", "val_bpb", "tokens_per_sec", "wall_s")   # runs.csv's, from log.jsonl
 CAPTIONS = {
     "val_loss": "Validation loss against tokens seen, every run.",
-    "ppl_vs_length": "Perplexity against evaluation length (dashed: RoPE extension methods, no retraining).",
+    "ppl_vs_length": "Perplexity against evaluation length, a panel per family and per encoding's extension methods "
+                     "(without, then with fine-tuning); L: the training length.",
     "rope_decay": "RoPE's long-range decay bound (RoFormer section 3.4.3), d = 128, for several bases.",
     "rope_angles": "RoPE rotation angles, and how each extension method rescales each frequency.",
     "expected_logits": "Expected attention logit against distance for identical random q = k.",
@@ -161,50 +162,186 @@ def palette(encodings):
     return {name: cmap(i % cmap.N) for i, name in enumerate(names)}
 
 
+# ---- small multiples: one panel per family, a legend each that fits ---------------------
+MAX_ENTRIES = 8   # lines per panel: what a two-column legend under a 4-inch panel holds
+COLORS = [c for i, c in enumerate(plt.get_cmap("tab10").colors) if i != 7]   # tab10 less its grey (the baselines')
+FAMILIES = {"absolute": "none and absolute (added to the input)", "relative": "relative (score bias or own logits)",
+            "rotary": "rotary (rotates q and k)", "other": "other (variants, unknown names)"}
+
+
+def family(name):
+    """The FAMILIES key of an encoding, from the hooks its class implements (rotate before a bias: a hybrid
+    such as rope+alibi is rotary); a name outside positional.REGISTRY (a variant) is "other"."""
+    if name not in positional.REGISTRY:
+        return "other"
+    cls = positional.REGISTRY[name]
+    return "rotary" if cls.overrides("rotate") else "relative" if cls.needs_score_matrix else "absolute"
+
+
+def fit_panels(groups, keep=None):
+    """{title: entries} with every group of more than MAX_ENTRIES entries split into numbered parts of at
+    most MAX_ENTRIES; keep: {title: n}, the first n entries (a reference) repeated in every part."""
+    out = {}
+    for title, entries in groups.items():
+        k = (keep or {}).get(title, 0)
+        rest = entries[k:]
+        parts = max(1, math.ceil(len(rest) / (MAX_ENTRIES - k)))
+        size = math.ceil(len(rest) / parts)
+        for i in range(parts):
+            out[title + (f" ({i + 1}/{parts})" if parts > 1 else "")] = entries[:k] + rest[i * size:(i + 1) * size]
+    return out
+
+
+def panel_grid(path, panels, draw, title, xlabel, ylabel, ncols=3):
+    """One axes per panel of {panel title: entries} (at most MAX_ENTRIES each), ncols to a row; draw(ax,
+    entries) plots a panel in distinct colours (ax's cycle); its legend goes under its axes. -> path."""
+    if any(len(entries) > MAX_ENTRIES for entries in panels.values()):
+        raise ValueError(f"a panel holds at most {MAX_ENTRIES} lines; split the groups with fit_panels")
+    cols = min(ncols, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 1.2 + 3.6 * rows), squeeze=False, layout="constrained")
+    for ax, (name, entries) in zip(axes.flat, panels.items()):
+        ax.set_prop_cycle(color=COLORS)
+        draw(ax, entries)
+        ax.set_title(name, fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.tick_params(labelsize=8)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=2, frameon=False)
+    for ax in axes.flat[len(panels):]:
+        ax.remove()
+    fig.suptitle(title)
+    fig.supxlabel(xlabel, fontsize=10)
+    fig.supylabel(ylabel, fontsize=10)
+    return save(fig, path)
+
+
+def draw_seeds(ax, xs, values, style="-", color=None, label=None):
+    """The seeds' mean against xs, and their min-max band where there are several.
+    values: [per x: the seeds' values, None where there is none]."""
+    v = torch.tensor([[math.nan if x is None else x for x in at_x] for at_x in values], dtype=torch.float64)
+    if torch.isnan(v).all():   # (xs, seeds)
+        return
+    line, = ax.plot(xs, v.nanmean(1).numpy(), style, marker="o", ms=3, lw=1.2, color=color, label=label)
+    if v.shape[1] > 1:
+        ax.fill_between(xs, v.min(1).values.numpy(), v.max(1).values.numpy(), color=line.get_color(), alpha=0.2)
+
+
+def length_axis(ax, lengths):
+    """Log-2 x with a tick at each evaluated length, labelled with the plain number, and no minor ticks."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths, [str(n) for n in lengths])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def log_y(ax):
+    """Log y labelled with plain numbers: 1-2-5 ticks over a decade or more, about five even ones in less."""
+    ax.set_yscale("log")
+    lo, hi = ax.get_ylim()
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 5)) if hi / lo >= 10 else
+                               matplotlib.ticker.MaxNLocator(5))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:g}"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
+def small_multiples(path, panels, lengths, train_len=None, baselines=None, log=False, title="", xlabel="length",
+                    ylabel=""):
+    """Values against length, one panel per group. panels: {panel title: [(label, [per length: the seeds'
+    values, None where there is none])]}, drawn by draw_seeds in distinct colours; train_len: a vertical
+    line marked L; baselines: {name: [value per length or None]}, grey lines named at the right edge;
+    log: log y. -> path."""
+    def draw(ax, entries):
+        for label, values in entries:
+            draw_seeds(ax, lengths, values, label=label)
+        for name, values in (baselines or {}).items():
+            ax.plot(lengths, [math.nan if v is None else v for v in values], color="0.45", lw=0.9, ls=(0, (4, 2)))
+            last = next((v for v in reversed(values) if v is not None), None)
+            if last is not None:   # named in the right margin, clear of the lines
+                ax.annotate(name, (1, last), xycoords=("axes fraction", "data"), xytext=(3, 0),
+                            textcoords="offset points", va="center", fontsize=7, color="0.35")
+        if train_len:
+            ax.axvline(train_len, color="0.45", ls=":", lw=1)
+            ax.text(train_len, 0.98, " L", transform=ax.get_xaxis_transform(), va="top", fontsize=8, color="0.35")
+        length_axis(ax, lengths)
+        if log:
+            log_y(ax)
+    return panel_grid(path, panels, draw, title, xlabel, ylabel)
+
+
 def plot_val_loss(path, results):
-    colors, seen = palette(r["encoding"] for r in results), set()
-    with figure(path, (7, 4.5), xlabel="tokens seen", ylabel="validation loss",
-                title="Validation loss against tokens seen") as ax:
-        for r in results:
-            curve = read_log(r["dir"])["curve"]
-            ax.plot([t for t, _ in curve], [v for _, v in curve], color=colors[r["encoding"]], lw=1,
-                    label=None if r["encoding"] in seen else r["encoding"])
-            seen.add(r["encoding"])
-    return path
+    """Validation loss against tokens seen, one panel per family: each encoding's mean over seeds (at the
+    first seed's evaluation points) with the seeds' min-max band."""
+    by_enc = {}
+    for r in results:
+        by_enc.setdefault(r["encoding"], []).append(dict(read_log(r["dir"])["curve"]))
+    groups = {title: [] for title in FAMILIES.values()}
+    for enc, curves in by_enc.items():
+        tokens = list(curves[0])
+        groups[FAMILIES[family(enc)]].append((enc, tokens, [[c.get(t) for c in curves] for t in tokens]))
+
+    def draw(ax, entries):
+        for enc, tokens, values in entries:
+            draw_seeds(ax, tokens, values, label=enc)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x / 1e6:g}M" if x else "0"))
+    return panel_grid(path, fit_panels({k: v for k, v in groups.items() if v}), draw,
+                      "Validation loss against tokens seen (mean over seeds, band: min-max)", "tokens seen",
+                      "validation loss (nats per token)")
 
 
-def plot_by_length(path, curves, lengths, train_len, log_y=False, **axes):
+def plot_by_length(path, curves, lengths, train_len, **axes):
     """curves: [(label, [per length: the seeds' values, None where there is none], line style, colour)]:
     the seeds' mean against length (log-2 x), with their min-max band where there are several."""
     with figure(path, (8, 4.5), train_len, **axes) as ax:
         for label, values, style, color in curves:
-            v = torch.tensor([[math.nan if x is None else x for x in at_n] for at_n in values], dtype=torch.float64)
-            if not torch.isnan(v).all():   # (lengths, seeds)
-                ax.plot(lengths, v.nanmean(1).numpy(), style, marker="o", ms=3, lw=1.2, color=color, label=label)
-            if v.shape[1] > 1:
-                ax.fill_between(lengths, v.min(1).values.numpy(), v.max(1).values.numpy(), color=color, alpha=0.2)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(lengths, [str(n) for n in lengths])
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        if log_y:
-            ax.set_yscale("log")
-            ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-            ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
+            draw_seeds(ax, lengths, values, style, color, label)
+        length_axis(ax, lengths)
     return path
 
 
 def plot_ppl(path, by_label, lengths, train_len):
-    """One colour per encoding; its RoPE extension methods in the same colour, dashed."""
-    colors, dashes, curves = palette(seeds[0]["encoding"] for seeds in by_label.values()), {}, []
+    """Perplexity against length: a panel per family of the encodings as trained (family()), and per encoding
+    one for its extension methods without fine-tuning and one fine-tuned, each led by the encoding alone;
+    the n-gram rows as baselines."""
+    values = {label: [[s["ppl"].get(n) for s in seeds] for n in lengths] for label, seeds in by_label.items()}
+    groups, methods, baselines = {title: [] for title in FAMILIES.values()}, {}, {}
     for label, seeds in by_label.items():
-        color, main = colors[seeds[0]["encoding"]], seeds[0]["main"]
-        k = dashes[color] = dashes.get(color, -1) + (not main)
-        if seeds[0]["encoding"] == "ngram":   # the baselines: dotted, darker grey for a higher order
-            color = str(round(0.7 - 0.15 * k, 2))
-        curves.append((label, [[s["ppl"].get(L) for s in seeds] for L in lengths],
-                       "-" if main else ["--", ":", "-."][k % 3], color))
-    return plot_by_length(path, curves, lengths, train_len, log_y=True, xlabel="evaluation length (tokens)",
-                          ylabel="validation perplexity", title="Perplexity against evaluation length")
+        enc = seeds[0]["encoding"]
+        if enc == "ngram":
+            baselines[label] = [v[0] for v in values[label]]
+        elif seeds[0]["main"]:
+            groups[FAMILIES[family(enc)]].append((label, values[label]))
+        else:   # "rope+yarn" or "rope+yarn ft"
+            method, _, ft = label[len(enc) + 1:].partition(" ")
+            methods.setdefault(enc, {False: [], True: []})[bool(ft)].append((method, values[label]))
+    groups, keep = {k: v for k, v in groups.items() if v}, {}
+    for enc, by_ft in methods.items():
+        for ft, entries in by_ft.items():
+            title = f"{enc} + extension method, " + ("fine-tuned" if ft else "no fine-tuning")
+            if entries:
+                groups[title], keep[title] = [(f"{enc} alone", values.get(enc, []))] + entries, 1
+    title = "Perplexity against evaluation length (mean over seeds, band: min-max" + (
+        "; dashed grey: n-gram baselines)" if baselines else ")")
+    return small_multiples(path, fit_panels(groups, keep), lengths, train_len, baselines, log=True, title=title,
+                           xlabel="evaluation length (tokens)", ylabel="validation perplexity (log scale)")
+
+
+def read_runs(path):
+    """collect()'s {label: [per seed]} from a report's runs.csv (perplexities only, no training curves), and
+    its evaluation lengths: what redraw needs."""
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    by_label = {}
+    for row in rows:
+        ppl = {int(k[len("ppl@"):]): float(v) for k, v in row.items() if k.startswith("ppl@") and v}
+        by_label.setdefault(row["label"], []).append(dict(seed=row["seed"], encoding=row["encoding"], metrics={},
+                                                          ppl=ppl, main=row["label"] == row["encoding"]))
+    return by_label, [int(k[len("ppl@"):]) for k in rows[0] if k.startswith("ppl@")] if rows else []
+
+
+def redraw(report_dir, train_len):
+    """Draw ppl_vs_length.png of a written report again from its runs.csv (after a change to the figure):
+        python -c "from measure.compare_report import redraw; redraw('reports/compare', 256)"   -> its path"""
+    by_label, lengths = read_runs(os.path.join(report_dir, "runs.csv"))
+    return plot_ppl(os.path.join(report_dir, "ppl_vs_length.png"), by_label, lengths, train_len)
 
 
 def worse_than_4gram(by_label, train_len):
