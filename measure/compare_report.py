@@ -234,13 +234,16 @@ def length_axis(ax, lengths):
 
 
 def log_y(ax):
-    """Log y labelled with plain numbers: 1-2-5 ticks over a decade or more, about five even ones in less."""
+    """Log y labelled with plain numbers: 1-2-5 ticks over a decade or more, 1, 1.5, 2, 2.5, 3, ... 9 times a
+    power of ten over a factor of 1.5 to 10, about five even steps in less."""
     ax.set_yscale("log")
     lo, hi = ax.get_ylim()
-    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 5)) if hi / lo >= 10 else
-                               matplotlib.ticker.MaxNLocator(5))
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:g}"))
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ticker = matplotlib.ticker
+    ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1, 2, 5)) if hi / lo >= 10 else
+                               ticker.LogLocator(subs=(1, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)) if hi / lo >= 1.5 else
+                               ticker.MaxNLocator(5, steps=[1, 2, 2.5, 5, 10]))
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda y, _: f"{y:g}"))
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
 
 
 def small_multiples(path, panels, lengths, train_len=None, baselines=None, log=False, title="", xlabel="length",

@@ -58,9 +58,11 @@ def check_figure(fig, lengths):
         assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1, \
             f"{ax.get_title()}: legend outside the figure"
         assert not any(overlap(box, f) for f in frames), f"{ax.get_title()}: legend over an axes"
-        ticks = [t for t in ax.get_xticklabels() if t.get_text()]
-        assert not any(overlap(a.get_window_extent(renderer), b.get_window_extent(renderer))
-                       for a, b in zip(ticks, ticks[1:])), f"{ax.get_title()}: x tick labels overlap"
+        for labels in (ax.get_xticklabels(), ax.get_yticklabels()):
+            ticks = [t for t in labels if t.get_text()]
+            assert len(ticks) >= 2, f"{ax.get_title()}: fewer than two labelled ticks"
+            assert not any(overlap(a.get_window_extent(renderer), b.get_window_extent(renderer))
+                           for a, b in zip(ticks, ticks[1:])), f"{ax.get_title()}: tick labels overlap"
         if ax.get_xscale() == "log":   # against length
             assert list(ax.get_xticks()) == lengths
             assert [t.get_text() for t in ax.get_xticklabels()] == [str(n) for n in lengths]
