@@ -274,8 +274,10 @@ def plot_val_loss(path, results):
     """Validation loss against tokens seen, one panel per family: each encoding's mean over seeds (at the
     first seed's evaluation points) with the seeds' min-max band."""
     by_enc = {}
-    for r in results:
-        by_enc.setdefault(r["encoding"], []).append(dict(read_log(r["dir"])["curve"]))
+    for r in results:   # a run without a log (trained before train.py wrote one) has no curve
+        curve = dict(read_log(r["dir"])["curve"])
+        if curve:
+            by_enc.setdefault(r["encoding"], []).append(curve)
     groups = {title: [] for title in FAMILIES.values()}
     for enc, curves in by_enc.items():
         tokens = list(curves[0])
@@ -455,7 +457,8 @@ def write(results, failed, settings, cfg, command, baselines=()):
               + [dict(row, seed="") for row in baselines])
     pngs = {}
     if results:
-        pngs["val_loss"] = plot_val_loss(os.path.join(out, "val_loss.png"), results)
+        if any(read_log(r["dir"])["curve"] for r in results):
+            pngs["val_loss"] = plot_val_loss(os.path.join(out, "val_loss.png"), results)
         pngs["ppl_vs_length"] = plot_ppl(os.path.join(out, "ppl_vs_length.png"), by_label, lengths, cfg.block_size)
     if settings["plots"]:
         first_seed = [r["dir"] for r in results if r["seed"] == settings["seed_list"][0]]
