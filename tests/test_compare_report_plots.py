@@ -11,8 +11,8 @@ import matplotlib.figure
 import pytest
 
 import positional
-from measure import compare_report
-from measure.compare_report import MAX_ENTRIES, family, fit_panels
+from measure import compare_report, panels
+from measure.panels import MAX_ENTRIES, family, fit_panels
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEADLINE = os.path.join(ROOT, "reports", "compare", "runs.csv")
@@ -33,7 +33,7 @@ def test_fit_panels_splits_and_repeats_the_reference():
     assert [e[0] for e in got["a (2/2)"]] == ["ref", "m5", "m6", "m7", "m8"]
     assert [e[0] for e in got["b"]] == ["ref", "m0", "m1"]
     with pytest.raises(ValueError, match="at most 8 lines"):
-        compare_report.panel_grid("unused.png", {"a": entries}, lambda ax, e: None, "", "", "")
+        panels.panel_grid("unused.png", {"a": entries}, lambda ax, e: None, "", "", "")
 
 
 def overlap(a, b):
