@@ -36,7 +36,7 @@ def chunk_starts(n_tokens, size, tokens, docs=None):
     """First offsets of the chunks scored in a split of n_tokens: a chunk at a scores the `size` targets
     tokens[a + 1 .. a + size]. The split is cut into non-overlapping chunks, each starting at a
     document's first token (docs: the documents' offsets) or, without documents, every `size` tokens;
-    of these, ceil(tokens / size) are kept at evenly spaced ranks (all where there are fewer)."""
+    of these, ceil(tokens / size) are kept at evenly spaced ranks, centred (all where there are fewer)."""
     if docs is None:
         cands = np.arange(0, n_tokens - size, size)
     else:
@@ -47,7 +47,7 @@ def chunk_starts(n_tokens, size, tokens, docs=None):
                 free = d + size
         cands = np.asarray(cands, dtype=np.int64)
     k = min(-(-tokens // size), len(cands))
-    return cands[np.arange(k) * len(cands) // k]
+    return cands[(2 * np.arange(k) + 1) * len(cands) // (2 * k)]
 
 
 def spans(n, length, stride):

@@ -47,19 +47,20 @@ def test_score_equals_the_models_own_loss():
 
 def test_chunks_spread_evenly_without_overlap_by_hand():
     # 100 tokens, chunks of 10 targets: 9 possible starts 0, 10, ..., 80 (a chunk at 90 would need token 100)
-    assert evaluation.chunk_starts(100, 10, 30).tolist() == [0, 30, 60]          # ranks 0, 3, 6 of 9
-    assert evaluation.chunk_starts(100, 10, 25).tolist() == [0, 30, 60]          # ceil(25 / 10) chunks
+    assert evaluation.chunk_starts(100, 10, 30).tolist() == [10, 40, 70]         # ranks 1, 4, 7 of 0..8
+    assert evaluation.chunk_starts(100, 10, 25).tolist() == [10, 40, 70]         # ceil(25 / 10) chunks
+    assert evaluation.chunk_starts(100, 10, 10).tolist() == [40]                 # the middle one
     assert evaluation.chunk_starts(100, 10, 10 ** 6).tolist() == list(range(0, 90, 10))   # all: the whole split
     # documents at 0, 4, 15, 50, 52, 95: 4 and 52 lie in the chunk before them, 95 leaves no 10 targets
     assert evaluation.chunk_starts(100, 10, 100, [0, 4, 15, 50, 52, 95]).tolist() == [0, 15, 50]
-    assert evaluation.chunk_starts(100, 10, 20, [0, 4, 15, 50, 52, 95]).tolist() == [0, 15]
+    assert evaluation.chunk_starts(100, 10, 20, [0, 4, 15, 50, 52, 95]).tolist() == [0, 50]
 
 
 def test_every_length_scores_the_same_chunks_spread_over_the_split(tiny_data, tmp_path):
     model = save_tiny(tiny_data, tmp_path, "t5")
     val = torch.from_numpy(evaluation.validation_tokens(checkpoint.load(str(tmp_path)), None)[0].astype("int64"))
     starts = evaluation.chunk_starts(len(val), 48, 200)
-    assert len(starts) == 5 and starts[-1] > len(val) // 2          # ceil(200 / 48) chunks, not the first 240 tokens
+    assert len(starts) == 5 and starts[-1] > 3 * len(val) // 4      # ceil(200 / 48) chunks, not the first 240 tokens
     a = evaluation.evaluate_checkpoint(str(tmp_path), [16, 48], "nonoverlap", tokens_per_point=200)
     b = evaluation.evaluate_checkpoint(str(tmp_path), [16, 48], "sliding", stride=None, tokens_per_point=200)
     c = evaluation.evaluate_checkpoint(str(tmp_path), [16, 48], "sliding", stride=16, tokens_per_point=200)
