@@ -326,11 +326,12 @@ def read_eval(report_dir):
                  chunk_loss=chunks.get((r["label"], r["seed"], r["length"]), [])) for r in rows]
 
 
-def comparisons(labels):
-    """[(label, reference)]: each encoding (a label of the registry, or one without "+") against rope,
-    and each method of an encoding ("<enc>+<method>", with or without " ft") against the encoding as trained."""
+def comparisons(labels, reference="rope"):
+    """[(label, reference)]: each encoding (a label of the registry, or one without "+") against the
+    reference encoding, and each method of an encoding ("<enc>+<method>", with or without " ft")
+    against the encoding as trained."""
     encodings = [label for label in labels if label in positional.REGISTRY or "+" not in label]
-    out = [(label, "rope") for label in encodings if label != "rope" and "rope" in labels]
+    out = [(label, reference) for label in encodings if label != reference and reference in labels]
     for label in labels:
         base = max((e for e in encodings if label.startswith(e + "+")), key=len, default=None)
         out += [(label, base)] if base and label not in encodings else []
