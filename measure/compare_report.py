@@ -350,9 +350,9 @@ def paired_rows(rows):
     for label, ref in comparisons(list(by)):
         for length in sorted(by[label]):
             seeds = [s for s in by[label][length] if s in by[ref].get(length, {})]
-            a, b = [by[label][length][s] for s in seeds], [by[ref][length][s] for s in seeds]
             if not seeds:
                 continue
+            a, b = [by[label][length][s] for s in seeds], [by[ref][length][s] for s in seeds]
             chunked = len({len(r["chunk_loss"]) for r in a + b}) == 1 and len(a[0]["chunk_loss"]) > 1
             p = stats.paired([r["loss"] for r in a], [r["loss"] for r in b],
                              *([[r["chunk_loss"] for r in a], [r["chunk_loss"] for r in b]] if chunked else []))
