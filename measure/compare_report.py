@@ -16,7 +16,7 @@ import matplotlib.ticker
 
 import positional
 from model import GPTConfig
-from measure import context_use
+from measure import context_use, stats
 from measure.panels import FAMILIES, draw_seeds, family, fit_panels, length_axis, panel_grid, small_multiples
 from positional.plot import (figure, bias_by_distance, draw_bias_per_head, draw_expected_logits,
                              draw_rope_angles, draw_rope_decay, draw_similarity, position_table)
@@ -336,6 +336,102 @@ def baseline_note(by_label, train_len):
             f"a run's context is. " + marked, ""]
 
 
+# ---- paired statistics (measure/stats.py) ------------------------------------------------
+def write_evals(out, rows):
+    """eval.csv (every evaluation point) and eval_chunks.csv (each point's mean loss per evaluation chunk,
+    in evaluation.chunk_starts' order; per document in mode documents) into folder out."""
+    write_csv(os.path.join(out, "eval.csv"), [{k: v for k, v in row.items() if k != "chunk_loss"} for row in rows])
+    write_csv(os.path.join(out, "eval_chunks.csv"), [
+        dict(label=row["label"], seed=row["seed"], length=row["length"],
+             **{f"chunk{i}": f"{v:.6f}" for i, v in enumerate(row["chunk_loss"])})
+        for row in rows if row.get("chunk_loss")])
+
+
+def read_eval(report_dir):
+    """eval.csv's rows (loss a float, length an int), each with chunk_loss from eval_chunks.csv ([] where a
+    report predates it or the row has none)."""
+    with open(os.path.join(report_dir, "eval.csv")) as f:
+        rows = list(csv.DictReader(f))
+    chunks, path = {}, os.path.join(report_dir, "eval_chunks.csv")
+    if os.path.exists(path):
+        with open(path) as f:
+            for r in csv.DictReader(f):
+                chunks[r["label"], r["seed"], r["length"]] = [float(v) for k, v in r.items() if k.startswith("chunk")]
+    return [dict(r, loss=float(r.get("loss") or "nan"), length=int(r["length"]),
+                 chunk_loss=chunks.get((r["label"], r["seed"], r["length"]), [])) for r in rows]
+
+
+def comparisons(labels, reference="rope"):
+    """[(label, reference)]: each encoding (a label of the registry, or one without "+") against the
+    reference encoding, and each method of an encoding ("<enc>+<method>", with or without " ft")
+    against the encoding as trained."""
+    encodings = [label for label in labels if label in positional.REGISTRY or "+" not in label]
+    out = [(label, reference) for label in encodings if label != reference and reference in labels]
+    for label in labels:
+        base = max((e for e in encodings if label.startswith(e + "+")), key=len, default=None)
+        out += [(label, base)] if base and label not in encodings else []
+    return out
+
+
+def paired_rows(rows):
+    """paired.csv's rows: per comparison and length, the per-seed paired difference of loss (label minus
+    reference, nats per token) over the seeds both have (stats.paired), with the bootstrap interval over
+    evaluation chunks where every run has the same chunks, else mean ± 2 sd over seeds."""
+    by = {}
+    for r in rows:
+        if r.get("encoding") != "ngram" and not math.isnan(r["loss"]):
+            by.setdefault(r["label"], {}).setdefault(r["length"], {})[str(r["seed"])] = r
+    out = []
+    for label, ref in comparisons(list(by)):
+        for length in sorted(by[label]):
+            seeds = [s for s in by[label][length] if s in by[ref].get(length, {})]
+            if not seeds:
+                continue
+            a, b = [by[label][length][s] for s in seeds], [by[ref][length][s] for s in seeds]
+            chunked = len({len(r["chunk_loss"]) for r in a + b}) == 1 and len(a[0]["chunk_loss"]) > 1
+            p = stats.paired([r["loss"] for r in a], [r["loss"] for r in b],
+                             *([[r["chunk_loss"] for r in a], [r["chunk_loss"] for r in b]] if chunked else []))
+            lo, hi = (p.lo, p.hi) if chunked else (p.mean - 2 * p.sd, p.mean + 2 * p.sd)
+            out.append(dict(label=label, reference=ref, length=length, seeds=p.n, mean=p.mean, sd=p.sd, agree=p.agree,
+                            lo=lo, hi=hi, interval=f"{len(a[0]['chunk_loss'])} chunks" if chunked else "seeds",
+                            result=p.is_result))
+    return out
+
+
+def paired_cell(p):
+    """"-0.012 ± 0.004, 3/3, [-0.015, -0.009]", in bold when a result, else followed by "not a result"."""
+    sd = "" if math.isnan(p["sd"]) else f" ± {p['sd']:.3f}"
+    ci = "no interval" if math.isnan(p["lo"]) else f"[{p['lo']:+.3f}, {p['hi']:+.3f}]"
+    text = f"{p['mean']:+.3f}{sd}, {p['agree']}/{p['seeds']}, {ci}"
+    return f"**{text}**" if p["result"] else f"{text}, not a result"
+
+
+def paired_table(prows):
+    """Markdown: one row per comparison, one column per length, and how many differences are results."""
+    lengths = sorted({p["length"] for p in prows})
+    cells = {}
+    for p in prows:
+        cells.setdefault((p["label"], p["reference"]), {})[p["length"]] = paired_cell(p)
+    return [*md_table(["row", "reference"] + [f"Δ loss @{L}" for L in lengths],
+                      [[*pair, *(by_len.get(L, "—") for L in lengths)] for pair, by_len in cells.items()]), "",
+            f"{sum(p['result'] for p in prows)} of {len(prows)} differences are results (interval over "
+            f"{', '.join(sorted({p['interval'] for p in prows}))})."]
+
+
+def paired_lines(prows):
+    """Markdown: the paired section of a report; [] without comparisons."""
+    if not prows:
+        return []
+    return ["## Paired differences", "",
+            "Loss of each row minus its reference's, in nats per token (negative: the row is better), paired by seed "
+            "(the same seed trains both on the same batches, and both are scored on the same targets): mean ± sd "
+            "over seeds, the seeds whose difference has the mean's sign, and a 95% interval of the mean difference "
+            "(measure/stats.py): a bootstrap over the evaluation chunks, resampled together for every seed, or, where "
+            "runs have no per-chunk losses, mean ± 2 sd over seeds. A difference is a result only when its interval "
+            "excludes zero: those are in bold; every other cell says that it is not a result.", "",
+            *paired_table(prows), "", "Data: [paired.csv](paired.csv).", ""]
+
+
 def write(results, failed, settings, cfg, command, baselines=()):
     """Write the report folder settings["report_dir"]; -> the path of its report.md.
     failed: [(run, message)] of the runs that did not finish; baselines: measure/ngram.py's rows."""
@@ -346,8 +442,10 @@ def write(results, failed, settings, cfg, command, baselines=()):
     write_csv(os.path.join(out, "runs.csv"), [
         dict(label=label, encoding=s["encoding"], seed=s["seed"], **{k: s["metrics"][k] for k in METRICS},
              **{f"ppl@{L}": s["ppl"].get(L, "") for L in lengths}) for label, seeds in by_label.items() for s in seeds])
-    write_csv(os.path.join(out, "eval.csv"), [dict(row, seed=r["seed"]) for r in results for row in r["rows"]]
-              + [dict(row, seed="") for row in baselines])
+    write_evals(out, [dict(row, seed=r["seed"]) for r in results for row in r["rows"]]
+                + [dict(row, seed="") for row in baselines])
+    prows = paired_rows(read_eval(out))   # from the files, as docs/results.md's generated blocks are
+    write_csv(os.path.join(out, "paired.csv"), prows)
     pngs = {}
     if results:
         if any(read_log(r["dir"])["curve"] for r in results):
@@ -364,8 +462,9 @@ def write(results, failed, settings, cfg, command, baselines=()):
           f"- recipe: dataset `{cfg.dataset}`, {cfg.n_layer} layers x {cfg.n_head} heads x {cfg.n_embd} wide, "
           f"block_size {cfg.block_size}, {cfg.max_iters} iters x {tokens:,} tokens "
           f"= {cfg.max_iters * tokens:,} tokens per run, seeds {settings['seed_list']}",
-          f"- evaluation: {settings['eval_mode']} windows, {settings['eval_tokens']:,} tokens per point, "
-          f"split val; RoPE extension methods use factor {settings['rope_factor']:g}",
+          f"- evaluation: {settings['eval_mode']} windows, {settings['eval_tokens']:,} tokens per point or more, in "
+          f"chunks of the longest length spread evenly over the val split, the same at every length; RoPE "
+          f"extension methods use factor {settings['rope_factor']:g}",
           "", "## Results", "",
           "Loss is per token (nats); bits/byte is the val loss over the UTF-8 bytes of the text (comparable "
           "across tokenizers). " + (f"Values are mean ± std over {n_seeds} seeds. " if n_seeds > 1 else "") +
@@ -378,14 +477,15 @@ def write(results, failed, settings, cfg, command, baselines=()):
     notes = {row["label"]: f" ({row['trained_params']:,} parameters trained)" for r in results for row in r["rows"]
              if row.get("trained_params")}   # LongLoRA's fine-tune trains adapters, embeddings and norms only
     md += finetune_lines(by_label, settings["finetune_len"], notes) if settings["finetune_len"] in lengths else []
-    md += write_context(results, out, cfg.block_size)
+    md += paired_lines(prows) + write_context(results, out, cfg.block_size)
     caption = lambda name: (f"{CAPTIONS.get(name, name.replace('_', ' ') + '.')}\n\n"  # noqa: E731
                             f"![{name}]({os.path.relpath(pngs[name], out)})\n")
     runs_plots = ("val_loss", "ppl_vs_length")
     md += ["## Plots", ""] + [caption(name) for name in pngs if name in runs_plots]
     md += ["## What each encoding does", ""] + [caption(name) for name in pngs if name not in runs_plots]
     md += ["", "## Commands", "", "```", command, "```", "", "Each run:", "", "```", *(r["command"] for r in results),
-           "```", "", "Files: [runs.csv](runs.csv) (one row per run), [eval.csv](eval.csv) (every evaluation point).",
+           "```", "", "Files: [runs.csv](runs.csv) (one row per run), [eval.csv](eval.csv) (every evaluation point), "
+           "[eval_chunks.csv](eval_chunks.csv) (each point's loss per evaluation chunk), [paired.csv](paired.csv).",
            ""]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(md))

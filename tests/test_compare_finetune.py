@@ -37,7 +37,7 @@ def test_finetune_protocol_end_to_end(tiny_data, tmp_path):
     assert "| rope+yarn ft " in report and "| rope+direct ft " in report   # (a † when worse than the 4-gram)
     with open(out / "report" / "eval.csv") as f:   # the 2L summary holds the same numbers as eval.csv
         ppl = {row["label"]: float(row["ppl"]) for row in csv.DictReader(f) if row["length"] == "32"}
-    section = report.split("## Extension methods at the fine-tuning length")[1]
+    section = report.split("## Extension methods at the fine-tuning length")[1].split("\n## ")[0]
     assert f"| yarn | {ppl['rope+yarn']:.2f} | {ppl['rope+yarn ft']:.2f} |  |" in section
     assert f"| none | {ppl['rope']:.2f} | — | {ppl['rope+direct ft']:.2f} |" in section
     assert "| alibi" not in section
