@@ -376,7 +376,7 @@ def comparisons(labels, reference="rope"):
 def paired_rows(rows):
     """paired.csv's rows: per comparison and length, the per-seed paired difference of loss (label minus
     reference, nats per token) over the seeds both have (stats.paired), with the bootstrap interval over
-    evaluation chunks where every run has the same chunks, else mean ± 2 sd over seeds."""
+    evaluation chunks where every run has the same chunks, else Student's t interval over seeds."""
     by = {}
     for r in rows:
         if r.get("encoding") != "ngram" and not math.isnan(r["loss"]):
@@ -391,7 +391,7 @@ def paired_rows(rows):
             chunked = len({len(r["chunk_loss"]) for r in a + b}) == 1 and len(a[0]["chunk_loss"]) > 1
             p = stats.paired([r["loss"] for r in a], [r["loss"] for r in b],
                              *([[r["chunk_loss"] for r in a], [r["chunk_loss"] for r in b]] if chunked else []))
-            lo, hi = (p.lo, p.hi) if chunked else (p.mean - 2 * p.sd, p.mean + 2 * p.sd)
+            lo, hi = p.interval()
             out.append(dict(label=label, reference=ref, length=length, seeds=p.n, mean=p.mean, sd=p.sd, agree=p.agree,
                             lo=lo, hi=hi, interval=f"{len(a[0]['chunk_loss'])} chunks" if chunked else "seeds",
                             result=p.is_result))
@@ -427,7 +427,7 @@ def paired_lines(prows):
             "(the same seed trains both on the same batches, and both are scored on the same targets): mean ± sd "
             "over seeds, the seeds whose difference has the mean's sign, and a 95% interval of the mean difference "
             "(measure/stats.py): a bootstrap over the evaluation chunks, resampled together for every seed, or, where "
-            "runs have no per-chunk losses, mean ± 2 sd over seeds. A difference is a result only when its interval "
+            "runs have no per-chunk losses, Student's t interval over seeds (mean ± t sd / √n). A difference is a result only when its interval "
             "excludes zero: those are in bold; every other cell says that it is not a result.", "",
             *paired_table(prows), "", "Data: [paired.csv](paired.csv).", ""]
 

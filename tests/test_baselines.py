@@ -42,7 +42,11 @@ def test_paired_statistics_by_hand():
     assert p.mean == pytest.approx(3.5 / 3)
     assert p.sd == pytest.approx(math.sqrt(((1 - 3.5 / 3) ** 2 + (-0.5 - 3.5 / 3) ** 2 + (3 - 3.5 / 3) ** 2) / 2))
     assert (p.agree, p.n) == (2, 3)
-    assert not p.is_result                                    # mean - 2 sd < 0 < mean + 2 sd
+    half = 4.303 * p.sd / math.sqrt(3)                        # Student's t, 2 degrees of freedom
+    assert p.interval() == pytest.approx((p.mean - half, p.mean + half)) and not p.is_result
+    assert paired([1.0, 1.1, 0.9], [0.0, 0.0, 0.0]).interval() == pytest.approx((1 - 4.303 * 0.1 / math.sqrt(3),
+                                                                                 1 + 4.303 * 0.1 / math.sqrt(3)))
+    assert math.isnan(paired([1.0], [0.0]).interval()[0]) and not paired([1.0], [0.0]).is_result
 
 
 def test_bootstrap_interval_excludes_zero_only_for_a_consistent_difference():

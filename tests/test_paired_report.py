@@ -73,12 +73,13 @@ def test_paired_differences_by_hand(tmp_path):
 
 
 def test_a_report_without_chunk_losses_uses_the_seeds(tmp_path):
-    """Rows without chunk_loss (a report written before them): mean ± 2 sd over seeds."""
+    """Rows without chunk_loss (a report written before them): Student's t interval over seeds."""
     md, paired = write_report(tmp_path, RUNS, None)
     with open(tmp_path / "report" / "eval_chunks.csv") as f:
         assert list(csv.reader(f)) == [["label"]]
     p = paired["rope+yarn", "rope", 32]                                        # -0.1, -0.15, -0.2
     assert p["interval"] == "seeds" and float(p["sd"]) == pytest.approx(0.05)
-    assert (float(p["lo"]), float(p["hi"])) == pytest.approx((-0.25, -0.05)) and p["result"] == "True"
-    assert paired["alibi", "rope", 16]["result"] == "False"                   # -0.117 + 2 x 0.076 > 0
+    half = 4.303 * 0.05 / 3 ** 0.5                                             # t(0.975, 2) sd / sqrt(3)
+    assert (float(p["lo"]), float(p["hi"])) == pytest.approx((-0.15 - half, -0.15 + half)) and p["result"] == "True"
+    assert paired["alibi", "rope", 16]["result"] == "False"                   # -0.117 + 4.303 x 0.076 / sqrt(3) > 0
     assert "interval over seeds" in md and "## Paired differences" in md
