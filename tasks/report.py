@@ -52,7 +52,7 @@ def plot_accuracy(path, series, lengths, train_len, title):
 def plot_heatmap(path, panels, lengths, title):
     """panels: {panel title: {row label: [value or None per length]}}: one heatmap per panel."""
     n = len(panels)
-    fig, axes = plt.subplots(1, n, figsize=(2.2 + 2.6 * n, 0.6 + 0.35 * max(len(p) for p in panels.values())),
+    fig, axes = plt.subplots(1, n, figsize=(2.2 + 2.6 * n, 1.3 + 0.35 * max(len(p) for p in panels.values())),
                              squeeze=False)
     for ax, (name, rows) in zip(axes[0], panels.items()):
         grid = [[math.nan if v is None else v for v in vals] for vals in rows.values()]
@@ -139,7 +139,7 @@ def plot_windows(path, cells, steps, lengths, train_len, finetune_len):
             ax.errorbar(x, y, yerr=[sd or 0 for _, sd in m], marker="o", ms=4, capsize=3, label=label)
         for n, what in ((train_len, "pretraining length L"), (finetune_len, "fine-tuning length")):
             ax.axhline(n, color="grey", linestyle=":", lw=1)
-            ax.text(len(steps) - 0.6, n, what, fontsize=7, va="bottom", ha="right", color="grey")
+            ax.text(-0.3, n, what, fontsize=7, va="bottom", ha="left", color="grey")
         ax.set_xticks(range(len(steps)), [str(k) for k in steps])
         ax.set_yticks(lengths, [str(n) for n in lengths])
     return path

@@ -164,7 +164,7 @@ def test_effective_window_and_mrr_by_hand():
     ranks = mrr({"a": {"x": 0.9, "y": 0.5, "z": 0.5}, "b": {"x": 0.1, "y": 0.3, "z": None}})
     assert ranks == {"x": (pytest.approx((1 + 1 / 2) / 2), 2), "y": (pytest.approx((5 / 12 + 1) / 2), 2),
                      "z": (pytest.approx(5 / 12), 1)}
-    assert list(ranks) == ["y", "x", "z"]
+    assert list(ranks) == ["x", "y", "z"]       # best first
     assert mrr({"a": {"x": None}}) == {"x": (None, 0)}
 
 
