@@ -95,7 +95,8 @@ def parse(argv):
     if settings["suite"] not in SUITES:
         raise ConfigError(f"suite must be lm or tasks, got {settings['suite']!r}")
     if settings["finetune_steps"] and settings["suite"] != "tasks":
-        raise ConfigError("finetune_steps is the task suite's (PI's Table 4); the lm suite fine-tunes with finetune_iters")
+        raise ConfigError("finetune_steps is the task suite's (PI's Table 4); the lm suite fine-tunes with "
+                          "finetune_iters")
     cfg = Config(**train_keys).validate()  # every training key checked before anything runs
     settings["out_root"] = settings["out_root"] or SUITES[settings["suite"]]
     settings["report_dir"] = settings["report_dir"] or os.path.join(settings["out_root"], "report")

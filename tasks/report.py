@@ -117,7 +117,8 @@ def ranking(results, task_names, encs, train_len):
             return "not learned"
         if ood[t][e] is None:
             return "n/a"
-        return f"{100 * ood[t][e]:.1f}" + (f" ({len(ok[t, e])}/{len(by[t, e])} seeds)" if len(ok[t, e]) < len(by[t, e]) else "")
+        some = len(ok[t, e]) < len(by[t, e])
+        return f"{100 * ood[t][e]:.1f}" + (f" ({len(ok[t, e])}/{len(by[t, e])} seeds)" if some else "")
     md += ["", "## Ranking (MRR over tasks, Kazemnejad et al. 2023)", "",
            "Exact match averaged over the lengths past the training length, mean over the learned seeds (%); per "
            "task the encodings with a learned run are ranked (tied ones share the mean of their ranks' "
