@@ -17,6 +17,7 @@ import matplotlib.ticker
 import positional
 from model import GPTConfig
 from measure import context_use
+from measure.panels import FAMILIES, draw_seeds, family, fit_panels, length_axis, panel_grid, small_multiples
 from positional.plot import (figure, bias_by_distance, draw_bias_per_head, draw_expected_logits,
                              draw_rope_angles, draw_rope_decay, draw_similarity, position_table)
 from training import checkpoint
@@ -29,7 +30,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METRICS = ("params", "train_loss", "val_loss", "val_bpb", "tokens_per_sec", "wall_s")   # runs.csv's, from log.jsonl
 CAPTIONS = {
     "val_loss": "Validation loss against tokens seen, every run.",
-    "ppl_vs_length": "Perplexity against evaluation length (dashed: RoPE extension methods, no retraining).",
+    "ppl_vs_length": "Perplexity against evaluation length, a panel per family and per encoding's extension methods "
+                     "(without, then with fine-tuning); L: the training length.",
     "rope_decay": "RoPE's long-range decay bound (RoFormer section 3.4.3), d = 128, for several bases.",
     "rope_angles": "RoPE rotation angles, and how each extension method rescales each frequency.",
     "expected_logits": "Expected attention logit against distance for identical random q = k.",
@@ -162,49 +164,82 @@ def palette(encodings):
 
 
 def plot_val_loss(path, results):
-    colors, seen = palette(r["encoding"] for r in results), set()
-    with figure(path, (7, 4.5), xlabel="tokens seen", ylabel="validation loss",
-                title="Validation loss against tokens seen") as ax:
-        for r in results:
-            curve = read_log(r["dir"])["curve"]
-            ax.plot([t for t, _ in curve], [v for _, v in curve], color=colors[r["encoding"]], lw=1,
-                    label=None if r["encoding"] in seen else r["encoding"])
-            seen.add(r["encoding"])
-    return path
+    """Validation loss against tokens seen, one panel per family: each encoding's mean over seeds (at the
+    first seed's evaluation points) with the seeds' min-max band."""
+    by_enc = {}
+    for r in results:   # a run without a log (trained before train.py wrote one) has no curve
+        curve = dict(read_log(r["dir"])["curve"])
+        if curve:
+            by_enc.setdefault(r["encoding"], []).append(curve)
+    groups = {title: [] for title in FAMILIES.values()}
+    for enc, curves in by_enc.items():
+        tokens = list(curves[0])
+        groups[FAMILIES[family(enc)]].append((enc, tokens, [[c.get(t) for c in curves] for t in tokens]))
+
+    def draw(ax, entries):
+        for enc, tokens, values in entries:
+            draw_seeds(ax, tokens, values, label=enc)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x / 1e6:g}M" if x else "0"))
+    return panel_grid(path, fit_panels({k: v for k, v in groups.items() if v}), draw,
+                      "Validation loss against tokens seen (mean over seeds, band: min-max)", "tokens seen",
+                      "validation loss (nats per token)")
 
 
-def plot_by_length(path, curves, lengths, train_len, log_y=False, **axes):
+def plot_by_length(path, curves, lengths, train_len, **axes):
     """curves: [(label, [per length: the seeds' values, None where there is none], line style, colour)]:
     the seeds' mean against length (log-2 x), with their min-max band where there are several."""
     with figure(path, (8, 4.5), train_len, **axes) as ax:
         for label, values, style, color in curves:
-            v = torch.tensor([[math.nan if x is None else x for x in at_n] for at_n in values], dtype=torch.float64)
-            if not torch.isnan(v).all():   # (lengths, seeds)
-                ax.plot(lengths, v.nanmean(1).numpy(), style, marker="o", ms=3, lw=1.2, color=color, label=label)
-            if v.shape[1] > 1:
-                ax.fill_between(lengths, v.min(1).values.numpy(), v.max(1).values.numpy(), color=color, alpha=0.2)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(lengths, [str(n) for n in lengths])
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        if log_y:
-            ax.set_yscale("log")
-            ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-            ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
+            draw_seeds(ax, lengths, values, style, color, label)
+        length_axis(ax, lengths)
     return path
 
 
 def plot_ppl(path, by_label, lengths, train_len):
-    """One colour per encoding; its RoPE extension methods in the same colour, dashed."""
-    colors, dashes, curves = palette(seeds[0]["encoding"] for seeds in by_label.values()), {}, []
+    """Perplexity against length: a panel per family of the encodings as trained (family()), and per encoding
+    one for its extension methods without fine-tuning and one fine-tuned, each led by the encoding alone;
+    the n-gram rows as baselines."""
+    values = {label: [[s["ppl"].get(n) for s in seeds] for n in lengths] for label, seeds in by_label.items()}
+    groups, methods, baselines = {title: [] for title in FAMILIES.values()}, {}, {}
     for label, seeds in by_label.items():
-        color, main = colors[seeds[0]["encoding"]], seeds[0]["main"]
-        k = dashes[color] = dashes.get(color, -1) + (not main)
-        if seeds[0]["encoding"] == "ngram":   # the baselines: dotted, darker grey for a higher order
-            color = str(round(0.7 - 0.15 * k, 2))
-        curves.append((label, [[s["ppl"].get(L) for s in seeds] for L in lengths],
-                       "-" if main else ["--", ":", "-."][k % 3], color))
-    return plot_by_length(path, curves, lengths, train_len, log_y=True, xlabel="evaluation length (tokens)",
-                          ylabel="validation perplexity", title="Perplexity against evaluation length")
+        enc = seeds[0]["encoding"]
+        if enc == "ngram":
+            baselines[label] = [v[0] for v in values[label]]
+        elif seeds[0]["main"]:
+            groups[FAMILIES[family(enc)]].append((label, values[label]))
+        else:   # "rope+yarn" or "rope+yarn ft"
+            method, _, ft = label[len(enc) + 1:].partition(" ")
+            methods.setdefault(enc, {False: [], True: []})[bool(ft)].append((method, values[label]))
+    groups, keep = {k: v for k, v in groups.items() if v}, {}
+    for enc, by_ft in methods.items():
+        for ft, entries in by_ft.items():
+            title = f"{enc} + extension method, " + ("fine-tuned" if ft else "no fine-tuning")
+            if entries:
+                groups[title], keep[title] = [(f"{enc} alone", values.get(enc, []))] + entries, 1
+    title = "Perplexity against evaluation length (mean over seeds, band: min-max" + (
+        "; dashed grey: n-gram baselines)" if baselines else ")")
+    return small_multiples(path, fit_panels(groups, keep), lengths, train_len, baselines, log=True, title=title,
+                           xlabel="evaluation length (tokens)", ylabel="validation perplexity (log scale)")
+
+
+def read_runs(path):
+    """collect()'s {label: [per seed]} from a report's runs.csv (perplexities only, no training curves), and
+    its evaluation lengths: what redraw needs."""
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    by_label = {}
+    for row in rows:
+        ppl = {int(k[len("ppl@"):]): float(v) for k, v in row.items() if k.startswith("ppl@") and v}
+        by_label.setdefault(row["label"], []).append(dict(seed=row["seed"], encoding=row["encoding"], metrics={},
+                                                          ppl=ppl, main=row["label"] == row["encoding"]))
+    return by_label, [int(k[len("ppl@"):]) for k in rows[0] if k.startswith("ppl@")] if rows else []
+
+
+def redraw(report_dir, train_len):
+    """Draw ppl_vs_length.png of a written report again from its runs.csv (after a change to the figure):
+        python -c "from measure.compare_report import redraw; redraw('reports/compare', 256)"   -> its path"""
+    by_label, lengths = read_runs(os.path.join(report_dir, "runs.csv"))
+    return plot_ppl(os.path.join(report_dir, "ppl_vs_length.png"), by_label, lengths, train_len)
 
 
 def worse_than_4gram(by_label, train_len):
@@ -283,7 +318,7 @@ def write_context(results, out, train_len):
         context_use.write_per_position(curves, out, train_len)
         lines += ["", "Mean loss at each position of sequences of 16 x the training length (mean over seeds; "
                   "[per_position.csv](per_position.csv)):", "", "![per_position](per_position.png)"]
-    return lines + [""]
+    return lines + [""] + context_use.write_in_range(by_label, out, train_len)
 
 
 def baseline_note(by_label, train_len):
@@ -315,7 +350,8 @@ def write(results, failed, settings, cfg, command, baselines=()):
               + [dict(row, seed="") for row in baselines])
     pngs = {}
     if results:
-        pngs["val_loss"] = plot_val_loss(os.path.join(out, "val_loss.png"), results)
+        if any(read_log(r["dir"])["curve"] for r in results):
+            pngs["val_loss"] = plot_val_loss(os.path.join(out, "val_loss.png"), results)
         pngs["ppl_vs_length"] = plot_ppl(os.path.join(out, "ppl_vs_length.png"), by_label, lengths, cfg.block_size)
     if settings["plots"]:
         first_seed = [r["dir"] for r in results if r["seed"] == settings["seed_list"][0]]
