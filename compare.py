@@ -209,7 +209,7 @@ def takes(name, method, settings):
     """Whether the runs of `name` (an encoding or a variant) are evaluated and fine-tuned with the RoPE method."""
     wanted = settings["scaled_encodings"]
     enc = run_keys(name, settings)["pos_encoding"]
-    reference = name == settings["reference"]   # measured as trained
+    reference = name == settings.get("reference")   # measured as trained (lm; the task suite has none)
     return positional.scaling_problem(enc, method) is None and (not wanted or name in wanted) and not reference
 
 
