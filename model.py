@@ -601,10 +601,10 @@ def decode_step(model, idx, pos, cache, n_slots):
 
 @functools.lru_cache(maxsize=None)
 def compiled_step(config, dynamic):
-    """decode_step compiled whole, on a copy of its code per model config (its repr): dynamo counts
-    recompilations per code object, so any number of configs compile in one process, each reusing its graphs."""
+    """decode_step compiled whole, a copy of its code per model config (dynamo counts recompilations per code object),
+    its wrapper in C++ without stride asserts: 1.19x tokens/s (benchmarks/decode_options.py, docs/speed.md)."""
     step = types.FunctionType(decode_step.__code__.replace(), decode_step.__globals__, "decode_step")
-    return torch.compile(step, fullgraph=True, dynamic=dynamic)
+    return torch.compile(step, fullgraph=True, dynamic=dynamic, options={"cpp_wrapper": True, "size_asserts": False})
 
 
 class Decoder:
