@@ -22,6 +22,8 @@ import sys
 
 import pytest
 
+import positional
+
 from tests.conftest import ROOT, TINY_TEXT, run_py
 
 PAGES = ["README.md", *sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))]
@@ -93,6 +95,38 @@ def train_step_table(*bench_jsons):
     return "\n".join(lines) + "\n"
 
 
+def long_table(folder):
+    """A folder of bench.py --sections=long JSONs (one encoding each): seconds and process peak, against rope's."""
+    runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(folder, "*.json")))]
+    rows = {e: (r, T, c) for r in runs for e, by_T in r["long"].items() for T, c in by_T.items()}
+    ref = rows["rope"][2]
+    lines = ["| encoding | kernel | tokens | seconds | vs rope | process peak MiB | vs rope |", "|---" * 7 + "|"]
+    for e, (r, T, c) in rows.items():
+        scored = positional.REGISTRY[e].needs_score_matrix
+        kernel = (r["args"]["long_kernel"] or "blocks") if scored else "sdpa causal"
+        lines.append(f"| {e} | {kernel} | {int(T):,} | {c['s']:.1f} | {c['s'] / ref['s']:.2f} | "
+                     f"{c['peak_bytes'] / 2 ** 20:.0f} | {c['peak_bytes'] / ref['peak_bytes']:.2f} |")
+    m = runs[0]["machine"]
+    lines.append(f"\n{m.get('name', 'unnamed machine')}, torch {m['torch']}, {m['threads']} thread(s), one process per "
+                 f"encoding, 4 layers x 4 heads x 128, one sequence.")
+    return "\n".join(lines) + "\n"
+
+
+def train_memory_table(*bench_jsons):
+    """bench.py --sections=train_memory JSONs: one training step's process peak per encoding, against rope's."""
+    runs = [json.load(open(p)) for p in bench_jsons]
+    head = [f"block {r['args']['block_size']}, batch {r['args']['batch_size']}" for r in runs]
+    lines = ["| encoding | " + " | ".join(f"peak MiB ({h}) | vs rope" for h in head) + " |", "|---" * (2 * len(runs) + 1) + "|"]
+    for enc in runs[0]["train_memory"]:
+        cells = [f"{r['train_memory'][enc]['peak_bytes'] / 2 ** 20:.0f} | "
+                 f"{r['train_memory'][enc]['peak_bytes'] / r['train_memory']['rope']['peak_bytes']:.2f}" for r in runs]
+        lines.append(f"| {enc} | " + " | ".join(cells) + " |")
+    m = runs[0]["machine"]
+    lines.append(f"\n{m.get('name', 'unnamed machine')}, torch {m['torch']}, {m['threads']} thread(s), 4 layers x 4 heads "
+                 f"x 128; the process peak includes torch itself (about 400 MiB).")
+    return "\n".join(lines) + "\n"
+
+
 def paired_block(eval_csv):
     """compare_report's paired table of the report folder holding eval_csv (and eval_chunks.csv, if any)."""
     from measure.compare_report import paired_rows, paired_table, read_eval
@@ -107,6 +141,7 @@ def recipe_lines(report_md):
 GENERATORS = {"reports/compare/runs.csv": ppl_table, "reports/compare-family/runs.csv": ppl_table,
               "reports/compare/eval.csv": paired_block, "reports/compare/report.md": recipe_lines,
               "reports/tasks/runs.csv": mastery_table,
+              "benchmarks/raw/issue22_64k/": long_table, "benchmarks/raw/issue22_train_memory": train_memory_table,
               "benchmarks/raw/": train_step_table}
 
 
