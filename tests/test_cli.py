@@ -193,7 +193,7 @@ def test_evaluate_says_what_it_scores_and_keeps_an_earlier_report(tiny_data, tmp
     argv = [str(tmp_path), "--lengths=16", "--tokens_per_point=64"]
     evaluate.main(argv)
     out = capsys.readouterr().out
-    assert "val perplexity of the first 64 val tokens" in out and "training's val loss averages random" in out
+    assert "val perplexity of 64 val targets or more, in chunks" in out and "training's val loss averages random" in out
     assert "training's val loss averages random batches" in open(tmp_path / "extrapolation.md").read()
     before = {p: snapshot(p) for p in glob.glob(str(tmp_path / "extrapolation.*"))}
     err = one_line_error(evaluate.main, argv + ["--lengths=32"], capsys)
