@@ -294,13 +294,14 @@ def finetune_methods(enc, settings):
 
 def finetune_args(method, settings, cfg):
     """train.py's arguments of a fine-tune beyond the run's own: s L tokens per sequence, batch_size / s
-    sequences (the same tokens per iteration), the final learning rate held, and the method's scaling."""
+    sequences (the same tokens per iteration), the final learning rate held, and the method's scaling from L."""
     args = [f"--block_size={settings['finetune_len']}", f"--batch_size={settings['finetune_batch']}",
             "--decay_lr=False", f"--learning_rate={cfg.min_lr!r}"]
     scaling = "linear" if method == "longlora" else method
     if scaling in rope_scaling.METHODS:
         factor = settings["rope_factors"].get(scaling, settings["finetune_factor"])
-        args += [f"--rope_scaling={scaling}", f"--rope_factor={factor!r}"]
+        args += [f"--rope_scaling={scaling}", f"--rope_factor={factor!r}",   # L: the pretraining length, also
+                 f"--rope_original_max_position={cfg.block_size}"]            # when resuming a fine-tune at s L
     return args + ["--finetune_method=longlora"] * (method == "longlora")
 
 
