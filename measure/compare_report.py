@@ -279,19 +279,24 @@ def effective_scale_table(rows, train_len):
                            for m, rs in by_method.items()])
 
 
-def effective_scale_lines(settings, cfg, lengths, out):
-    """The effective scale of each RoPE method of the comparison at each evaluation length (effective.py),
-    for the rope runs' rotary channels: effective_scale.csv into out; -> markdown lines ([] without methods)."""
-    if not settings.get("rope_scalings"):
-        return []
+def effective_scale_rows(settings, cfg, lengths):
+    """effective.py's rows of each RoPE method of the comparison (rope_scalings, at rope_factors' factor or
+    rope_factor) at each length, for the rotary channels of the compared rope runs."""
     rope = RoPESettings(**{k: v for k, v in cfg.pos_settings.items() if k in ("rope_base", "rotary_fraction")})
     dim = int(round(cfg.n_embd // cfg.n_head * rope.rotary_fraction))
-    rows = [effect(m, settings["rope_factors"].get(m, settings["rope_factor"]), cfg.block_size, n, dim, rope.rope_base)
+    return [effect(m, settings["rope_factors"].get(m, settings["rope_factor"]), cfg.block_size, n, dim, rope.rope_base)
             for m in settings["rope_scalings"] for n in lengths]
+
+
+def effective_scale_lines(settings, cfg, lengths, out):
+    """The effective-scale section: effective_scale.csv into out; -> markdown lines ([] without methods)."""
+    if not settings.get("rope_scalings"):
+        return []
+    rows = effective_scale_rows(settings, cfg, lengths)
     write_csv(os.path.join(out, "effective_scale.csv"), rows)
     return ["## What each RoPE method does at each length", "",
             f"Computed from each method's frequencies ([effective_scale.csv](effective_scale.csv); "
-            f"positional/rope_scaling/effective.py), {dim // 2} frequency pairs, L = {cfg.block_size}. Per length: "
+            f"positional/rope_scaling/effective.py), {rows[0]['pairs']} frequency pairs, L = {cfg.block_size}. Per length: "
             f"the scale by which the slowest pair is slowed, and in brackets its largest angle there over the "
             f"largest it met in training (above 1: angles never trained). Kept pairs rotate as trained, interpolated "
             f"ones are slowed as much as the slowest, blended ones between.", "",
