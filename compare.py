@@ -169,8 +169,8 @@ def check_finetune(settings, cfg):
     factors = settings["rope_factors"]
     if not isinstance(factors, dict) or any(m not in positional.SCALINGS or not isinstance(f, (int, float)) or f <= 0
                                             for m, f in factors.items()):
-        raise ConfigError(f"rope_factors: need {{method: factor > 0}} with methods of {', '.join(positional.SCALINGS)}, "
-                          f"e.g. {{'dynamic': 1.0}}; got {factors!r}")
+        raise ConfigError(f"rope_factors: need {{method: factor > 0}} with methods of "
+                          f"{', '.join(positional.SCALINGS)}, e.g. {{'dynamic': 1.0}}; got {factors!r}")
 
 
 def parse_label(label):

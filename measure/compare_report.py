@@ -296,10 +296,10 @@ def effective_scale_lines(settings, cfg, lengths, out):
     write_csv(os.path.join(out, "effective_scale.csv"), rows)
     return ["## What each RoPE method does at each length", "",
             f"Computed from each method's frequencies ([effective_scale.csv](effective_scale.csv); "
-            f"positional/rope_scaling/effective.py), {rows[0]['pairs']} frequency pairs, L = {cfg.block_size}. Per length: "
-            f"the scale by which the slowest pair is slowed, and in brackets its largest angle there over the "
-            f"largest it met in training (above 1: angles never trained). Kept pairs rotate as trained, interpolated "
-            f"ones are slowed as much as the slowest, blended ones between.", "",
+            f"positional/rope_scaling/effective.py), {rows[0]['pairs']} frequency pairs, L = {cfg.block_size}. "
+            f"Per length: the scale by which the slowest pair is slowed, and in brackets its largest angle there "
+            f"over the largest it met in training (above 1: angles never trained). Kept pairs rotate as trained, "
+            f"interpolated ones are slowed as much as the slowest, blended ones between.", "",
             *effective_scale_table(rows, cfg.block_size), ""]
 
 
