@@ -5,9 +5,10 @@
     python bench.py --sections=decode --decode_threads=1,2 --rounds=3 --nanogpt=/path/to/nanoGPT
     python bench.py --sections=long --long_lengths=4096,16384 --threads=1
 
-Sections (--sections=train,eval,decode,long; train and eval by default):
+Sections (--sections=train,eval,decode,long,train_memory; train and eval by default):
   train  a training step per encoding, alternating over --rounds rounds: the median, tokens/s, the
          ratio to `none`, and the median CPU time (with --threads=1 the steadiest ratio when shared)
+  train_memory  the peak memory of one training step per encoding (one model at a time, after a warm-up step)
   eval   a no-grad forward pass of --batch_size sequences at 1x, 4x and 16x block_size
   decode tokens/s per encoding and --decode_shapes shape, nanoGPT beside it (measure/bench_decode.py)
   long   a no-grad forward with the loss of one sequence at each --long_lengths (tokens)
@@ -31,7 +32,7 @@ from measure import bench_decode
 from training.cli import autocast, fail, help_text, parse, pick_device, pick_dtype
 from training.config import ConfigError
 
-SECTIONS = ("train", "eval", "decode", "long")
+SECTIONS = ("train", "eval", "decode", "long", "train_memory")
 
 
 def options():
@@ -93,6 +94,18 @@ def parse_args(argv=None):
     counts("decode_threads", args.decode_threads)
     counts("long_lengths", args.long_lengths)
     return args
+
+
+def machine_name(device):
+    """The processor (Linux: /proc/cpuinfo's model name) and core count, or the CUDA card: printed above every table."""
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        cpu = "unknown CPU"
+    return f"{cpu}, {os.cpu_count()} cores"
 
 
 def sync(device):
@@ -172,13 +185,50 @@ def bench_forward(args, batch, lengths, loss=False, kernel=""):
                 model(x, y)
                 sync(args.device)
             dt = time.perf_counter() - t
-            if args.device.startswith("cuda"):
-                peak = torch.cuda.max_memory_allocated()
-            else:
-                with open("/proc/self/status") as f:
-                    peak = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
-            out[name][T] = dict(s=dt, tokens_per_s=batch * T / dt, peak_bytes=peak)
+            out[name][T] = dict(s=dt, tokens_per_s=batch * T / dt, peak_bytes=peak_bytes(args.device))
     return out
+
+
+def peak_bytes(device):
+    """The peak since reset_peak: CUDA's peak allocated, else the process's peak resident set (VmHWM)."""
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated()
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+
+def bench_train_memory(args):
+    """{encoding: {peak_bytes, s}} of one training step (forward, backward, AdamW) at block_size, batch_size,
+    each encoding's model alone in memory, measured after a warm-up step (AdamW's state exists)."""
+    x, y = torch.randint(args.vocab_size, (2, args.batch_size, args.block_size),
+                         generator=torch.Generator().manual_seed(args.seed)).to(args.device)
+    out = {}
+    for name in args.encodings.split(","):
+        model = build(args, name, args.compile)
+        opt = model.configure_optimizers(0.1, 1e-4, (0.9, 0.99), args.device.split(":")[0])
+        for warm in (True, False):
+            if not warm:
+                reset_peak(args.device)
+                sync(args.device)
+                t = time.perf_counter()
+            with autocast(args.device, args.dtype):
+                loss = model(x, y)[1]
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        sync(args.device)
+        out[name] = dict(s=time.perf_counter() - t, peak_bytes=peak_bytes(args.device))
+        del model, opt
+    return out
+
+
+def train_memory_table(r, args):
+    lines = [f"\ntraining step peak memory: {args.n_layer}L {args.n_head}H {args.n_embd}C, block {args.block_size}, "
+             f"batch {args.batch_size}", f"{'encoding':<18}{'peak MiB':>10}{'vs rope':>9}{'seconds':>9}"]
+    base = r.get("rope", next(iter(r.values())))["peak_bytes"]
+    for name, f in r.items():
+        lines.append(f"{name:<18}{f['peak_bytes'] / 2 ** 20:10.0f}{f['peak_bytes'] / base:9.2f}{f['s']:9.2f}")
+    return lines
 
 
 def train_table(r, args):
@@ -211,7 +261,9 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     results = {"args": vars(args), "machine": {"torch": torch.__version__, "threads": torch.get_num_threads(),
-                                               "cpus": os.cpu_count(), "device": args.device}}
+                                               "cpus": os.cpu_count(), "device": args.device,
+                                               "name": machine_name(args.device)}}
+    print(f"machine: {results['machine']['name']}, torch {torch.__version__}, {torch.get_num_threads()} threads")
     shape = f"{args.n_layer}L {args.n_head}H {args.n_embd}C"
     sections = {   # section -> (its figures, the lines of its table)
         "train": (lambda: bench_train(args), lambda r: train_table(r, args)),
@@ -219,7 +271,8 @@ def main(argv=None):
                  lambda r: forward_table(r, f"evaluation forward, {shape}, batch {args.batch_size}")),
         "decode": (lambda: bench_decode.bench_decode(args, nanogpt), lambda r: bench_decode.table(r, args)),
         "long": (lambda: bench_forward(args, 1, counts("long_lengths", args.long_lengths), True, args.long_kernel),
-                 lambda r: forward_table(r, f"long evaluation forward, {shape}, 1 sequence"))}
+                 lambda r: forward_table(r, f"long evaluation forward, {shape}, 1 sequence")),
+        "train_memory": (lambda: bench_train_memory(args), lambda r: train_memory_table(r, args))}
     for name, (run, table) in sections.items():
         if name in args.sections.split(","):
             results[name] = run()

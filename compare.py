@@ -59,11 +59,13 @@ DEFAULTS = {   # compare.py's own keys; every other key is a training key (train
     "plots": True,                    # lm: also draw what each encoding does (measure/plots.py)
     "finetune_iters": [],             # lm: fine-tune budgets at s L (iterations), one label each; []: none
     "finetune_factor": 0.0,           # lm: s of the fine-tune; 0: rope_factor
-    "finetune_longlora": False,       # lm: also LongLoRA's fine-tune (PI + LoRA + S²-Attn), as "<enc>+longlora ft"
+    "finetune_longlora": False,       # lm: also LongLoRA's fine-tune (PI + LoRA + S²-Attn), as "<enc>+longlora ftN"
     "context_use": False,             # lm: measure context gain and per-position loss of each run
-    "context_labels": [],             # lm: more runs to measure: "<enc>+<method>" or "<enc>+<method> ft"
+    "context_labels": [],             # lm: more runs to measure: "<enc>+<method>" or "<enc>+<method> ftN"
     "context_tokens": 2048,           # lm: targets scored per context length
     "context_sequences": 8,           # lm: sequences of 16 L averaged by the per-position loss
+    "context_targets": 512,           # lm: targets of the in-range context curve (each costs a window per context)
+    "context_reference": "",          # lm, with context_use: this encoding also trained at finetune_factor x L
     "variants": {},                   # lm: named runs with their own training keys, {name: {key: value}}
     "tasks": ["copy"],                # tasks: the tasks trained and scored
     "samples": 200,                   # tasks: examples scored per point
@@ -135,14 +137,16 @@ def check_tasks(settings, train_keys, cfg):
 
 
 def check_lm(settings, train_keys, cfg):
-    for keys in settings["variants"].values():
-        Config(**dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()})).validate()
     lengths = settings["eval_lengths"]
     if not lengths or any(not isinstance(n, int) or n < 1 for n in lengths):
         raise ConfigError(f"need positive integer eval_lengths; got {lengths}")
     settings["rope_factor"] = settings["rope_factor"] or max(lengths) / cfg.block_size
     settings["finetune_factor"] = settings["finetune_factor"] or settings["rope_factor"]
     check_finetune(settings, cfg)
+    check_lows(settings, {"context_targets": 1})
+    add_reference(settings, cfg)
+    for keys in settings["variants"].values():
+        Config(**dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()})).validate()
     known = [*positional.REGISTRY, *settings["variants"]]
     if any(e not in known for e in settings["scaled_encodings"]):
         raise ConfigError(f"scaled_encodings: unknown name in {settings['scaled_encodings']}; valid: {', '.join(known)}")
@@ -173,6 +177,23 @@ def check_finetune(settings, cfg):
                           f"{', '.join(positional.SCALINGS)}, e.g. {{'dynamic': 1.0}}; got {factors!r}")
 
 
+def add_reference(settings, cfg):
+    """With context_use, the run of context_reference (an encoding or variant) trained at s L (s = finetune_factor)
+    with batch_size / s sequences per iteration, as the variant "<enc>_<s>L": the reference for context gain past
+    L, measured as trained (no extension method, no fine-tune)."""
+    enc, s = settings["context_reference"], settings["finetune_factor"]
+    settings["reference"], settings["reference_len"] = "", 0
+    if not (settings["context_use"] and enc):
+        return
+    if enc not in positional.REGISTRY and enc not in settings["variants"]:
+        raise ConfigError(f"context_reference: unknown encoding {enc!r}; use one of {', '.join(positional.REGISTRY)}, "
+                          f"a variant, or '' (no reference run)")
+    name, length = f"{enc}_{s:g}L", round(s * cfg.block_size)
+    keys = dict(run_keys(enc, settings), block_size=length, batch_size=max(1, round(cfg.batch_size / s)))
+    settings.update(reference=name, reference_len=length, variants={**settings["variants"], name: keys})
+    settings["encodings"] = [e for e in settings["encodings"] if e != name] + [name]
+
+
 def parse_label(label):
     """"rope+yarn ft100" -> ("rope", "yarn", 100); "rope" -> ("rope", "", 0); ft is None for another suffix."""
     head, _, tail = label.partition(" ")
@@ -194,7 +215,8 @@ def takes(name, method, settings):
     """Whether the runs of `name` (an encoding or a variant) are evaluated and fine-tuned with the RoPE method."""
     wanted = settings["scaled_encodings"]
     enc = run_keys(name, settings)["pos_encoding"]
-    return positional.scaling_problem(enc, method) is None and (not wanted or name in wanted)
+    reference = name == settings["reference"]   # measured as trained
+    return positional.scaling_problem(enc, method) is None and (not wanted or name in wanted) and not reference
 
 
 # ---- one run: train.py in a subprocess -------------------------------------------------
@@ -349,13 +371,17 @@ def log_eval_to_wandb(ckpt_cfg, rows, run, settings):
 
 
 def context_run(run, labels, settings, cfg):
-    """{label: {"gain": rows, "curve": list}} of context_use.measure for the run as trained and each of
-    context_labels among its rows' `labels`; cached in <run>/context.json."""
+    """{label: {"gain": rows, "curve": list, "in_range": rows, "reference": bool}} of context_use.measure and
+    in_range_curve for the run as trained and each of context_labels among its rows' `labels`; cached in
+    <run>/context.json. Every in-range curve runs to its label's own training length, on the same targets for
+    every label: those after the longest training length of the comparison."""
     sources = {run["encoding"]: (run["dir"], None)}
     for label in [label for label in settings["context_labels"] if label in labels]:
         _, method, ft = parse_label(label)
         sources[label] = (ft_dir(run["dir"], method, ft), None) if ft else (run["dir"], scaling_keys(method, settings))
+    longest = max(cfg.block_size, settings["finetune_len"], settings["reference_len"])
     key = dict(tokens=settings["context_tokens"], sequences=settings["context_sequences"],
+               targets=settings["context_targets"], targets_from=longest,
                rope_factor=settings["rope_factor"], rope_factors=settings["rope_factors"], labels=sorted(sources),
                iters={label: checkpoint.load(d)["iter_num"] for label, (d, _) in sources.items()})
 
@@ -368,9 +394,13 @@ def context_run(run, labels, settings, cfg):
             with autocast(settings["eval_device"], settings["eval_dtype"]):
                 got = context_use.measure(model, tokens, cfg.block_size, scored_tokens=settings["context_tokens"],
                                           sequences=settings["context_sequences"], device=settings["eval_device"])
-            out[label] = {"gain": got["gain"], "curve": None if got["curve"] is None else got["curve"].tolist()}
+                own = ckpt["model_args"]["block_size"]   # the curve runs to the label's own training length
+                got["in_range"] = context_use.in_range_curve(model, tokens, own, settings["context_targets"], longest,
+                                                             settings["eval_device"])
+            out[label] = dict(got, curve=None if got["curve"] is None else got["curve"].tolist())
         return out
-    return cached(os.path.join(run["dir"], "context.json"), key, measure)[0]
+    got = cached(os.path.join(run["dir"], "context.json"), key, measure)[0]
+    return {label: dict(g, reference=label == settings["reference"]) for label, g in got.items()}
 
 
 def lm_run(run, settings, train_keys, cfg):

@@ -53,8 +53,11 @@ scaled_encodings = ["rope", "xpos"]   # the encodings evaluated and fine-tuned w
 finetune_longlora = True      # and LongLoRA's fine-tune (PI, LoRA r=8 on qkv/proj + embeddings + norms, S²-Attn)
 
 # ---- does the model use the longer context? (context_use.py) ---------------------------
-context_use = True            # context gain and per-position loss of every run as trained, plus:
+context_use = True            # context gain, per-position loss and in-range curve of every run as trained, plus:
 context_labels = ["rope+ntk", "rope+yarn", "rope+leaky_rerope"] + [f"rope+{m} ft{finetune_iters[-1]}" for m in (
     "direct", "linear", "yarn", "longlora")]
 context_tokens = 2048         # targets scored per context length (16 windows of stride L/2)
 context_sequences = 8         # sequences of 16 L averaged by the per-position loss
+context_targets = 512         # targets of the in-range curve, each scored by a window of c tokens per context c
+context_reference = "rope"    # also trained at finetune_factor x L = 1024 on the same tokens: the reference for
+                              # context gain past L (--context_reference="": skip it)

@@ -331,7 +331,7 @@ def write_context(results, out, train_len):
         context_use.write_per_position(curves, out, train_len)
         lines += ["", "Mean loss at each position of sequences of 16 x the training length (mean over seeds; "
                   "[per_position.csv](per_position.csv)):", "", "![per_position](per_position.png)"]
-    return lines + [""]
+    return lines + [""] + context_use.write_in_range(by_label, out, train_len)
 
 
 def baseline_note(by_label, train_len):

@@ -216,7 +216,7 @@ def test_the_readmes_quick_comparison_runs(tiny_data, tmp_path):
     assert "compare: report in" in r.stdout
     with open(tmp_path / "report" / "context_gain.csv") as f:
         labels = list(dict.fromkeys(row["label"] for row in csv.DictReader(f)))
-    assert labels == ["rope", "rope+ntk", "rope+yarn", "rope+leaky_rerope", "alibi"]
+    assert labels == ["rope", "rope+ntk", "rope+yarn", "rope+leaky_rerope", "alibi", "rope_4L"]   # rope_4L: the reference
 
 
 def test_context_labels_that_no_run_can_have_are_refused():

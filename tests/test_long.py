@@ -107,3 +107,14 @@ def test_bench_long_section(tmp_path):
     long = json.loads(out.read_text())["long"]
     assert long["learned"] == {} and long["alibi"]["96"]["peak_bytes"] > 0
     assert long["alibi"]["96"]["tokens_per_s"] == pytest.approx(96 / long["alibi"]["96"]["s"])
+
+
+def test_bench_train_memory_section(tmp_path, capsys):
+    """bench.py --sections=train_memory: one training step's peak per encoding, RoPE the reference, the machine named."""
+    out = tmp_path / "b.json"
+    bench.main(["--sections=train_memory", "--encodings=rope,alibi", "--n_layer=1", "--n_head=2", "--n_embd=16",
+                "--block_size=32", "--batch_size=2", f"--json={out}"])
+    r = json.loads(out.read_text())
+    assert set(r["train_memory"]) == {"rope", "alibi"} and r["train_memory"]["alibi"]["peak_bytes"] > 0
+    printed = capsys.readouterr().out
+    assert f"machine: {r['machine']['name']}" in printed and "vs rope" in printed
