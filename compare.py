@@ -198,7 +198,9 @@ def parse_label(label):
     """"rope+yarn ft100" -> ("rope", "yarn", 100); "rope" -> ("rope", "", 0); ft is None for another suffix."""
     head, _, tail = label.partition(" ")
     enc, _, method = head.partition("+")
-    return enc, method, 0 if not tail else int(tail[2:]) if tail[:2] == "ft" and tail[2:].isdigit() else None
+    if not tail:
+        return enc, method, 0
+    return enc, method, int(tail[2:]) if tail[:2] == "ft" and tail[2:].isdigit() else None
 
 
 def scaling_keys(method, settings):
@@ -335,11 +337,12 @@ def finetune(run, base_iter, method, budget, settings, train_keys, cfg):
     """Fine-tune the run's checkpoint (at base_iter) for `budget` iterations in a folder of its own; -> the folder.
     The budgets of a method are one fine-tune observed at each (as PI's Table 4 by steps): a budget starts from a
     copy of the next smaller one's checkpoint (the pretrained run's for the smallest; the learning rate is
-    constant), so the sweep costs the largest budget; a copy whose source changed is made again."""
-    prev = max([b for b in settings["finetune_iters"] if b < budget], default=0)
+    constant), so the sweep costs the largest budget; a copy made along other budgets is made again."""
+    below = [b for b in settings["finetune_iters"] if b < budget]
+    prev = below[-1] if below else 0
     ft = dict(run, dir=ft_dir(run["dir"], method, budget), tag=f"{run['tag']}-ft-{method}-{budget}",
               say=f"{run['say'][:-1]} ft{budget} {method}]")
-    marker, source = os.path.join(ft["dir"], "finetuned_from.json"), {"iter_num": base_iter, "budget": prev}
+    marker, source = os.path.join(ft["dir"], "finetuned_from.json"), {"iter_num": base_iter, "budgets": below}
     if not os.path.exists(marker) or json.load(open(marker)) != source:
         os.makedirs(ft["dir"], exist_ok=True)   # a copy, so the pretrained run stays as it is; a stale one replaced
         shutil.copyfile(checkpoint.path_in(ft_dir(run["dir"], method, prev) if prev else run["dir"]),
