@@ -96,18 +96,6 @@ def parse_args(argv=None):
     return args
 
 
-def machine_name(device):
-    """The processor (Linux: /proc/cpuinfo's model name) and core count, or the CUDA card: printed above every table."""
-    if device.startswith("cuda"):
-        return torch.cuda.get_device_name()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        cpu = "unknown CPU"
-    return f"{cpu}, {os.cpu_count()} cores"
-
-
 def sync(device):
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -262,7 +250,7 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     results = {"args": vars(args), "machine": {"torch": torch.__version__, "threads": torch.get_num_threads(),
                                                "cpus": os.cpu_count(), "device": args.device,
-                                               "name": machine_name(args.device)}}
+                                               "name": bench_decode.machine_name(args.device)}}
     print(f"machine: {results['machine']['name']}, torch {torch.__version__}, {torch.get_num_threads()} threads")
     shape = f"{args.n_layer}L {args.n_head}H {args.n_embd}C"
     sections = {   # section -> (its figures, the lines of its table)

@@ -48,7 +48,7 @@ DEFAULTS = {   # compare.py's own keys; every other key is a training key (train
     "jobs": 1,                        # runs side by side
     "threads": 0,                     # threads per run; 0: cores / jobs
     "eval_lengths": [256, 512, 1024],  # lm: evaluation lengths (tokens)
-    "eval_tokens": 8192,              # lm: tokens scored per (run, length) point
+    "eval_tokens": 8192,              # lm: tokens scored per (run, length) point, at least (evaluation.py)
     "eval_mode": "nonoverlap",        # lm: nonoverlap or sliding windows (evaluate.py)
     "eval_device": "auto",            # lm: device of the evaluations
     "eval_dtype": "auto",             # lm: dtype of the evaluations
@@ -290,7 +290,7 @@ def evaluate_run(run_dir, enc, settings, data_dir, ckpt, label=None):
     """(rows, computed now) of evaluation.evaluate_checkpoint at every eval length, each with its
     label: `label` alone (a fine-tune), else the encoding and "<enc>+<method>" per method it takes."""
     key = {k: settings[k] for k in ("eval_lengths", "eval_tokens", "eval_mode", "rope_factor", "rope_factors")}
-    key["iter_num"] = ckpt["iter_num"]  # a run trained further is evaluated again
+    key.update(iter_num=ckpt["iter_num"], targets=evaluation.TARGETS)  # a run trained further is evaluated again
     key["rope_scalings"] = [m for m in settings["rope_scalings"] if label is None and takes(enc, m, settings)]
     variants = [(label or enc, None)] + [(f"{enc}+{m}", scaling_keys(m, settings)) for m in key["rope_scalings"]]
     return cached(os.path.join(run_dir, "results.json"), key, lambda: [
@@ -434,7 +434,7 @@ def baselines(run_dir, settings, cfg):
     scored on its evaluation's targets; cached in out_root/ngram.json, keyed on both."""
     data = ngram.checkpoint_data(checkpoint.load(run_dir), cfg.data_dir)
     keys = dict(lengths=settings["eval_lengths"], tokens_per_point=settings["eval_tokens"], mode=settings["eval_mode"])
-    key = dict(keys, data=ngram.fingerprint(*data[:2]), orders=ngram.ORDERS, d=ngram.D)
+    key = dict(keys, data=ngram.fingerprint(*data[:2]), orders=ngram.ORDERS, d=ngram.D, targets=evaluation.TARGETS)
     return cached(os.path.join(settings["out_root"], "ngram.json"), key, lambda: ngram.baseline_rows(*data, **keys))[0]
 
 

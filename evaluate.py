@@ -32,7 +32,7 @@ OPTIONS = {
     "lengths": [],                    # evaluation lengths (tokens); []: 1, 2, 4, 8, 16 x block_size
     "mode": "nonoverlap",             # nonoverlap or sliding windows
     "stride": 0,                      # sliding: the windows' stride; 0: length // 2
-    "tokens_per_point": TOKENS_PER_POINT,   # tokens scored per (checkpoint, method, length)
+    "tokens_per_point": TOKENS_PER_POINT,   # targets scored per (checkpoint, method, length), at least
     "device": "auto",                 # auto: cuda, then mps, then cpu
     "dtype": "auto",                  # auto: bfloat16 on CUDA where supported, else float32
     "data_dir": "",                   # where the dataset is; "": the one recorded in the checkpoint

@@ -30,7 +30,8 @@ wandb_group = ""              # "": "compare-<out_root>"
 
 # ---- evaluation past the training length (evaluation.evaluate_checkpoint) -------------
 eval_lengths = [256, 512, 1024, 2048, 4096]
-eval_tokens = 8192            # tokens scored per (run, length) point: the same tokens at every length
+eval_tokens = 65536           # targets scored per (run, length) point: 16 chunks of 4096 spread over the val split,
+                              # the same targets at every length (cost: docs/comparison.md#evaluation)
 eval_mode = "nonoverlap"      # or "sliding" (see evaluate.py)
 # RoPE extension methods, evaluated on the runs of every encoding that accepts them
 # (positional.scaling_problem: the rotary encodings), at factor s = rope_factor

@@ -21,6 +21,18 @@ MODES = ("reference", "static", "compiled")
 TEMPERATURE, TOP_K = 0.8, 200
 
 
+def machine_name(device):
+    """The processor (Linux: /proc/cpuinfo's model name) and core count, or the CUDA card: printed above every table."""
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        cpu = "unknown CPU"
+    return f"{cpu}, {os.cpu_count()} cores"
+
+
 def parse_shapes(text):
     """'4x4x128:64,6x6x384:256' -> [(n_layer, n_head, n_embd, block_size)]; ValueError if malformed."""
     found = [re.fullmatch(r"(\d+)x(\d+)x(\d+):(\d+)", item.strip()) for item in text.split(",")]

@@ -16,7 +16,8 @@ import matplotlib.ticker
 
 import positional
 from model import GPTConfig
-from measure import context_use
+from measure import context_use, stats
+from measure.panels import FAMILIES, draw_seeds, family, fit_panels, length_axis, panel_grid, small_multiples
 from positional.rope import RoPESettings
 from positional.rope_scaling.effective import effect
 from positional.plot import (figure, bias_by_distance, draw_bias_per_head, draw_expected_logits,
@@ -31,7 +32,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METRICS = ("params", "train_loss", "val_loss", "val_bpb", "tokens_per_sec", "wall_s")   # runs.csv's, from log.jsonl
 CAPTIONS = {
     "val_loss": "Validation loss against tokens seen, every run.",
-    "ppl_vs_length": "Perplexity against evaluation length (dashed: RoPE extension methods, no retraining).",
+    "ppl_vs_length": "Perplexity against evaluation length, a panel per family and per encoding's extension methods "
+                     "(without, then with fine-tuning); L: the training length.",
     "rope_decay": "RoPE's long-range decay bound (RoFormer section 3.4.3), d = 128, for several bases.",
     "rope_angles": "RoPE rotation angles, and how each extension method rescales each frequency.",
     "expected_logits": "Expected attention logit against distance for identical random q = k.",
@@ -164,49 +166,82 @@ def palette(encodings):
 
 
 def plot_val_loss(path, results):
-    colors, seen = palette(r["encoding"] for r in results), set()
-    with figure(path, (7, 4.5), xlabel="tokens seen", ylabel="validation loss",
-                title="Validation loss against tokens seen") as ax:
-        for r in results:
-            curve = read_log(r["dir"])["curve"]
-            ax.plot([t for t, _ in curve], [v for _, v in curve], color=colors[r["encoding"]], lw=1,
-                    label=None if r["encoding"] in seen else r["encoding"])
-            seen.add(r["encoding"])
-    return path
+    """Validation loss against tokens seen, one panel per family: each encoding's mean over seeds (at the
+    first seed's evaluation points) with the seeds' min-max band."""
+    by_enc = {}
+    for r in results:   # a run without a log (trained before train.py wrote one) has no curve
+        curve = dict(read_log(r["dir"])["curve"])
+        if curve:
+            by_enc.setdefault(r["encoding"], []).append(curve)
+    groups = {title: [] for title in FAMILIES.values()}
+    for enc, curves in by_enc.items():
+        tokens = list(curves[0])
+        groups[FAMILIES[family(enc)]].append((enc, tokens, [[c.get(t) for c in curves] for t in tokens]))
+
+    def draw(ax, entries):
+        for enc, tokens, values in entries:
+            draw_seeds(ax, tokens, values, label=enc)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x / 1e6:g}M" if x else "0"))
+    return panel_grid(path, fit_panels({k: v for k, v in groups.items() if v}), draw,
+                      "Validation loss against tokens seen (mean over seeds, band: min-max)", "tokens seen",
+                      "validation loss (nats per token)")
 
 
-def plot_by_length(path, curves, lengths, train_len, log_y=False, **axes):
+def plot_by_length(path, curves, lengths, train_len, **axes):
     """curves: [(label, [per length: the seeds' values, None where there is none], line style, colour)]:
     the seeds' mean against length (log-2 x), with their min-max band where there are several."""
     with figure(path, (8, 4.5), train_len, **axes) as ax:
         for label, values, style, color in curves:
-            v = torch.tensor([[math.nan if x is None else x for x in at_n] for at_n in values], dtype=torch.float64)
-            if not torch.isnan(v).all():   # (lengths, seeds)
-                ax.plot(lengths, v.nanmean(1).numpy(), style, marker="o", ms=3, lw=1.2, color=color, label=label)
-            if v.shape[1] > 1:
-                ax.fill_between(lengths, v.min(1).values.numpy(), v.max(1).values.numpy(), color=color, alpha=0.2)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(lengths, [str(n) for n in lengths])
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        if log_y:
-            ax.set_yscale("log")
-            ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-            ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
+            draw_seeds(ax, lengths, values, style, color, label)
+        length_axis(ax, lengths)
     return path
 
 
 def plot_ppl(path, by_label, lengths, train_len):
-    """One colour per encoding; its RoPE extension methods in the same colour, dashed."""
-    colors, dashes, curves = palette(seeds[0]["encoding"] for seeds in by_label.values()), {}, []
+    """Perplexity against length: a panel per family of the encodings as trained (family()), and per encoding
+    one for its extension methods without fine-tuning and one fine-tuned, each led by the encoding alone;
+    the n-gram rows as baselines."""
+    values = {label: [[s["ppl"].get(n) for s in seeds] for n in lengths] for label, seeds in by_label.items()}
+    groups, methods, baselines = {title: [] for title in FAMILIES.values()}, {}, {}
     for label, seeds in by_label.items():
-        color, main = colors[seeds[0]["encoding"]], seeds[0]["main"]
-        k = dashes[color] = dashes.get(color, -1) + (not main)
-        if seeds[0]["encoding"] == "ngram":   # the baselines: dotted, darker grey for a higher order
-            color = str(round(0.7 - 0.15 * k, 2))
-        curves.append((label, [[s["ppl"].get(L) for s in seeds] for L in lengths],
-                       "-" if main else ["--", ":", "-."][k % 3], color))
-    return plot_by_length(path, curves, lengths, train_len, log_y=True, xlabel="evaluation length (tokens)",
-                          ylabel="validation perplexity", title="Perplexity against evaluation length")
+        enc = seeds[0]["encoding"]
+        if enc == "ngram":
+            baselines[label] = [v[0] for v in values[label]]
+        elif seeds[0]["main"]:
+            groups[FAMILIES[family(enc)]].append((label, values[label]))
+        else:   # "rope+yarn" or "rope+yarn ft100" (named "yarn", "yarn ft100")
+            name = label[len(enc) + 1:]
+            methods.setdefault(enc, {False: [], True: []})[" ft" in name].append((name, values[label]))
+    groups, keep = {k: v for k, v in groups.items() if v}, {}
+    for enc, by_ft in methods.items():
+        for ft, entries in by_ft.items():
+            title = f"{enc} + extension method, " + ("fine-tuned" if ft else "no fine-tuning")
+            if entries:
+                groups[title], keep[title] = [(f"{enc} alone", values.get(enc, []))] + entries, 1
+    title = "Perplexity against evaluation length (mean over seeds, band: min-max" + (
+        "; dashed grey: n-gram baselines)" if baselines else ")")
+    return small_multiples(path, fit_panels(groups, keep), lengths, train_len, baselines, log=True, title=title,
+                           xlabel="evaluation length (tokens)", ylabel="validation perplexity (log scale)")
+
+
+def read_runs(path):
+    """collect()'s {label: [per seed]} from a report's runs.csv (perplexities only, no training curves), and
+    its evaluation lengths: what redraw needs."""
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    by_label = {}
+    for row in rows:
+        ppl = {int(k[len("ppl@"):]): float(v) for k, v in row.items() if k.startswith("ppl@") and v}
+        by_label.setdefault(row["label"], []).append(dict(seed=row["seed"], encoding=row["encoding"], metrics={},
+                                                          ppl=ppl, main=row["label"] == row["encoding"]))
+    return by_label, [int(k[len("ppl@"):]) for k in rows[0] if k.startswith("ppl@")] if rows else []
+
+
+def redraw(report_dir, train_len):
+    """Draw ppl_vs_length.png of a written report again from its runs.csv (after a change to the figure):
+        python -c "from measure.compare_report import redraw; redraw('reports/compare', 256)"   -> its path"""
+    by_label, lengths = read_runs(os.path.join(report_dir, "runs.csv"))
+    return plot_ppl(os.path.join(report_dir, "ppl_vs_length.png"), by_label, lengths, train_len)
 
 
 def worse_than_4gram(by_label, train_len):
@@ -349,6 +384,102 @@ def baseline_note(by_label, train_len):
             f"a run's context is. " + marked, ""]
 
 
+# ---- paired statistics (measure/stats.py) ------------------------------------------------
+def write_evals(out, rows):
+    """eval.csv (every evaluation point) and eval_chunks.csv (each point's mean loss per evaluation chunk,
+    in evaluation.chunk_starts' order; per document in mode documents) into folder out."""
+    write_csv(os.path.join(out, "eval.csv"), [{k: v for k, v in row.items() if k != "chunk_loss"} for row in rows])
+    write_csv(os.path.join(out, "eval_chunks.csv"), [
+        dict(label=row["label"], seed=row["seed"], length=row["length"],
+             **{f"chunk{i}": f"{v:.6f}" for i, v in enumerate(row["chunk_loss"])})
+        for row in rows if row.get("chunk_loss")])
+
+
+def read_eval(report_dir):
+    """eval.csv's rows (loss a float, length an int), each with chunk_loss from eval_chunks.csv ([] where a
+    report predates it or the row has none)."""
+    with open(os.path.join(report_dir, "eval.csv")) as f:
+        rows = list(csv.DictReader(f))
+    chunks, path = {}, os.path.join(report_dir, "eval_chunks.csv")
+    if os.path.exists(path):
+        with open(path) as f:
+            for r in csv.DictReader(f):
+                chunks[r["label"], r["seed"], r["length"]] = [float(v) for k, v in r.items() if k.startswith("chunk")]
+    return [dict(r, loss=float(r.get("loss") or "nan"), length=int(r["length"]),
+                 chunk_loss=chunks.get((r["label"], r["seed"], r["length"]), [])) for r in rows]
+
+
+def comparisons(labels, reference="rope"):
+    """[(label, reference)]: each encoding (a label of the registry, or one without "+") against the
+    reference encoding, and each method of an encoding ("<enc>+<method>", with or without " ft")
+    against the encoding as trained."""
+    encodings = [label for label in labels if label in positional.REGISTRY or "+" not in label]
+    out = [(label, reference) for label in encodings if label != reference and reference in labels]
+    for label in labels:
+        base = max((e for e in encodings if label.startswith(e + "+")), key=len, default=None)
+        out += [(label, base)] if base and label not in encodings else []
+    return out
+
+
+def paired_rows(rows):
+    """paired.csv's rows: per comparison and length, the per-seed paired difference of loss (label minus
+    reference, nats per token) over the seeds both have (stats.paired), with the bootstrap interval over
+    evaluation chunks where every run has the same chunks, else Student's t interval over seeds."""
+    by = {}
+    for r in rows:
+        if r.get("encoding") != "ngram" and not math.isnan(r["loss"]):
+            by.setdefault(r["label"], {}).setdefault(r["length"], {})[str(r["seed"])] = r
+    out = []
+    for label, ref in comparisons(list(by)):
+        for length in sorted(by[label]):
+            seeds = [s for s in by[label][length] if s in by[ref].get(length, {})]
+            if not seeds:
+                continue
+            a, b = [by[label][length][s] for s in seeds], [by[ref][length][s] for s in seeds]
+            chunked = len({len(r["chunk_loss"]) for r in a + b}) == 1 and len(a[0]["chunk_loss"]) > 1
+            p = stats.paired([r["loss"] for r in a], [r["loss"] for r in b],
+                             *([[r["chunk_loss"] for r in a], [r["chunk_loss"] for r in b]] if chunked else []))
+            lo, hi = p.interval()
+            out.append(dict(label=label, reference=ref, length=length, seeds=p.n, mean=p.mean, sd=p.sd, agree=p.agree,
+                            lo=lo, hi=hi, interval=f"{len(a[0]['chunk_loss'])} chunks" if chunked else "seeds",
+                            result=p.is_result))
+    return out
+
+
+def paired_cell(p):
+    """"-0.012 ± 0.004, 3/3, [-0.015, -0.009]", in bold when a result, else followed by "not a result"."""
+    sd = "" if math.isnan(p["sd"]) else f" ± {p['sd']:.3f}"
+    ci = "no interval" if math.isnan(p["lo"]) else f"[{p['lo']:+.3f}, {p['hi']:+.3f}]"
+    text = f"{p['mean']:+.3f}{sd}, {p['agree']}/{p['seeds']}, {ci}"
+    return f"**{text}**" if p["result"] else f"{text}, not a result"
+
+
+def paired_table(prows):
+    """Markdown: one row per comparison, one column per length, and how many differences are results."""
+    lengths = sorted({p["length"] for p in prows})
+    cells = {}
+    for p in prows:
+        cells.setdefault((p["label"], p["reference"]), {})[p["length"]] = paired_cell(p)
+    return [*md_table(["row", "reference"] + [f"Δ loss @{L}" for L in lengths],
+                      [[*pair, *(by_len.get(L, "—") for L in lengths)] for pair, by_len in cells.items()]), "",
+            f"{sum(p['result'] for p in prows)} of {len(prows)} differences are results (interval over "
+            f"{', '.join(sorted({p['interval'] for p in prows}))})."]
+
+
+def paired_lines(prows):
+    """Markdown: the paired section of a report; [] without comparisons."""
+    if not prows:
+        return []
+    return ["## Paired differences", "",
+            "Loss of each row minus its reference's, in nats per token (negative: the row is better), paired by seed "
+            "(the same seed trains both on the same batches, and both are scored on the same targets): mean ± sd "
+            "over seeds, the seeds whose difference has the mean's sign, and a 95% interval of the mean difference "
+            "(measure/stats.py): a bootstrap over the evaluation chunks, resampled together for every seed, or, where "
+            "runs have no per-chunk losses, Student's t interval over seeds (mean ± t sd / √n). A difference is a result only when its interval "
+            "excludes zero: those are in bold; every other cell says that it is not a result.", "",
+            *paired_table(prows), "", "Data: [paired.csv](paired.csv).", ""]
+
+
 def write(results, failed, settings, cfg, command, baselines=()):
     """Write the report folder settings["report_dir"]; -> the path of its report.md.
     failed: [(run, message)] of the runs that did not finish; baselines: measure/ngram.py's rows."""
@@ -359,11 +490,14 @@ def write(results, failed, settings, cfg, command, baselines=()):
     write_csv(os.path.join(out, "runs.csv"), [
         dict(label=label, encoding=s["encoding"], seed=s["seed"], **{k: s["metrics"][k] for k in METRICS},
              **{f"ppl@{L}": s["ppl"].get(L, "") for L in lengths}) for label, seeds in by_label.items() for s in seeds])
-    write_csv(os.path.join(out, "eval.csv"), [dict(row, seed=r["seed"]) for r in results for row in r["rows"]]
-              + [dict(row, seed="") for row in baselines])
+    write_evals(out, [dict(row, seed=r["seed"]) for r in results for row in r["rows"]]
+                + [dict(row, seed="") for row in baselines])
+    prows = paired_rows(read_eval(out))   # from the files, as docs/results.md's generated blocks are
+    write_csv(os.path.join(out, "paired.csv"), prows)
     pngs = {}
     if results:
-        pngs["val_loss"] = plot_val_loss(os.path.join(out, "val_loss.png"), results)
+        if any(read_log(r["dir"])["curve"] for r in results):
+            pngs["val_loss"] = plot_val_loss(os.path.join(out, "val_loss.png"), results)
         pngs["ppl_vs_length"] = plot_ppl(os.path.join(out, "ppl_vs_length.png"), by_label, lengths, cfg.block_size)
     if settings["plots"]:
         first_seed = [r["dir"] for r in results if r["seed"] == settings["seed_list"][0]]
@@ -376,8 +510,9 @@ def write(results, failed, settings, cfg, command, baselines=()):
           f"- recipe: dataset `{cfg.dataset}`, {cfg.n_layer} layers x {cfg.n_head} heads x {cfg.n_embd} wide, "
           f"block_size {cfg.block_size}, {cfg.max_iters} iters x {tokens:,} tokens "
           f"= {cfg.max_iters * tokens:,} tokens per run, seeds {settings['seed_list']}",
-          f"- evaluation: {settings['eval_mode']} windows, {settings['eval_tokens']:,} tokens per point, "
-          f"split val; RoPE extension methods use factor {settings['rope_factor']:g}",
+          f"- evaluation: {settings['eval_mode']} windows, {settings['eval_tokens']:,} tokens per point or more, in "
+          f"chunks of the longest length spread evenly over the val split, the same at every length; RoPE "
+          f"extension methods use factor {settings['rope_factor']:g}",
           "", "## Results", "",
           "Loss is per token (nats); bits/byte is the val loss over the UTF-8 bytes of the text (comparable "
           "across tokenizers). " + (f"Values are mean ± std over {n_seeds} seeds. " if n_seeds > 1 else "") +
@@ -391,14 +526,15 @@ def write(results, failed, settings, cfg, command, baselines=()):
              if row.get("trained_params")}   # LongLoRA's fine-tune trains adapters, embeddings and norms only
     md += finetune_lines(by_label, notes, settings, cfg) if settings["finetune_len"] in lengths else []
     md += effective_scale_lines(settings, cfg, lengths, out)
-    md += write_context(results, out, cfg.block_size)
+    md += paired_lines(prows) + write_context(results, out, cfg.block_size)
     caption = lambda name: (f"{CAPTIONS.get(name, name.replace('_', ' ') + '.')}\n\n"  # noqa: E731
                             f"![{name}]({os.path.relpath(pngs[name], out)})\n")
     runs_plots = ("val_loss", "ppl_vs_length")
     md += ["## Plots", ""] + [caption(name) for name in pngs if name in runs_plots]
     md += ["## What each encoding does", ""] + [caption(name) for name in pngs if name not in runs_plots]
     md += ["", "## Commands", "", "```", command, "```", "", "Each run:", "", "```", *(r["command"] for r in results),
-           "```", "", "Files: [runs.csv](runs.csv) (one row per run), [eval.csv](eval.csv) (every evaluation point).",
+           "```", "", "Files: [runs.csv](runs.csv) (one row per run), [eval.csv](eval.csv) (every evaluation point), "
+           "[eval_chunks.csv](eval_chunks.csv) (each point's loss per evaluation chunk), [paired.csv](paired.csv).",
            ""]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(md))

@@ -5,8 +5,11 @@ the library behind evaluate.py and compare.py (docs/extrapolation.md).
 Modes: nonoverlap (windows of the length L, every token scored); sliding (windows advance by
 the stride s, only their last s tokens scored); documents=N (the YaRN authors' eval: the first
 L targets of each document of at least L + 1 tokens). Every (checkpoint, method, length) scores
-the same first N targets of the val split, N = max(tokens_per_point, longest length), and also
-gives bits per byte (data/tokenizer.py), so tokenizers compare.
+the same targets: chunks of the longest length C spread evenly over the whole val split
+(chunk_starts), as many as give at least tokens_per_point targets; at a length L each chunk is
+scored by windows of L inside it, so the targets never depend on L. Each row also gives bits per
+byte (data/tokenizer.py), so tokenizers compare, and the mean loss of each chunk (each document
+in mode documents), the unit that measure/stats.py's bootstrap resamples.
 """
 import csv
 import math
@@ -23,9 +26,28 @@ from data.loader import TokenData
 from data.tokenizer import bits_per_byte, describe_tokenizer, token_byte_lengths, tokenizer_entry
 
 MULTIPLES = (1, 2, 4, 8, 16)      # default lengths, in units of the training block_size
-TOKENS_PER_POINT = 8192           # scored tokens per (checkpoint, method, length)
+TOKENS_PER_POINT = 8192           # scored tokens per (checkpoint, method, length), at least
 BATCH_TOKENS = 4096               # tokens per forward pass: bounds memory at long lengths
 COLUMNS = ("out_dir", "encoding", "method", "mode", "length", "tokens", "loss", "ppl", "bpb", "docs")
+TARGETS = "chunks of the longest length spread evenly over the split"   # in cache keys: what is scored
+
+
+def chunk_starts(n_tokens, size, tokens, docs=None):
+    """First offsets of the chunks scored in a split of n_tokens: a chunk at a scores the `size` targets
+    tokens[a + 1 .. a + size]. The split is cut into non-overlapping chunks, each starting at a
+    document's first token (docs: the documents' offsets) or, without documents, every `size` tokens;
+    of these, ceil(tokens / size) are kept at evenly spaced ranks, centred (all where there are fewer)."""
+    if docs is None:
+        cands = np.arange(0, n_tokens - size, size)
+    else:
+        cands, free = [], 0
+        for d in np.asarray(docs).tolist():
+            if free <= d < n_tokens - size:
+                cands.append(d)
+                free = d + size
+        cands = np.asarray(cands, dtype=np.int64)
+    k = min(-(-tokens // size), len(cands))
+    return cands[(2 * np.arange(k) + 1) * len(cands) // (2 * k)]
 
 
 def spans(n, length, stride):
@@ -53,11 +75,11 @@ def window_losses(model, tokens, starts, length, device="cpu", batch_tokens=BATC
 
 
 def score(model, tokens, windows, length, device="cpu", batch_tokens=BATCH_TOKENS):
-    """(summed loss, ids of the targets scored) of windows [(start, offset)]: each window
-    tokens[start:start+length] predicts the next tokens, scored from `offset` on."""
+    """((n,) float64 summed loss of each window, ids of the targets scored) of windows [(start, offset)]:
+    each window tokens[start:start+length] predicts the next tokens, scored from `offset` on."""
     nll = window_losses(model, tokens, [s for s, _ in windows], length, device, batch_tokens)      # (n, L)
     keep = torch.arange(length)[None, :] >= torch.tensor([o for _, o in windows])[:, None]
-    return nll[keep].sum().item(), np.concatenate([tokens[s + 1 + o:s + 1 + length] for s, o in windows])
+    return (nll * keep).sum(1), np.concatenate([tokens[s + 1 + o:s + 1 + length] for s, o in windows])
 
 
 def method_label(model):
@@ -132,7 +154,7 @@ def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, o
     if not documents and lengths[-1] > len(tokens) - 1:
         raise ConfigError(f"{where} has {len(tokens)} tokens; evaluation length {lengths[-1]} "
                           f"needs at least {lengths[-1] + 1}: use shorter --lengths or more data")
-    n = min(max(tokens_per_point, lengths[-1]), len(tokens) - 1)   # the same first n targets at every length
+    chunks = None if documents else chunk_starts(len(tokens), lengths[-1], tokens_per_point, starts)  # every length's
     base = dict(out_dir=out_dir, encoding=model.config.pos_encoding, method=method_label(model),
                 mode="documents" if documents else mode)
     rows, nan, k = [], float("nan"), None
@@ -144,17 +166,19 @@ def evaluate_checkpoint(out_dir, lengths=None, mode="nonoverlap", stride=None, o
             ends = np.append(starts[1:], len(tokens))
             windows = [(first, 0) for first in starts[ends - starts > length][:documents]]
             k = len(windows)
-        else:
-            windows = spans(n, length, s)
+        else:   # each chunk's windows of `length`, in chunk order
+            windows = [(a + b, o) for a in chunks.tolist() for b, o in spans(lengths[-1], length, s)]
         if (model.max_positions is not None and length > model.max_positions) or k == 0:  # no positions, or no document
-            rows.append(dict(base, length=length, tokens=0, loss=nan, ppl=nan, bpb=nan, docs=k))
+            rows.append(dict(base, length=length, tokens=0, loss=nan, ppl=nan, bpb=nan, docs=k, chunk_loss=[]))
             continue
         with autocast(device, dtype):
             nll, ids = score(model, tokens, windows, length, device)
-        loss = nll / len(ids)
+        units = len(windows) if documents else len(chunks)   # a document, or a chunk (its windows summed)
+        loss = nll.sum().item() / len(ids)
         bpt = float(byte_lengths[ids].sum()) / len(ids) if byte_lengths is not None else None
         rows.append(dict(base, length=length, tokens=len(ids), loss=loss, ppl=math.exp(min(loss, 700)),
-                         bpb=bits_per_byte(loss, bpt) or nan, docs=k))
+                         bpb=bits_per_byte(loss, bpt) or nan, docs=k,
+                         chunk_loss=(nll.view(units, -1).sum(1) * units / len(ids)).tolist()))
     return rows
 
 
@@ -185,8 +209,9 @@ def table_lines(rows, key="ppl"):
 
 
 def scored_note(n_tokens):
-    return (f"val perplexity of the first {n_tokens:,} val tokens, the same at every length (training's "
-            f"val loss averages random batches, so it differs a little)")
+    return (f"val perplexity of {n_tokens:,} val targets or more, in chunks of the longest length spread evenly "
+            f"over the split, the same at every length (training's val loss averages random batches, so it "
+            f"differs a little)")
 
 
 def documents_note(limit):

@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from data.tokenizer import bits_per_byte
-from measure.evaluation import eval_text, spans, validation_tokens
+from measure.evaluation import chunk_starts, eval_text, spans, validation_tokens
 
 D = 0.75             # the discount of Chen & Goodman's experiments
 ORDERS = (3, 4, 5)   # the baselines of every report
@@ -98,29 +98,33 @@ def fingerprint(*arrays):
 
 
 def checkpoint_data(ckpt, data_dir=None, path=""):
-    """(training split, evaluated tokens, V, bytes of each id) of a checkpoint: its dataset's train split
-    and vocabulary, and the tokens evaluation.evaluate_checkpoint scores (eval_text's)."""
-    tokens, _, byte_lengths, _ = eval_text(ckpt, data_dir, path)
+    """(training split, evaluated tokens, V, bytes of each id, document offsets or None) of a checkpoint:
+    its dataset's train split and vocabulary, and what evaluation.evaluate_checkpoint scores (eval_text's)."""
+    tokens, docs, byte_lengths, _ = eval_text(ckpt, data_dir, path)
     train, data = validation_tokens(ckpt, data_dir, "train")
-    return train, tokens, data.vocab_size or int(max(train.max(), tokens.max())) + 1, byte_lengths
+    return train, tokens, data.vocab_size or int(max(train.max(), tokens.max())) + 1, byte_lengths, docs
 
 
-def baseline_rows(train, tokens, V, byte_lengths, lengths, tokens_per_point, mode="nonoverlap", stride=None,
+def baseline_rows(train, tokens, V, byte_lengths, docs, lengths, tokens_per_point, mode="nonoverlap", stride=None,
                   orders=ORDERS, d=D):
-    """evaluation.COLUMNS rows (label "<n>-gram", encoding "ngram") of each order fitted on `train`,
-    scored on exactly the targets evaluation.evaluate_checkpoint scores in `tokens` at each length
-    (not per document), the history of each cut at its window's start as the model's context is.
-    byte_lengths: bytes of each id, or None."""
-    n = min(max(tokens_per_point, max(lengths)), len(tokens) - 1)
-    targets = np.asarray(tokens[:n + 1], dtype=np.int64)
-    bpt = float(byte_lengths[targets[1:]].sum()) / n if byte_lengths is not None else None
+    """evaluation.COLUMNS rows (label "<n>-gram", encoding "ngram", with chunk_loss) of each order fitted on
+    `train`, scored on exactly the targets evaluation.evaluate_checkpoint scores in `tokens` at each length
+    (its chunks, not per document), the history of each cut at its window's start as the model's context
+    is. byte_lengths: bytes of each id, or None; docs: the documents' offsets in `tokens`, or None."""
+    size = max(lengths)
+    chunks = [np.asarray(tokens[a:a + size + 1], dtype=np.int64) for a in chunk_starts(len(tokens), size,
+                                                                                       tokens_per_point, docs)]
+    n = len(chunks) * size
+    bpt = float(sum(byte_lengths[c[1:]].sum() for c in chunks)) / n if byte_lengths is not None else None
     rows = []
     for order in orders:
         model = NGram(train, order, V, d)
         for length in sorted(set(lengths)):
-            s = length if mode == "nonoverlap" else (stride or max(1, length // 2))
-            loss = float(-np.log(model.probs(targets, 1, window_reach(n, length, s))).mean())
+            reach = window_reach(size, length, length if mode == "nonoverlap" else (stride or max(1, length // 2)))
+            chunk_loss = [float(-np.log(model.probs(c, 1, reach)).mean()) for c in chunks]
+            loss = float(np.mean(chunk_loss))
             rows.append(dict(out_dir="count model", encoding="ngram", method=f"{order}-gram", mode=mode,
                              length=length, tokens=n, loss=loss, ppl=math.exp(loss),
-                             bpb=bits_per_byte(loss, bpt) or math.nan, docs=None, label=f"{order}-gram"))
+                             bpb=bits_per_byte(loss, bpt) or math.nan, docs=None, label=f"{order}-gram",
+                             chunk_loss=chunk_loss))
     return rows

@@ -95,7 +95,8 @@ def scaled_inv_freq(head_dim, base, method=None, factor=1.0, orig_len=None):
 # ---- figures ----------------------------------------------------------------------------
 def save(fig, path):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:   # a constrained layout places itself
+        fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

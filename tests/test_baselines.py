@@ -42,7 +42,11 @@ def test_paired_statistics_by_hand():
     assert p.mean == pytest.approx(3.5 / 3)
     assert p.sd == pytest.approx(math.sqrt(((1 - 3.5 / 3) ** 2 + (-0.5 - 3.5 / 3) ** 2 + (3 - 3.5 / 3) ** 2) / 2))
     assert (p.agree, p.n) == (2, 3)
-    assert not p.is_result                                    # mean - 2 sd < 0 < mean + 2 sd
+    half = 4.303 * p.sd / math.sqrt(3)                        # Student's t, 2 degrees of freedom
+    assert p.interval() == pytest.approx((p.mean - half, p.mean + half)) and not p.is_result
+    assert paired([1.0, 1.1, 0.9], [0.0, 0.0, 0.0]).interval() == pytest.approx((1 - 4.303 * 0.1 / math.sqrt(3),
+                                                                                 1 + 4.303 * 0.1 / math.sqrt(3)))
+    assert math.isnan(paired([1.0], [0.0]).interval()[0]) and not paired([1.0], [0.0]).is_result
 
 
 def test_bootstrap_interval_excludes_zero_only_for_a_consistent_difference():
@@ -77,7 +81,7 @@ def test_trigram_rows_on_abab_by_hand():
     p3_a_ab = 48.25 / 49 + 0.75 / 49 * p2_a_b                   # c(a b a) = c(a b .) = 49
     p3_b_ba = 48.25 / 49 + 0.75 / 49 * p2_b_a                   # c(b a b) = c(b a .) = 49
     want = {4: [p2_b_a, p3_a_ab, p3_b_ba, p3_a_ab] * 8, 8: [p2_b_a] + [p3_a_ab, p3_b_ba] * 3 + [p3_a_ab]}
-    rows = baseline_rows(train, val, 2, np.ones(2, dtype=np.int64), [4, 8], 32, orders=(3,))
+    rows = baseline_rows(train, val, 2, np.ones(2, dtype=np.int64), None, [4, 8], 32, orders=(3,))   # 4 chunks of 8
     for row in rows:
         p = np.resize(want[row["length"]], 32)
         assert (row["label"], row["encoding"], row["method"], row["tokens"]) == ("3-gram", "ngram", "3-gram", 32)
@@ -93,14 +97,18 @@ def test_compare_baselines_score_the_targets_of_the_runs(tiny_run, tiny_data, tm
     cfg = SimpleNamespace(data_dir=str(tiny_data))
     rows = compare.baselines(str(tiny_run), settings, cfg)
     data = TokenData(str(tiny_data / "tiny"))
-    train, val = data.splits["train"], np.asarray(data.splits["val"][:65], dtype=np.int64)
+    train, val = data.splits["train"], np.asarray(data.splits["val"], dtype=np.int64)
     model_rows = evaluation.evaluate_checkpoint(str(tiny_run), [16, 32], tokens_per_point=64, data_dir=str(tiny_data))
     assert {r["tokens"] for r in rows} == {r["tokens"] for r in model_rows} == {64}
+    a, b = evaluation.chunk_starts(len(val), 32, 64)           # two chunks of 32 targets, a quarter and
+    assert a < len(val) // 2 < b                               # three quarters into the split
     for row in rows:
         order, length = int(row["label"][0]), row["length"]
-        reach = (np.arange(64) % length) + 1                   # a window of `length` starts every `length` targets
-        p = NGram(train, order, data.vocab_size).probs(val, 1, reach)
-        assert row["ppl"] == pytest.approx(math.exp(-np.log(p).mean()), rel=1e-12)
+        reach = (np.arange(32) % length) + 1                   # a window of `length` starts every `length` targets
+        model = NGram(train, order, data.vocab_size)
+        p = [model.probs(val[s:s + 33], 1, reach) for s in (a, b)]
+        assert row["chunk_loss"] == pytest.approx([-np.log(q).mean() for q in p], rel=1e-12)
+        assert row["ppl"] == pytest.approx(math.exp(-np.log(np.concatenate(p)).mean()), rel=1e-12)
     assert [r["label"] for r in rows] == ["3-gram", "3-gram", "4-gram", "4-gram", "5-gram", "5-gram"]
     assert rows[4]["ppl"] < rows[2]["ppl"] < rows[0]["ppl"]   # more context, lower perplexity on this text
     assert (tmp_path / "ngram.json").exists() and compare.baselines(str(tiny_run), settings, cfg) == rows

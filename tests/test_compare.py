@@ -56,6 +56,21 @@ def test_compare_trains_reports_skips_and_resumes(tiny_data, tmp_path):
         labels = {row["label"] for row in csv.DictReader(f)}
     assert labels == {"rope", "rope+linear", "rope+ntk", "rope+yarn", "learned", "3-gram", "4-gram", "5-gram"}
     assert {"3-gram", "4-gram", "5-gram"} <= set(rows) and float(runs["5-gram"]["ppl@16"]) > 1
+    with open(out / "report" / "eval_chunks.csv") as f:   # 256 targets: 4 chunks of the longest length, 64
+        chunks = {(r["label"], r["length"]): [float(v) for k, v in r.items() if k.startswith("chunk")]
+                  for r in csv.DictReader(f)}
+    with open(out / "report" / "eval.csv") as f:
+        losses = {(r["label"], r["length"]): float(r["loss"]) for r in csv.DictReader(f) if r["loss"] != "nan"}
+    assert set(chunks) == set(losses) and {len(c) for c in chunks.values()} == {4}
+    assert all(sum(chunks[k]) / 4 == pytest.approx(loss, abs=1e-6) for k, loss in losses.items())
+    with open(out / "report" / "paired.csv") as f:
+        paired = {(r["label"], r["reference"], r["length"]): r for r in csv.DictReader(f)}
+    assert set(paired) == {("learned", "rope", "16")} | {(f"rope+{m}", "rope", n) for m in ("linear", "ntk", "yarn")
+                                                        for n in ("16", "32", "64")}
+    assert {r["interval"] for r in paired.values()} == {"4 chunks"} and "## Paired differences" in report
+    for r in paired.values():   # one seed: the interval is the bootstrap over the chunks
+        assert (r["result"] == "True") == (float(r["lo"]) > 0 or float(r["hi"]) < 0)
+        assert float(r["lo"]) <= float(r["mean"]) <= float(r["hi"])   # false for NaN too
     pngs = ["val_loss", "ppl_vs_length", "encodings/rope_decay", "encodings/expected_logits",
             "encodings/rope_angles", "encodings/alibi_bias", "encodings/learned_trained_similarity"]
     for name in pngs:

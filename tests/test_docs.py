@@ -93,7 +93,19 @@ def train_step_table(*bench_jsons):
     return "\n".join(lines) + "\n"
 
 
+def paired_block(eval_csv):
+    """compare_report's paired table of the report folder holding eval_csv (and eval_chunks.csv, if any)."""
+    from measure.compare_report import paired_rows, paired_table, read_eval
+    return "\n".join(paired_table(paired_rows(read_eval(os.path.dirname(eval_csv))))) + "\n"
+
+
+def recipe_lines(report_md):
+    """The recipe and evaluation lines of a compare report."""
+    return "".join(line for line in open(report_md) if line.startswith(("- recipe:", "- evaluation:")))
+
+
 GENERATORS = {"reports/compare/runs.csv": ppl_table, "reports/compare-family/runs.csv": ppl_table,
+              "reports/compare/eval.csv": paired_block, "reports/compare/report.md": recipe_lines,
               "reports/tasks/runs.csv": mastery_table,
               "benchmarks/raw/": train_step_table}
 

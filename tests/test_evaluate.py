@@ -41,19 +41,36 @@ def test_score_equals_the_models_own_loss():
     tokens = torch.randint(0, 40, (65,))
     nll, ids = evaluation.score(model, tokens, evaluation.spans(64, 16, 16), 16, batch_tokens=32)
     with torch.no_grad():
-        want = model(tokens[:64].view(4, 16), tokens[1:].view(4, 16))[1].item()
-    assert ids.tolist() == tokens[1:].tolist() and nll / len(ids) == pytest.approx(want, rel=1e-5)
+        want = [model(tokens[i:i + 16][None], tokens[i + 1:i + 17][None])[1].item() for i in (0, 16, 32, 48)]
+    assert ids.tolist() == tokens[1:].tolist() and (nll / 16).tolist() == pytest.approx(want, rel=1e-5)
 
 
-def test_sliding_with_stride_equal_to_length_is_nonoverlap(tiny_data, tmp_path):
-    save_tiny(tiny_data, tmp_path, "t5")
+def test_chunks_spread_evenly_without_overlap_by_hand():
+    # 100 tokens, chunks of 10 targets: 9 possible starts 0, 10, ..., 80 (a chunk at 90 would need token 100)
+    assert evaluation.chunk_starts(100, 10, 30).tolist() == [10, 40, 70]         # ranks 1, 4, 7 of 0..8
+    assert evaluation.chunk_starts(100, 10, 25).tolist() == [10, 40, 70]         # ceil(25 / 10) chunks
+    assert evaluation.chunk_starts(100, 10, 10).tolist() == [40]                 # the middle one
+    assert evaluation.chunk_starts(100, 10, 10 ** 6).tolist() == list(range(0, 90, 10))   # all: the whole split
+    # documents at 0, 4, 15, 50, 52, 95: 4 and 52 lie in the chunk before them, 95 leaves no 10 targets
+    assert evaluation.chunk_starts(100, 10, 100, [0, 4, 15, 50, 52, 95]).tolist() == [0, 15, 50]
+    assert evaluation.chunk_starts(100, 10, 20, [0, 4, 15, 50, 52, 95]).tolist() == [0, 50]
+
+
+def test_every_length_scores_the_same_chunks_spread_over_the_split(tiny_data, tmp_path):
+    model = save_tiny(tiny_data, tmp_path, "t5")
+    val = torch.from_numpy(evaluation.validation_tokens(checkpoint.load(str(tmp_path)), None)[0].astype("int64"))
+    starts = evaluation.chunk_starts(len(val), 48, 200)
+    assert len(starts) == 5 and starts[-1] > 3 * len(val) // 4      # ceil(200 / 48) chunks, not the first 240 tokens
     a = evaluation.evaluate_checkpoint(str(tmp_path), [16, 48], "nonoverlap", tokens_per_point=200)
     b = evaluation.evaluate_checkpoint(str(tmp_path), [16, 48], "sliding", stride=None, tokens_per_point=200)
-    c = [evaluation.evaluate_checkpoint(str(tmp_path), [n], "sliding", stride=n, tokens_per_point=200)[0]
-         for n in (16, 48)]
-    assert [r["loss"] for r in a] == pytest.approx([r["loss"] for r in c], rel=1e-6)
-    assert [r["tokens"] for r in a] == [r["tokens"] for r in b] == [200, 200]   # the same tokens at every length
-    assert a[1]["loss"] != pytest.approx(b[1]["loss"], rel=1e-6)   # stride 24 gives more context
+    c = evaluation.evaluate_checkpoint(str(tmp_path), [16, 48], "sliding", stride=16, tokens_per_point=200)
+    assert c[0]["loss"] == pytest.approx(a[0]["loss"], rel=1e-6)   # sliding with stride = length is nonoverlap
+    assert [r["tokens"] for r in a] == [r["tokens"] for r in b] == [240, 240]   # the same tokens at every length
+    assert a[0]["loss"] != pytest.approx(b[0]["loss"], rel=1e-6)   # at 16, stride 8 gives more context
+    with torch.no_grad():   # at the longest length a chunk is one window: its loss is the model's own
+        want = [model(val[s:s + 48][None], val[s + 1:s + 49][None])[1].item() for s in starts.tolist()]
+    assert a[1]["chunk_loss"] == pytest.approx(want, rel=1e-5) and b[1]["chunk_loss"] == pytest.approx(want, rel=1e-5)
+    assert [sum(r["chunk_loss"]) / 5 for r in a + b] == pytest.approx([r["loss"] for r in a + b], rel=1e-9)
 
 
 def test_cli_writes_table_csv_and_png_with_na_for_learned(tiny_data, tmp_path, capsys):

@@ -1,0 +1,85 @@
+"""compare_report's paired differences: the comparisons it makes, their numbers against a hand example,
+the result / not-a-result wording, and a report without per-chunk losses (written before them)."""
+import csv
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from measure import compare_report
+
+
+def run_rows(label, encoding, seed, losses, chunks=None):
+    """Evaluation rows of one run and label at lengths 16 and 32 (NaN: no positions there); chunks(label,
+    loss): the row's chunk losses (None: rows without them)."""
+    return [dict(label=label, encoding=encoding, method="base", mode="nonoverlap", length=n, tokens=64, loss=loss,
+                 ppl=math.exp(loss), chunk_loss=[] if chunks is None or math.isnan(loss) else chunks(label, loss))
+            for n, loss in zip((16, 32), losses)]
+
+
+def write_report(tmp_path, runs, chunks):
+    """compare_report.write of runs {(label, encoding): [per seed: (loss@16, loss@32)]} -> {(label, ref, length): row}."""
+    results = []
+    for seed in (1, 2, 3):
+        (tmp_path / f"s{seed}").mkdir(exist_ok=True)
+        rows = [r for (label, enc), losses in runs.items() for r in run_rows(label, enc, seed, losses[seed - 1], chunks)]
+        results.append(dict(encoding="rope", seed=seed, dir=str(tmp_path / f"s{seed}"), rows=rows, command="python"))
+    settings = dict(report_dir=str(tmp_path / "report"), eval_lengths=[16, 32], seed_list=[1, 2, 3], plots=False,
+                    eval_mode="nonoverlap", eval_tokens=64, rope_factor=2.0, finetune_len=0)
+    cfg = SimpleNamespace(block_size=16, dataset="tiny", n_layer=1, n_head=2, n_embd=32, max_iters=10, batch_size=1)
+    md = open(compare_report.write(results, [], settings, cfg, "python compare.py")).read()
+    with open(tmp_path / "report" / "paired.csv") as f:
+        return md, {(r["label"], r["reference"], int(r["length"])): r for r in csv.DictReader(f)}
+
+
+RUNS = {("rope", "rope"): [(2.0, 2.5), (2.0, 2.5), (2.0, 2.5)],
+        ("alibi", "alibi"): [(1.9, 2.5), (1.8, 2.5), (1.95, 2.5)],          # 16: -0.1, -0.2, -0.05 against rope
+        ("learned", "learned"): [(2.1, math.nan), (1.9, math.nan), (2.03, math.nan)],
+        ("rope+yarn", "rope"): [(2.0, 2.4), (2.0, 2.35), (2.0, 2.3)],
+        ("rope+alibi", "rope+alibi"): [(2.0, 2.5)] * 3}                      # an encoding whose name holds a "+"
+
+
+def test_comparisons_pair_encodings_with_rope_and_methods_with_their_encoding():
+    labels = ["rope", "alibi", "rope+yarn", "rope+yarn ft", "rope+alibi", "rope+alibi+ntk", "rope_qk", "3-gram"]
+    assert compare_report.comparisons(labels[:-1]) == [
+        ("alibi", "rope"), ("rope+alibi", "rope"), ("rope_qk", "rope"),
+        ("rope+yarn", "rope"), ("rope+yarn ft", "rope"), ("rope+alibi+ntk", "rope+alibi")]
+    assert compare_report.comparisons(["alibi", "alibi+x"]) == [("alibi+x", "alibi")]   # no rope: methods only
+
+
+def test_paired_differences_by_hand(tmp_path):
+    """alibi's chunks all differ from rope's by the seed's difference: the bootstrap interval is that mean
+    alone, a result. learned's chunks differ by +1 and -1 around it: the interval spans 0, not a result."""
+    md, paired = write_report(tmp_path, RUNS, lambda label, loss: [loss, loss])
+    p = paired["alibi", "rope", 16]
+    diffs = [-0.1, -0.2, -0.05]
+    sd = math.sqrt(sum((d - sum(diffs) / 3) ** 2 for d in diffs) / 2)
+    assert float(p["mean"]) == pytest.approx(-0.35 / 3) and float(p["sd"]) == pytest.approx(sd)
+    assert (p["seeds"], p["agree"], p["interval"], p["result"]) == ("3", "3", "2 chunks", "True")
+    assert float(p["lo"]) == pytest.approx(-0.35 / 3) and float(p["hi"]) == pytest.approx(-0.35 / 3)
+    assert paired["alibi", "rope", 32]["result"] == "False"                  # no difference at all: mean 0
+    assert ("learned", "rope", 32) not in paired and ("rope+alibi", "rope", 16) in paired
+    assert float(paired["rope+yarn", "rope", 32]["mean"]) == pytest.approx(-0.15)
+    assert "**-0.117 ± 0.076, 3/3, [-0.117, -0.117]**" in md
+    assert "| rope+yarn | rope | +0.000 ± 0.000, 0/3, [+0.000, +0.000], not a result |" in md
+
+    # learned's two chunks 1 nat above and below each seed's loss: the resampled means span 0
+    md, paired = write_report(tmp_path, RUNS, lambda label, loss: [loss + 1, loss - 1] if label == "learned" else
+                              [loss, loss])
+    p = paired["learned", "rope", 16]
+    assert float(p["mean"]) == pytest.approx(0.01) and p["agree"] == "2"
+    assert float(p["lo"]) == pytest.approx(0.01 - 1) and float(p["hi"]) == pytest.approx(0.01 + 1)
+    assert p["result"] == "False" and "| learned | rope | +0.010 ± 0.101, 2/3, [-0.990, +1.010], not a result | — |" in md
+
+
+def test_a_report_without_chunk_losses_uses_the_seeds(tmp_path):
+    """Rows without chunk_loss (a report written before them): Student's t interval over seeds."""
+    md, paired = write_report(tmp_path, RUNS, None)
+    with open(tmp_path / "report" / "eval_chunks.csv") as f:
+        assert list(csv.reader(f)) == [["label"]]
+    p = paired["rope+yarn", "rope", 32]                                        # -0.1, -0.15, -0.2
+    assert p["interval"] == "seeds" and float(p["sd"]) == pytest.approx(0.05)
+    half = 4.303 * 0.05 / 3 ** 0.5                                             # t(0.975, 2) sd / sqrt(3)
+    assert (float(p["lo"]), float(p["hi"])) == pytest.approx((-0.15 - half, -0.15 + half)) and p["result"] == "True"
+    assert paired["alibi", "rope", 16]["result"] == "False"                   # -0.117 + 4.303 x 0.076 / sqrt(3) > 0
+    assert "interval over seeds" in md and "## Paired differences" in md
