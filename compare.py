@@ -69,7 +69,9 @@ DEFAULTS = {   # compare.py's own keys; every other key is a training key (train
     "variants": {},                   # lm: named runs with their own training keys, {name: {key: value}}
     "tasks": ["copy"],                # tasks: the tasks trained and scored
     "samples": 200,                   # tasks: examples scored per point
-    "multiples": [1, 2, 4, 8, 16],    # tasks: scored lengths, in units of block_size
+    "multiples": [1, 2, 4, 8, 16],    # tasks: scored lengths, in units of block_size (1 needed: the mastery filter)
+    "finetune_steps": [],             # tasks (passkey): PI's Table 4, the fine-tune at finetune_factor x L scored
+                                      # after each of these steps, e.g. [25, 50, 100, 200, 400]
 }
 SUITES = {"lm": "out-compare", "tasks": "out-tasks"}
 PER_RUN = ("task", "pos_encoding", "seed", "out_dir", "init_from", "wandb_run_name")   # set for each run
@@ -97,6 +99,9 @@ def parse(argv):
             train_keys[key] = value
     if settings["suite"] not in SUITES:
         raise ConfigError(f"suite must be lm or tasks, got {settings['suite']!r}")
+    if settings["finetune_steps"] and settings["suite"] != "tasks":
+        raise ConfigError("finetune_steps is the task suite's (PI's Table 4); the lm suite fine-tunes with "
+                          "finetune_iters")
     cfg = Config(**train_keys).validate()  # every training key checked before anything runs
     settings["out_root"] = settings["out_root"] or SUITES[settings["suite"]]
     settings["report_dir"] = settings["report_dir"] or os.path.join(settings["out_root"], "report")
@@ -131,9 +136,20 @@ def names(settings):
 def check_tasks(settings, train_keys, cfg):
     for name in settings["tasks"]:
         tasks.TaskData(name).check(cfg.block_size)   # unknown task, or one block_size cannot hold
-    if settings["samples"] < 1 or not settings["multiples"]:
-        raise ConfigError("samples must be >= 1 and multiples non-empty")
+    for keys in settings["variants"].values():
+        Config(**dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()})).validate()
+    if settings["samples"] < 1 or 1 not in settings["multiples"]:
+        raise ConfigError(f"samples must be >= 1 and multiples must hold 1 (a run counts as learned by its exact "
+                          f"match at the training length); got samples={settings['samples']}, "
+                          f"multiples={settings['multiples']}")
     settings["lengths"] = [int(float(m) * cfg.block_size) for m in settings["multiples"]]
+    steps = settings["finetune_steps"]
+    if steps and (settings["tasks"] != ["passkey"] or not all(isinstance(k, int) and k > 0 for k in steps)
+                  or steps != sorted(set(steps)) or settings["finetune_iters"]):
+        raise ConfigError(f"finetune_steps (PI's Table 4) needs --tasks=passkey and increasing steps >= 1, e.g. "
+                          f"[25,50,100], without finetune_iters (the lm suite's); got {steps}")
+    settings["finetune_factor"] = settings["finetune_factor"] or max(settings["multiples"])
+    settings["finetune_len"] = round(settings["finetune_factor"] * cfg.block_size) * bool(steps)
 
 
 def check_lm(settings, train_keys, cfg):
@@ -169,7 +185,7 @@ def check_finetune(settings, cfg):
                           f"--finetune_factor > 0; got {budgets}, {s}")
     settings["finetune_iters"] = sorted({n for n in budgets if n})
     settings["finetune_len"] = round(s * cfg.block_size) * bool(settings["finetune_iters"])
-    settings["finetune_batch"] = max(1, round(cfg.batch_size / s))
+    settings["finetune_batch"] = finetune_batch(settings, cfg)
     factors = settings["rope_factors"]
     if not isinstance(factors, dict) or any(m not in positional.SCALINGS or not isinstance(f, (int, float)) or f <= 0
                                             for m, f in factors.items()):
@@ -217,7 +233,7 @@ def takes(name, method, settings):
     """Whether the runs of `name` (an encoding or a variant) are evaluated and fine-tuned with the RoPE method."""
     wanted = settings["scaled_encodings"]
     enc = run_keys(name, settings)["pos_encoding"]
-    reference = name == settings["reference"]   # measured as trained
+    reference = name == settings.get("reference")   # measured as trained (lm; the task suite has none)
     return positional.scaling_problem(enc, method) is None and (not wanted or name in wanted) and not reference
 
 
@@ -310,7 +326,7 @@ FINETUNE_ONLY = ["direct", "longlora"]
 def finetune_methods(enc, settings):
     """The fine-tunes of one encoding: FINETUNE_ONLY's and each frequency method of rope_scalings it
     takes; none when fine-tuning is off or the encoding takes no scaling."""
-    if not settings["finetune_iters"] or not takes(enc, "linear", settings):
+    if not (settings["finetune_iters"] or settings["finetune_steps"]) or not takes(enc, "linear", settings):
         return []
     methods = [m for m in settings["rope_scalings"] if m in rope_scaling.METHODS and takes(enc, m, settings)]
     return ["direct"] + methods + ["longlora"] * settings["finetune_longlora"]
@@ -319,7 +335,7 @@ def finetune_methods(enc, settings):
 def finetune_args(method, settings, cfg):
     """train.py's arguments of a fine-tune beyond the run's own: s L tokens per sequence, batch_size / s
     sequences (the same tokens per iteration), the final learning rate held, and the method's scaling from L."""
-    args = [f"--block_size={settings['finetune_len']}", f"--batch_size={settings['finetune_batch']}",
+    args = [f"--block_size={settings['finetune_len']}", f"--batch_size={finetune_batch(settings, cfg)}",
             "--decay_lr=False", f"--learning_rate={cfg.min_lr!r}"]
     scaling = "linear" if method == "longlora" else method
     if scaling in rope_scaling.METHODS:
@@ -329,16 +345,22 @@ def finetune_args(method, settings, cfg):
     return args + ["--finetune_method=longlora"] * (method == "longlora")
 
 
+def finetune_batch(settings, cfg):
+    """Sequences per fine-tune iteration: batch_size / s (s = finetune_factor), as many tokens as in pretraining."""
+    return max(1, round(cfg.batch_size / settings["finetune_factor"]))
+
+
 def ft_dir(run_dir, method, budget):
     return f"{run_dir}-ft-{method}-{budget}"
 
 
 def finetune(run, base_iter, method, budget, settings, train_keys, cfg):
     """Fine-tune the run's checkpoint (at base_iter) for `budget` iterations in a folder of its own; -> the folder.
-    The budgets of a method are one fine-tune observed at each (as PI's Table 4 by steps): a budget starts from a
-    copy of the next smaller one's checkpoint (the pretrained run's for the smallest; the learning rate is
-    constant), so the sweep costs the largest budget; a copy made along other budgets is made again."""
-    below = [b for b in settings["finetune_iters"] if b < budget]
+    The budgets of a method (finetune_iters, or the task suite's finetune_steps) are one fine-tune observed at
+    each (as PI's Table 4 by steps): a budget starts from a copy of the next smaller one's checkpoint (the
+    pretrained run's for the smallest; the learning rate is constant), so the sweep costs the largest budget; a
+    copy made along other budgets is made again."""
+    below = [b for b in settings["finetune_iters"] or settings["finetune_steps"] if b < budget]
     prev = below[-1] if below else 0
     ft = dict(run, dir=ft_dir(run["dir"], method, budget), tag=f"{run['tag']}-ft-{method}-{budget}",
               say=f"{run['say'][:-1]} ft{budget} {method}]")
@@ -439,22 +461,46 @@ def baselines(run_dir, settings, cfg):
 
 
 # ---- suite "tasks": accuracy against length --------------------------------------------
-def task_run(run, settings, train_keys, cfg):
-    """Train (or resume) and score one task run; -> its scores and timings."""
-    train(run, settings, train_keys, cfg.max_iters)
+def task_scores(run_dir, settings, overrides=None, name="task_scores.json"):
+    """score.score_checkpoints' result for the checkpoint in run_dir (with overrides) and its time; cached in
+    run_dir/name."""
     key = dict(samples=settings["samples"], lengths=settings["lengths"],
-               iter_num=checkpoint.load(run["dir"])["iter_num"])
+               iter_num=checkpoint.load(run_dir)["iter_num"], **({"overrides": overrides} if overrides else {}))
 
     def score_run():
         t0 = time.time()
-        out = score.score_checkpoints([run["dir"]], {}, settings["lengths"], settings["samples"])["runs"][run["dir"]]
+        out = score.score_checkpoints([run_dir], overrides, settings["lengths"], settings["samples"])["runs"][run_dir]
         return dict(out, score_s=time.time() - t0)
-    scored, _ = cached(os.path.join(run["dir"], "task_scores.json"), key, score_run)
+    return cached(os.path.join(run_dir, name), key, score_run)[0]
+
+
+def task_windows(run, settings, train_keys, cfg):
+    """PI's Table 4 for one passkey run: [{method, steps, effective_window}], steps 0 the run with the method's
+    scaling, then its fine-tune at finetune_len after each of finetune_steps."""
+    base, out = checkpoint.load(run["dir"])["iter_num"], []
+    for m in finetune_methods(run["encoding"], settings):
+        scaling = None if m == "direct" else {"rope_scaling": m, "rope_factor": settings["finetune_factor"]}
+        dirs = [(0, run["dir"], scaling)]
+        for k in settings["finetune_steps"]:
+            dirs.append((k, finetune(run, base, m, k, settings, train_keys, cfg), None))
+        for k, d, overrides in dirs:
+            got = task_scores(d, settings, overrides, f"task_scores-{m}.json" if overrides else "task_scores.json")
+            out.append(dict(method=m, steps=k, effective_window=got["effective_window"]))
+        print(f"{run['say']} {m}: effective window " + ", ".join(f"{w['steps']} steps {w['effective_window']}"
+                                                                  for w in out if w["method"] == m), flush=True)
+    return out
+
+
+def task_run(run, settings, train_keys, cfg):
+    """Train (or resume) and score one task run (and PI's Table 4 with finetune_steps); -> its scores and timings."""
+    train(run, settings, train_keys, cfg.max_iters)
+    scored = task_scores(run["dir"], settings)
     train_s = compare_report.read_log(run["dir"])["wall_s"]
     print(f"{run['say']} " + ", ".join(f"{x['length']}: {'n/a' if x['exact'] is None else format(x['exact'], '.0%')}"
                                        for x in scored["rows"])
           + f" ({train_s:.0f}s train, {scored.get('score_s', 0):.0f}s score)", flush=True)
-    return dict(run, **scored, train_s=train_s)
+    windows = task_windows(run, settings, train_keys, cfg) if settings["finetune_steps"] else []
+    return dict(run, **scored, train_s=train_s, windows=windows)
 
 
 # ---- the comparison -------------------------------------------------------------------

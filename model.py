@@ -7,7 +7,6 @@ evaluation and cached decoding share one code path.
 """
 import dataclasses
 import functools
-import inspect
 import math
 import time
 import types
@@ -143,19 +142,24 @@ def flex_functions(compiled=True):
 
 
 def flex_attention(q, k, v, plan, compiled=True):
-    """FlexAttention, score_bias(h, q, k) in its score_mod at the gathered positions (its gradient flows),
-    the blocks of hidden keys (sees) skipped; unmeasured on CUDA (benchmarks/long-context.md)."""
+    """FlexAttention, score_bias(h, q, k) in its score_mod (its gradient flows), hidden blocks skipped (sees)."""
     block_mask, flex = flex_functions(compiled)
-    q_pos, k_pos, pe = plan.q_pos, plan.k_pos, plan.pe
-    doc = torch.zeros_like(k_pos) if plan.doc is None else plan.doc       # (T,) document ids (one when None)
+    qp, kp, pe, doc = at_index(plan.q_pos), at_index(plan.k_pos), plan.pe, plan.doc
 
     def visible(b, h, qi, ki):
-        return sees(q_pos[qi], k_pos[ki], plan.window, plan.sinks) & (doc[qi] == doc[ki])
+        seen = sees(qp(qi), kp(ki), plan.window, plan.sinks)
+        return seen if doc is None else seen & (doc[qi] == doc[ki])
 
     if plan.block_mask is None:
-        plan.block_mask = block_mask(visible, None, None, len(q_pos), len(k_pos), device=q.device)
-    return flex(q, k, v, score_mod=lambda s, b, h, qi, ki: s + pe.score_bias(h, q_pos[qi], k_pos[ki]).to(s.dtype),
+        plan.block_mask = block_mask(visible, None, None, len(plan.q_pos), len(plan.k_pos), device=q.device)
+    return flex(q, k, v, score_mod=lambda s, b, h, qi, ki: s + pe.score_bias(h, qp(qi), kp(ki)).to(s.dtype),
                 block_mask=plan.block_mask)
+
+
+def at_index(pos):
+    """i -> pos[i] in FlexAttention's mods: i + pos[0] when the positions are consecutive (no table read per pair)."""
+    first = pos[0]
+    return (lambda i: i + first) if bool((pos.diff() == 1).all()) else (lambda i: pos[i])
 
 
 def by_blocks(q, k, v, plan, attend_block):
@@ -559,9 +563,8 @@ class GPT(nn.Module):
         decay_ids = {id(p) for p in decay}
         groups = [{"params": decay, "weight_decay": weight_decay},
                   {"params": [p for p in params if id(p) not in decay_ids], "weight_decay": 0.0}]
-        # fused: one pass over every tensor, 0.7 ms vs 1.7 ms on CPU (benchmarks/cpu-2core-training-step.md)
-        fused = device_type in ("cuda", "cpu") and "fused" in inspect.signature(torch.optim.AdamW).parameters
-        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **({"fused": True} if fused else {}))
+        # fused (torch >= 2.4 on CPU): one pass over every tensor, 0.7 ms vs 1.7 ms (benchmarks/cpu-2core-training-step.md)
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type in ("cuda", "cpu"))
 
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, on_token=None,
                  static=True, compile=False):

@@ -71,6 +71,22 @@ def test_compiled_flex_attention_on_cpu_equals_the_dense_path():
     torch.testing.assert_close(flex, dense, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["alibi", "kerple"])
+def test_flex_attention_at_given_positions_and_documents(name):
+    """Consecutive positions from an offset (read as index + first) and positions with gaps plus two
+    documents (read from the tables) both equal the dense path."""
+    idx = torch.randint(0, 40, (1, 24), generator=torch.Generator().manual_seed(4))
+    gaps = torch.cumsum(torch.randint(1, 4, (24,), generator=torch.Generator().manual_seed(5)), 0)
+    doc = (torch.arange(24) >= 10).long()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no fallback
+        for pos, d in ((torch.arange(24) + 7, None), (gaps, doc)):
+            dense = tiny_gpt(name, window=9, sinks=2)(idx, pos=pos, doc=d)[0]
+            model = tiny_gpt(name, window=9, sinks=2, attention_kernel="flex")
+            assert {p.kernel for p in model.plans(pos, None, model.encodings, doc=d).values()} == {"flex"}
+            torch.testing.assert_close(model(idx, pos=pos, doc=d)[0], dense, rtol=1e-4, atol=1e-5)
+
+
 def test_unknown_attention_kernel_is_refused():
     with pytest.raises(ValueError, match="attention_kernel must be"):
         tiny_gpt("alibi", attention_kernel="dense")

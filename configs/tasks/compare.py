@@ -1,12 +1,18 @@
-# The full task comparison: every task x 6 encodings x 3 seeds, scored from 1x to 16x the
-# training length with 200 samples per point (docs/tasks.md; its measured time: benchmarks/history.md):
+# The full task comparison: every task x 6 encodings, and learned, sinusoidal and RoPE with Ruoss et
+# al.'s randomized positions, x 3 seeds, scored from 1x to 16x the training length with 200 samples
+# per point (docs/tasks.md; its measured time: benchmarks/history.md):
 #   python compare.py configs/tasks/compare.py
 from configs.tasks.base import *  # noqa: F401,F403
 
 suite = "tasks"               # compare.py's task suite: accuracy against length
 
 tasks = ["copy", "reverse", "duplicate", "parity", "addition", "passkey", "mqar"]
-encodings = ["none", "learned", "sinusoidal", "t5", "rope", "alibi"]
+# Randomized positions (Ruoss et al. 2023, https://arxiv.org/abs/2305.16843): each training sequence
+# takes an ordered random subset of [0, M) as its positions; M = 512 = 16 L, the longest scored length,
+# so every scored position was seen in training (learned gets a table of M rows).
+variants = {f"{enc}_randomized": {"pos_encoding": enc, "position_sampling": "randomized", "max_position": 512}
+            for enc in ("learned", "sinusoidal", "rope")}
+encodings = ["none", "learned", "sinusoidal", "t5", "rope", "alibi", *variants]
 seeds = 3
 jobs = 2
 out_root = "out-tasks"

@@ -1,0 +1,123 @@
+"""Tasks learned before they are scored: the mastery filter and the tie-averaged MRR in compare.py's
+task report, and PI's Table 4 in miniature (the passkey effective window against fine-tuning steps)
+end to end at tiny size."""
+import csv
+import json
+import shutil
+
+import pytest
+import torch
+
+import compare
+from tasks import report
+from tasks.score import effective_window
+from training import checkpoint
+
+
+def fake(task, enc, seed, at_l, past):
+    rows = [dict(length=8, exact=at_l, token=at_l, samples=10), dict(length=16, exact=past, token=past, samples=10)]
+    return dict(task=task, encoding=enc, seed=seed, rows=rows, train_s=1.0, score_s=0.5)
+
+
+def test_runs_below_mastery_are_counted_and_left_out_of_the_ranking(tmp_path):
+    results = [fake("copy", "a", 1, 1.0, 0.5), fake("copy", "a", 2, 0.94, 0.9),   # seed 2 not learned: its 0.9 unused
+               fake("copy", "b", 1, 0.95, 0.4), fake("copy", "b", 2, 1.0, 0.6),   # 95% counts; ties a at 0.5
+               fake("copy", "c", 1, 0.2, 0.0), fake("copy", "c", 2, 0.5, 0.0),    # not learned: no rank
+               fake("parity", "a", 1, 1.0, 0.2), fake("parity", "a", 2, 1.0, 0.4),
+               fake("parity", "b", 1, 1.0, 0.1), fake("parity", "b", 2, 1.0, 0.1),
+               fake("parity", "c", 1, 1.0, 0.6), fake("parity", "c", 2, 1.0, 0.6)]
+    settings = dict(report_dir=str(tmp_path), lengths=[8, 16], seed_list=[1, 2], samples=10, jobs=1, threads=1)
+    md = open(report.write_comparison(results, [], settings, 8, 60.0, "python compare.py x")).read()
+    assert "(3/12 of all runs not learned)" in md
+    assert "| a | 1/2 | 0/2 | 1/4 |" in md and "| b | 0/2 | 0/2 | 0/4 |" in md and "| c | 2/2 | 0/2 | 2/4 |" in md
+    # copy: a and b tie at ranks 1, 2 and share (1 + 1/2) / 2; parity: c 1, a 1/2, b 1/3; c is ranked in parity only
+    mrr_a, mrr_b = ((1 + 1 / 2) / 2 + 1 / 2) / 2, ((1 + 1 / 2) / 2 + 1 / 3) / 2
+    ranking = md.split("## Ranking")[1]
+    lines = ["| c | 1.00 | 1/2 | not learned | 60.0 |", f"| a | {mrr_a:.2f} | 2/2 | 50.0 (1/2 seeds) | 30.0 |",
+             f"| b | {mrr_b:.2f} | 2/2 | 50.0 | 10.0 |"]
+    assert [ranking.index(line) for line in lines] == sorted(ranking.index(line) for line in lines)
+    with open(tmp_path / "runs.csv") as f:
+        learned = {(r["task"], r["encoding"], r["seed"]): r["learned"] for r in csv.DictReader(f)}
+    assert learned[("copy", "a", "2")] == "False" and learned[("copy", "b", "1")] == "True"
+    assert "## Effective context window" not in md   # no fine-tune, no Table 4
+
+
+TINY = ["configs/tasks/passkey_pi.py", "--block_size=12", "--n_layer=1", "--n_head=2", "--n_embd=16", "--batch_size=8",
+        "--max_iters=3", "--lr_decay_iters=3", "--warmup_iters=1", "--eval_interval=3", "--eval_iters=1", "--device=cpu",
+        "--seeds=1", "--jobs=1", "--threads=1", "--samples=4", "--multiples=1,1.5,2", "--finetune_factor=2",
+        "--finetune_steps=1,2", "--rope_scalings=linear"]
+
+
+def test_pi_table4_in_miniature(tmp_path, monkeypatch):
+    args = [*TINY, f"--out_root={tmp_path}", f"--report_dir={tmp_path / 'report'}"]
+    monkeypatch.setattr(report, "MASTERY", 0.0)   # 3 iterations learn nothing; count every run as learned
+    compare.main(args)
+    run = tmp_path / "passkey" / "rope-s1337"
+    with open(tmp_path / "report" / "finetune_windows.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["method"], int(r["steps"])) for r in rows] == [(m, k) for m in ("direct", "linear") for k in (0, 1, 2)]
+    for r in rows:   # each window is PI's rule on the grid scored for that model
+        k, m = int(r["steps"]), r["method"]
+        path = run / f"task_scores-{m}.json" if k == 0 and m != "direct" else (
+            run / "task_scores.json" if k == 0 else tmp_path / "passkey" / f"rope-s1337-ft-{m}-{k}" / "task_scores.json")
+        got = json.loads(path.read_text())
+        assert int(r["effective_window"]) == effective_window(got["value"]["grid"])
+        assert got["settings"]["lengths"] == [12, 18, 24]
+    assert json.loads((run / "task_scores-linear.json").read_text())["settings"]["overrides"] == {
+        "rope_scaling": "linear", "rope_factor": 2.0}
+    for m, scaling in (("direct", ""), ("linear", "linear")):
+        for k in (1, 2):
+            ckpt = checkpoint.load(str(tmp_path / "passkey" / f"rope-s1337-ft-{m}-{k}"))
+            assert (ckpt["iter_num"], ckpt["model_args"]["block_size"], ckpt["model_args"]["rope_scaling"]) == (
+                3 + k, 24, scaling)
+    md = (tmp_path / "report" / "report.md").read_text()
+    table = md.split("## Effective context window against fine-tuning steps")[1]
+    assert "| method | 0 | 1 | 2 |" in table and "1 of 1 seeds" in table
+    cells = {(r["method"], r["steps"]): r["effective_window"] for r in rows}
+    assert "| rope+linear | " + " | ".join(cells["linear", k] for k in "012") + " |" in table
+    assert (tmp_path / "report" / "finetune_windows.png").stat().st_size > 0
+
+    # the stages are one fine-tune seen at its steps: 1 + 1 steps resumed == 2 steps straight
+    settings, train_keys, cfg = compare.parse(args)
+    straight = tmp_path / "passkey" / "straight"
+    shutil.copytree(run, straight)
+    plan = compare.plan(settings, train_keys)[0]
+    out = compare.finetune(dict(plan, dir=str(straight)), 3, "linear", 2, dict(settings, finetune_steps=[2]), train_keys,
+                           cfg)
+    a, b = checkpoint.load(out)["model"], checkpoint.load(str(tmp_path / "passkey" / "rope-s1337-ft-linear-2"))["model"]
+    assert all(torch.equal(a[key], b[key]) for key in a)
+
+    # restart with the 95% filter: nothing trained again; the untrained run is left out of Table 4
+    monkeypatch.setattr(report, "MASTERY", 0.95)
+    logs = [run / "train.out", tmp_path / "passkey" / "rope-s1337-ft-linear-2" / "train.out"]
+    trained = [log.read_text() for log in logs]
+    compare.main(args)
+    assert [log.read_text() for log in logs] == trained
+    table = (tmp_path / "report" / "report.md").read_text().split("## Effective context window")[1]
+    assert "0 of 1 seeds" in table and "| rope+linear | — | — | — |" in table
+
+
+@pytest.mark.parametrize("bad, says", [(["--tasks=copy"], "needs --tasks=passkey"),
+                                       (["--finetune_steps=2,1"], "increasing steps"),
+                                       (["--multiples=2,4"], "multiples must hold 1")])
+def test_bad_table4_settings_one_line(bad, says, tmp_path, capsys):
+    from tests.inproc import one_line_error
+    err = one_line_error(compare.main, [*TINY, *bad, f"--out_root={tmp_path / 'x'}"], capsys)
+    assert says in err and not (tmp_path / "x").exists()
+
+
+def test_table4_cells_by_hand(tmp_path):
+    """Windows as mean ± sd over the learned seeds; a seed whose pretraining was not learned is left out."""
+    def run(seed, at_l, windows):
+        return dict(fake("passkey", "rope", seed, at_l, 0.0), windows=[
+            dict(method=m, steps=k, effective_window=w) for (m, k), w in windows.items()])
+    results = [run(1, 1.0, {("direct", 0): 8, ("direct", 25): 8, ("linear", 0): 8, ("linear", 25): 32}),
+               run(2, 0.96, {("direct", 0): 8, ("direct", 25): 16, ("linear", 0): 16, ("linear", 25): 32}),
+               run(3, 0.5, {("direct", 0): 0, ("direct", 25): 0, ("linear", 0): 0, ("linear", 25): 0})]
+    md = "\n".join(report.windows(results, str(tmp_path), 8, 32, [8, 16, 32]))
+    assert "2 of 3 seeds" in md and "| method | 0 | 25 |" in md
+    assert "| rope+direct | 8 ± 0 | 12 ± 6 |" in md      # 12 ± 6: 8 and 16 (sd 5.66)
+    assert "| rope+linear | 12 ± 6 | 32 ± 0 |" in md
+    with open(tmp_path / "finetune_windows.csv") as f:
+        assert sum(r["learned"] == "False" for r in csv.DictReader(f)) == 4
+    assert (tmp_path / "finetune_windows.png").stat().st_size > 0
