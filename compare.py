@@ -4,14 +4,16 @@ what is measured:
 
     python compare.py configs/compare.py                          # "lm": perplexity against length
     python compare.py configs/compare.py --only=rope,alibi --seeds=1 --finetune_iters=0
+    python compare.py configs/compare.py --only=rope --finetune_iters=[5,100]    # two fine-tune budgets
     python compare.py configs/tasks/quick.py                      # "tasks": accuracy against length
     python compare.py configs/tasks/quick.py --tasks=copy --encodings=none,alibi --jobs=1
 
 Each run is train.py in a subprocess, in <out_root>[/<task>]/<enc>-s<seed>; `jobs` run side by side.
 A finished run is not trained again, a shorter one resumes, one of another recipe is refused before
 anything starts, and measurements are cached in the run's folder. lm: evaluation.evaluate_checkpoint
-at every eval length, with each method of rope_scalings, and with --finetune_iters=N the papers'
-fine-tune at finetune_factor x L (PI: Chen et al. 2023; YaRN: Peng et al. 2023) as "<enc>+<method> ft".
+at every eval length, with each method of rope_scalings, and with --finetune_iters=[N, ...] the papers'
+fine-tune at finetune_factor x L (PI: Chen et al. 2023; YaRN: Peng et al. 2023) as "<enc>+<method> ftN", one
+label per budget N.
 """
 import itertools
 import json
@@ -52,13 +54,14 @@ DEFAULTS = {   # compare.py's own keys; every other key is a training key (train
     "eval_dtype": "auto",             # lm: dtype of the evaluations
     "rope_scalings": [],              # lm: RoPE extension methods evaluated on the encodings that take them
     "rope_factor": 0.0,               # lm: their factor s; 0: longest eval length / block_size
+    "rope_factors": {},               # lm: {method: s} for the methods whose factor is not rope_factor
     "scaled_encodings": [],           # lm: the encodings evaluated with rope_scalings; []: all that take them
     "plots": True,                    # lm: also draw what each encoding does (measure/plots.py)
-    "finetune_iters": 0,              # lm: iterations of the fine-tune at s L; 0: no fine-tuning
+    "finetune_iters": [],             # lm: fine-tune budgets at s L (iterations), one label each; []: none
     "finetune_factor": 0.0,           # lm: s of the fine-tune; 0: rope_factor
-    "finetune_longlora": False,       # lm: also LongLoRA's fine-tune (PI + LoRA + S²-Attn), as "<enc>+longlora ft"
+    "finetune_longlora": False,       # lm: also LongLoRA's fine-tune (PI + LoRA + S²-Attn), as "<enc>+longlora ftN"
     "context_use": False,             # lm: measure context gain and per-position loss of each run
-    "context_labels": [],             # lm: more runs to measure: "<enc>+<method>" or "<enc>+<method> ft"
+    "context_labels": [],             # lm: more runs to measure: "<enc>+<method>" or "<enc>+<method> ftN"
     "context_tokens": 2048,           # lm: targets scored per context length
     "context_sequences": 8,           # lm: sequences of 16 L averaged by the per-position loss
     "context_targets": 512,           # lm: targets of the in-range context curve (each costs a window per context)
@@ -155,10 +158,7 @@ def check_lm(settings, train_keys, cfg):
         raise ConfigError(f"need positive integer eval_lengths; got {lengths}")
     settings["rope_factor"] = settings["rope_factor"] or max(lengths) / cfg.block_size
     settings["finetune_factor"] = settings["finetune_factor"] or settings["rope_factor"]
-    if settings["finetune_iters"] < 0 or settings["finetune_factor"] * cfg.block_size < 1:
-        raise ConfigError(f"need --finetune_iters >= 0 (0: off) and --finetune_factor > 0; got "
-                          f"{settings['finetune_iters']}, {settings['finetune_factor']}")
-    settings["finetune_len"] = round(settings["finetune_factor"] * cfg.block_size) * bool(settings["finetune_iters"])
+    check_finetune(settings, cfg)
     check_lows(settings, {"context_targets": 1})
     add_reference(settings, cfg)
     for keys in settings["variants"].values():
@@ -170,10 +170,27 @@ def check_lm(settings, train_keys, cfg):
         enc, method, ft = parse_label(label)
         if ft is None or enc not in known or method not in (*positional.SCALINGS, *(FINETUNE_ONLY if ft else [])):
             raise ConfigError(f"context_labels: {label!r} is not a label of this comparison; use '<encoding>+<method>'"
-                              f" or '<encoding>+<method> ft' (with --finetune_iters) for a compared encoding and a "
-                              f"method of rope_scalings")
+                              f" or '<encoding>+<method> ftN' (N a budget of finetune_iters) for a compared encoding "
+                              f"and a method of rope_scalings")
         if method not in FINETUNE_ONLY and positional.scaling_problem(run_keys(enc, settings)["pos_encoding"], method):
             raise ConfigError(f"context_labels: {label!r} names a method that {enc} does not take")
+
+
+def check_finetune(settings, cfg):
+    """finetune_iters (a number or a list) -> its budgets in increasing order; finetune_len and finetune_batch
+    (s L tokens a sequence, batch_size / s sequences: the same tokens an iteration as pretraining); rope_factors."""
+    budgets, s = settings["finetune_iters"], settings["finetune_factor"]
+    if any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in budgets) or s * cfg.block_size < 1:
+        raise ConfigError(f"need --finetune_iters as iteration counts >= 0 (e.g. 100 or [5,25,100]; 0: none) and "
+                          f"--finetune_factor > 0; got {budgets}, {s}")
+    settings["finetune_iters"] = sorted({n for n in budgets if n})
+    settings["finetune_len"] = round(s * cfg.block_size) * bool(settings["finetune_iters"])
+    settings["finetune_batch"] = finetune_batch(settings, cfg)
+    factors = settings["rope_factors"]
+    if not isinstance(factors, dict) or any(m not in positional.SCALINGS or not isinstance(f, (int, float)) or f <= 0
+                                            for m, f in factors.items()):
+        raise ConfigError(f"rope_factors: need {{method: factor > 0}} with methods of "
+                          f"{', '.join(positional.SCALINGS)}, e.g. {{'dynamic': 1.0}}; got {factors!r}")
 
 
 def add_reference(settings, cfg):
@@ -194,10 +211,17 @@ def add_reference(settings, cfg):
 
 
 def parse_label(label):
-    """"rope+yarn ft" -> ("rope", "yarn", True); "rope" -> ("rope", "", False); ft is None for another suffix."""
+    """"rope+yarn ft100" -> ("rope", "yarn", 100); "rope" -> ("rope", "", 0); ft is None for another suffix."""
     head, _, tail = label.partition(" ")
     enc, _, method = head.partition("+")
-    return enc, method, {"": False, "ft": True}.get(tail)
+    if not tail:
+        return enc, method, 0
+    return enc, method, int(tail[2:]) if tail[:2] == "ft" and tail[2:].isdigit() else None
+
+
+def scaling_keys(method, settings):
+    """The evaluation-time model keys of a RoPE method: its name and factor (rope_factors', else rope_factor)."""
+    return {"rope_scaling": method, "rope_factor": settings["rope_factors"].get(method, settings["rope_factor"])}
 
 
 def run_keys(name, settings):
@@ -281,11 +305,10 @@ def cached(path, key, compute):
 def evaluate_run(run_dir, enc, settings, data_dir, ckpt, label=None):
     """(rows, computed now) of evaluation.evaluate_checkpoint at every eval length, each with its
     label: `label` alone (a fine-tune), else the encoding and "<enc>+<method>" per method it takes."""
-    key = {k: settings[k] for k in ("eval_lengths", "eval_tokens", "eval_mode", "rope_factor")}
+    key = {k: settings[k] for k in ("eval_lengths", "eval_tokens", "eval_mode", "rope_factor", "rope_factors")}
     key.update(iter_num=ckpt["iter_num"], targets=evaluation.TARGETS)  # a run trained further is evaluated again
     key["rope_scalings"] = [m for m in settings["rope_scalings"] if label is None and takes(enc, m, settings)]
-    variants = [(label or enc, None)] + [(f"{enc}+{m}", {"rope_scaling": m, "rope_factor": key["rope_factor"]})
-                                         for m in key["rope_scalings"]]
+    variants = [(label or enc, None)] + [(f"{enc}+{m}", scaling_keys(m, settings)) for m in key["rope_scalings"]]
     return cached(os.path.join(run_dir, "results.json"), key, lambda: [
         dict(row, label=name) for name, overrides in variants
         for row in evaluation.evaluate_checkpoint(run_dir, key["eval_lengths"], mode=key["eval_mode"],
@@ -311,30 +334,45 @@ def finetune_methods(enc, settings):
 
 def finetune_args(method, settings, cfg):
     """train.py's arguments of a fine-tune beyond the run's own: s L tokens per sequence, batch_size / s
-    sequences (the same tokens per iteration), the final learning rate held, and the method's scaling."""
-    s = settings["finetune_factor"]
-    args = [f"--block_size={settings['finetune_len']}", f"--batch_size={max(1, round(cfg.batch_size / s))}",
+    sequences (the same tokens per iteration), the final learning rate held, and the method's scaling from L."""
+    args = [f"--block_size={settings['finetune_len']}", f"--batch_size={finetune_batch(settings, cfg)}",
             "--decay_lr=False", f"--learning_rate={cfg.min_lr!r}"]
     scaling = "linear" if method == "longlora" else method
     if scaling in rope_scaling.METHODS:
-        args += [f"--rope_scaling={scaling}", f"--rope_factor={s!r}"]
+        factor = settings["rope_factors"].get(scaling, settings["finetune_factor"])
+        args += [f"--rope_scaling={scaling}", f"--rope_factor={factor!r}",   # L: the pretraining length, also
+                 f"--rope_original_max_position={cfg.block_size}"]            # when resuming a fine-tune at s L
     return args + ["--finetune_method=longlora"] * (method == "longlora")
 
 
-def finetune(run, base_iter, method, settings, train_keys, cfg, stage=None):
-    """Fine-tune a copy of the run's checkpoint (at base_iter) for finetune_iters; -> its folder. stage=(k, j):
-    the fine-tune after k steps, in <run>-ft-<method>-<k>, resumed from a copy of stage j's (j = 0: the run's),
-    so that the stages are one fine-tune seen at its steps (constant learning rate, batches replayed)."""
-    k, j = stage or (settings["finetune_iters"], 0)
-    name, src = f"{method}-{k}" if stage else method, f"{run['dir']}-ft-{method}-{j}" if j else run["dir"]
-    ft = dict(run, dir=f"{run['dir']}-ft-{name}", tag=f"{run['tag']}-ft-{name}", say=f"{run['say'][:-1]} ft {name}]")
-    marker, target = os.path.join(ft["dir"], "finetuned_from.json"), base_iter + k
-    if not os.path.exists(marker) or json.load(open(marker)) != {"iter_num": base_iter + j}:
+def finetune_batch(settings, cfg):
+    """Sequences per fine-tune iteration: batch_size / s (s = finetune_factor), as many tokens as in pretraining."""
+    return max(1, round(cfg.batch_size / settings["finetune_factor"]))
+
+
+def ft_dir(run_dir, method, budget):
+    return f"{run_dir}-ft-{method}-{budget}"
+
+
+def finetune(run, base_iter, method, budget, settings, train_keys, cfg):
+    """Fine-tune the run's checkpoint (at base_iter) for `budget` iterations in a folder of its own; -> the folder.
+    The budgets of a method (finetune_iters, or the task suite's finetune_steps) are one fine-tune observed at
+    each (as PI's Table 4 by steps): a budget starts from a copy of the next smaller one's checkpoint (the
+    pretrained run's for the smallest; the learning rate is constant), so the sweep costs the largest budget; a
+    copy made along other budgets is made again."""
+    below = [b for b in settings["finetune_iters"] or settings["finetune_steps"] if b < budget]
+    prev = below[-1] if below else 0
+    ft = dict(run, dir=ft_dir(run["dir"], method, budget), tag=f"{run['tag']}-ft-{method}-{budget}",
+              say=f"{run['say'][:-1]} ft{budget} {method}]")
+    marker, source = os.path.join(ft["dir"], "finetuned_from.json"), {"iter_num": base_iter, "budgets": below}
+    if not os.path.exists(marker) or json.load(open(marker)) != source:
         os.makedirs(ft["dir"], exist_ok=True)   # a copy, so the pretrained run stays as it is; a stale one replaced
-        shutil.copyfile(checkpoint.path_in(src), checkpoint.path_in(ft["dir"]))
+        shutil.copyfile(checkpoint.path_in(ft_dir(run["dir"], method, prev) if prev else run["dir"]),
+                        checkpoint.path_in(ft["dir"]))
         with open(marker, "w") as f:
-            json.dump({"iter_num": base_iter + j}, f)
+            json.dump(source, f)
     ft["done"] = checkpoint.load(ft["dir"])["iter_num"]
+    target = base_iter + budget
     train(ft, settings, train_keys, target, finetune_args(method, settings, cfg) + [f"--max_iters={target}"],
           f"fine-tuning at {settings['finetune_len']}")
     return ft["dir"]
@@ -365,12 +403,11 @@ def context_run(run, labels, settings, cfg):
     sources = {run["encoding"]: (run["dir"], None)}
     for label in [label for label in settings["context_labels"] if label in labels]:
         _, method, ft = parse_label(label)
-        sources[label] = ((f"{run['dir']}-ft-{method}", None) if ft else
-                          (run["dir"], {"rope_scaling": method, "rope_factor": settings["rope_factor"]}))
+        sources[label] = (ft_dir(run["dir"], method, ft), None) if ft else (run["dir"], scaling_keys(method, settings))
     longest = max(cfg.block_size, settings["finetune_len"], settings["reference_len"])
     key = dict(tokens=settings["context_tokens"], sequences=settings["context_sequences"],
                targets=settings["context_targets"], targets_from=longest,
-               rope_factor=settings["rope_factor"], labels=sorted(sources),
+               rope_factor=settings["rope_factor"], rope_factors=settings["rope_factors"], labels=sorted(sources),
                iters={label: checkpoint.load(d)["iter_num"] for label, (d, _) in sources.items()})
 
     def measure():
@@ -397,13 +434,13 @@ def lm_run(run, settings, train_keys, cfg):
     train(run, settings, train_keys, cfg.max_iters)
     ckpt = checkpoint.load(run["dir"])  # loaded once, for the evaluation and wandb
     rows, fresh = evaluate_run(run["dir"], enc, settings, cfg.data_dir, ckpt)
-    methods = finetune_methods(enc, settings)
-    for m in methods:
-        ft_dir = finetune(run, ckpt["iter_num"], m, settings, train_keys, cfg)
-        ft_ckpt = checkpoint.load(ft_dir)
-        got = evaluate_run(ft_dir, enc, settings, cfg.data_dir, ft_ckpt, f"{enc}+{m} ft")[0]
+    methods, budgets = finetune_methods(enc, settings), settings["finetune_iters"]
+    for m, n in itertools.product(methods, budgets):   # a method's budgets in increasing order (finetune)
+        folder = finetune(run, ckpt["iter_num"], m, n, settings, train_keys, cfg)
+        ft_ckpt = checkpoint.load(folder)
+        got = evaluate_run(folder, enc, settings, cfg.data_dir, ft_ckpt, f"{enc}+{m} ft{n}")[0]
         rows += [dict(r, trained_params=ft_ckpt["lora"]["trained_params"]) if "lora" in ft_ckpt else r for r in got]
-    order = [enc] + [f"{enc}+{m}{ft}" for m in methods for ft in ("", " ft")]   # each fine-tune after its method
+    order = [enc] + [f"{enc}+{m}{ft}" for m in methods for ft in ("", *(f" ft{n}" for n in budgets))]
     rows.sort(key=lambda r: order.index(r["label"]) if r["label"] in order else len(order))
     print(f"{run['say']} " + ("evaluated" if fresh else "evaluation cached: skipped") + ": " + ", ".join(
         f"ppl@{r['length']} {r['ppl']:.2f}" for r in rows if r["label"] == enc), flush=True)
@@ -444,8 +481,8 @@ def task_windows(run, settings, train_keys, cfg):
     for m in finetune_methods(run["encoding"], settings):
         scaling = None if m == "direct" else {"rope_scaling": m, "rope_factor": settings["finetune_factor"]}
         dirs = [(0, run["dir"], scaling)]
-        for j, k in zip([0, *settings["finetune_steps"]], settings["finetune_steps"]):
-            dirs.append((k, finetune(run, base, m, settings, train_keys, cfg, stage=(k, j)), None))
+        for k in settings["finetune_steps"]:
+            dirs.append((k, finetune(run, base, m, k, settings, train_keys, cfg), None))
         for k, d, overrides in dirs:
             got = task_scores(d, settings, overrides, f"task_scores-{m}.json" if overrides else "task_scores.json")
             out.append(dict(method=m, steps=k, effective_window=got["effective_window"]))

@@ -2,8 +2,8 @@
 # trained on the same data, model shape, seeds, token budget and schedule at a training length of
 # L = 256 (where YaRN's thresholds mean something: RoPE's fastest pair turns L/2pi ~ 41 times in L,
 # past beta_fast = 32), then evaluated from 1x to 16x L; every RoPE extension method on RoPE and
-# xPos, without fine-tuning and after the papers' short fine-tune at 4L (and the
-# "direct" fine-tune without scaling, PI's control); 3 seeds. Two runs side by side with one thread
+# xPos, without fine-tuning and after fine-tunes at 4L of 0.2% to 20% of the pretraining tokens (and the
+# "direct" fine-tune without scaling, PI's control, at the same budgets); 3 seeds. Two runs side by side with one thread
 # each on a 2-core CPU. Measured wall time: benchmarks/history.md.
 # Any key can be changed on the command line: --only=rope,alibi --seeds=1 --finetune_iters=0.
 from configs.base import *  # the shared training recipe (data, model shape 4 x 4 x 128, optimiser)
@@ -37,17 +37,26 @@ eval_mode = "nonoverlap"      # or "sliding" (see evaluate.py)
 # (positional.scaling_problem: the rotary encodings), at factor s = rope_factor
 rope_scalings = ["linear", "ntk", "dynamic", "ntk_by_parts", "yarn", "llama3", "rerope", "leaky_rerope"]
 rope_factor = 4.0             # s: the methods target 4L = 1024 tokens
+# Dynamic NTK at factor 1, not s. Its base at length T is b (s T / L - (s - 1))^(d/(d-2)) (Hugging Face's
+# _compute_dynamic_ntk_parameters, which ours matches), i.e. NTK-aware scaling by alpha(T) = s T / L - (s - 1):
+# at s = 4 that is 13 at the target 4L and 61 at 16L, three to four times the static methods' s. At s = 1,
+# alpha(T) = T / L: the YaRN paper's Dynamic NTK (section 3.3, s = max(1, l'/L)), which is plain RoPE up to L
+# and equals static NTK x4 at the target 4L. The report's "effective scale" table shows both per length.
+rope_factors = {"dynamic": 1.0}
 
 # ---- the papers' fine-tuning protocol -------------------------------------------------
-finetune_iters = 100          # PI fine-tunes ~1000 steps, YaRN 400; scaled to this model's 500-step pretraining
 finetune_factor = 4.0         # at s L = 1024 tokens, batch_size / s sequences: the same tokens per iteration
+# budgets of ~0.1%, 1%, 5% and 20% of the pretraining tokens (an iteration holds the same tokens at s L), one label
+# each ("rope+yarn ft100"); one fine-tune per method observed at each budget. PI fine-tunes LLaMA ~1000 steps at the
+# target length, YaRN Llama 2 400 steps of 64 x 64k tokens: ~0.1% of their pretraining tokens or less.
+finetune_iters = [max(1, round(p * max_iters)) for p in (0.001, 0.01, 0.05, 0.2)]   # [1, 5, 25, 100]
 scaled_encodings = ["rope", "xpos"]   # the encodings evaluated and fine-tuned with every method ([]: all that take them)
 finetune_longlora = True      # and LongLoRA's fine-tune (PI, LoRA r=8 on qkv/proj + embeddings + norms, S²-Attn)
 
 # ---- does the model use the longer context? (context_use.py) ---------------------------
 context_use = True            # context gain, per-position loss and in-range curve of every run as trained, plus:
-context_labels = ["rope+ntk", "rope+yarn", "rope+leaky_rerope", "rope+direct ft", "rope+linear ft", "rope+yarn ft",
-                  "rope+longlora ft"]
+context_labels = ["rope+ntk", "rope+yarn", "rope+leaky_rerope"] + [f"rope+{m} ft{finetune_iters[-1]}" for m in (
+    "direct", "linear", "yarn", "longlora")]
 context_tokens = 2048         # targets scored per context length (16 windows of stride L/2)
 context_sequences = 8         # sequences of 16 L averaged by the per-position loss
 context_targets = 512         # targets of the in-range curve, each scored by a window of c tokens per context c

@@ -18,6 +18,8 @@ import positional
 from model import GPTConfig
 from measure import context_use, stats
 from measure.panels import FAMILIES, draw_seeds, family, fit_panels, length_axis, panel_grid, small_multiples
+from positional.rope import RoPESettings
+from positional.rope_scaling.effective import effect
 from positional.plot import (figure, bias_by_distance, draw_bias_per_head, draw_expected_logits,
                              draw_rope_angles, draw_rope_decay, draw_similarity, position_table)
 from training import checkpoint
@@ -207,9 +209,9 @@ def plot_ppl(path, by_label, lengths, train_len):
             baselines[label] = [v[0] for v in values[label]]
         elif seeds[0]["main"]:
             groups[FAMILIES[family(enc)]].append((label, values[label]))
-        else:   # "rope+yarn" or "rope+yarn ft"
-            method, _, ft = label[len(enc) + 1:].partition(" ")
-            methods.setdefault(enc, {False: [], True: []})[bool(ft)].append((method, values[label]))
+        else:   # "rope+yarn" or "rope+yarn ft100" (named "yarn", "yarn ft100")
+            name = label[len(enc) + 1:]
+            methods.setdefault(enc, {False: [], True: []})[" ft" in name].append((name, values[label]))
     groups, keep = {k: v for k, v in groups.items() if v}, {}
     for enc, by_ft in methods.items():
         for ft, entries in by_ft.items():
@@ -269,25 +271,71 @@ def results_table(by_label, lengths, train_len):
     return md_table(head, rows)
 
 
-def finetune_lines(by_label, length, notes):
-    """Markdown: per encoding with fine-tuned rows, ppl at `length` (s L) of each method without and with
-    fine-tuning, and of the direct fine-tune (PI's control). notes: {label: what follows its method's name}."""
+def finetune_lines(by_label, notes, settings, cfg):
+    """Markdown: per encoding with fine-tuned rows, ppl at s L (finetune_len) of each method without fine-tuning
+    and after each budget of finetune_iters ("<enc>+<method> ftN"); the row "none" holds the run as trained and the
+    direct fine-tune (PI's control). notes: {label: what follows its method's name}."""
+    length, budgets = settings["finetune_len"], settings["finetune_iters"]
+    share = settings["finetune_batch"] * length / (cfg.max_iters * cfg.batch_size * cfg.block_size)   # one iteration
     at = lambda label: fmt([s["ppl"].get(length, math.nan) for s in by_label.get(label, [])], ".2f")  # noqa: E731
+    heads = list(dict.fromkeys(label.split(" ")[0] for label in by_label if label.endswith(tuple(
+        f" ft{n}" for n in budgets))))   # "rope+direct", "rope+yarn", ...
     lines = []
-    for enc in [label[:-len("+direct ft")] for label in by_label if label.endswith("+direct ft")]:
-        methods = [label[len(enc) + 1:-3] for label in by_label
-                   if label.startswith(enc + "+") and label.endswith(" ft") and label != f"{enc}+direct ft"]
-        head = [f"{enc}: method", f"ppl@{length}, no fine-tune", f"ppl@{length}, fine-tuned",
-                "direct fine-tune (no scaling)"]
-        rows = [["none", at(enc), "—", at(enc + "+direct ft")]] + [
-            [m + notes.get(f"{enc}+{m} ft", ""), at(f"{enc}+{m}"), at(f"{enc}+{m} ft"), ""] for m in methods]
+    for enc in [h[:-len("+direct")] for h in heads if h.endswith("+direct")]:
+        methods = [h[len(enc) + 1:] for h in heads if h.startswith(enc + "+") and h != f"{enc}+direct"]
+        head = [f"{enc}: method", f"ppl@{length}, no fine-tune"] + [f"ft{n} ({100 * n * share:.2g}% of pretraining)"
+                                                                    for n in budgets]
+        rows = [["none (direct fine-tune)", at(enc)] + [at(f"{enc}+direct ft{n}") for n in budgets]] + [
+            [m + notes.get(f"{enc}+{m} ft{budgets[0]}", ""), at(f"{enc}+{m}")] + [at(f"{enc}+{m} ft{n}")
+                                                                                 for n in budgets] for m in methods]
         lines += md_table(head, rows) + [""]
     if lines:
         lines = ["## Extension methods at the fine-tuning length", "",
                  f"Perplexity at {length} tokens, mean ± std over seeds: each method applied to the pretrained "
-                 f"model as it is, and after the short fine-tune at {length} tokens with that method; the direct "
-                 f"fine-tune trains at {length} without any scaling (PI's control).", ""] + lines
+                 f"model as it is, and after fine-tuning at {length} tokens with that method for N iterations "
+                 f"(ftN, with its share of the pretraining tokens); a method's budgets are one fine-tune observed "
+                 f"at each. Row none: the run as trained, and the direct fine-tune at {length} without any scaling "
+                 f"(PI's control) at the same budgets.", ""] + lines
     return lines
+
+
+def effective_scale_table(rows, train_len):
+    """Markdown lines of positional/rope_scaling/effective.py's rows (one per method and length): a row per
+    method, its pairs past L, logit scale and, per length, "scale (reach)"."""
+    lengths = list(dict.fromkeys(r["length"] for r in rows))
+    head = ["method", "s", f"pairs kept / blended / interpolated at {lengths[-1]}", "logit scale"] + [
+        f"{n} ({n / train_len:g}L)" for n in lengths]
+    by_method = {}
+    for r in rows:
+        by_method.setdefault(r["method"], []).append(r)
+    return md_table(head, [[m, "—" if math.isnan(rs[0]["factor"]) else f"{rs[0]['factor']:g}",
+                            f"{rs[-1]['kept']} / {rs[-1]['blended']} / {rs[-1]['interpolated']} of {rs[-1]['pairs']}",
+                            f"{rs[-1]['logit_scale']:.3f}"] + [f"{r['scale']:.3g} ({r['reach']:.2f})" for r in rs]
+                           for m, rs in by_method.items()])
+
+
+def effective_scale_rows(settings, cfg, lengths):
+    """effective.py's rows of each RoPE method of the comparison (rope_scalings, at rope_factors' factor or
+    rope_factor) at each length, for the rotary channels of the compared rope runs."""
+    rope = RoPESettings(**{k: v for k, v in cfg.pos_settings.items() if k in ("rope_base", "rotary_fraction")})
+    dim = int(round(cfg.n_embd // cfg.n_head * rope.rotary_fraction))
+    return [effect(m, settings["rope_factors"].get(m, settings["rope_factor"]), cfg.block_size, n, dim, rope.rope_base)
+            for m in settings["rope_scalings"] for n in lengths]
+
+
+def effective_scale_lines(settings, cfg, lengths, out):
+    """The effective-scale section: effective_scale.csv into out; -> markdown lines ([] without methods)."""
+    if not settings.get("rope_scalings"):
+        return []
+    rows = effective_scale_rows(settings, cfg, lengths)
+    write_csv(os.path.join(out, "effective_scale.csv"), rows)
+    return ["## What each RoPE method does at each length", "",
+            f"Computed from each method's frequencies ([effective_scale.csv](effective_scale.csv); "
+            f"positional/rope_scaling/effective.py), {rows[0]['pairs']} frequency pairs, L = {cfg.block_size}. "
+            f"Per length: the scale by which the slowest pair is slowed, and in brackets its largest angle there "
+            f"over the largest it met in training (above 1: angles never trained). Kept pairs rotate as trained, "
+            f"interpolated ones are slowed as much as the slowest, blended ones between.", "",
+            *effective_scale_table(rows, cfg.block_size), ""]
 
 
 def write_context(results, out, train_len):
@@ -476,7 +524,8 @@ def write(results, failed, settings, cfg, command, baselines=()):
         md += [f"- {run['encoding']} seed {run['seed']}: {msg}" for run, msg in failed] + [""]
     notes = {row["label"]: f" ({row['trained_params']:,} parameters trained)" for r in results for row in r["rows"]
              if row.get("trained_params")}   # LongLoRA's fine-tune trains adapters, embeddings and norms only
-    md += finetune_lines(by_label, settings["finetune_len"], notes) if settings["finetune_len"] in lengths else []
+    md += finetune_lines(by_label, notes, settings, cfg) if settings["finetune_len"] in lengths else []
+    md += effective_scale_lines(settings, cfg, lengths, out)
     md += paired_lines(prows) + write_context(results, out, cfg.block_size)
     caption = lambda name: (f"{CAPTIONS.get(name, name.replace('_', ' ') + '.')}\n\n"  # noqa: E731
                             f"![{name}]({os.path.relpath(pngs[name], out)})\n")

@@ -171,10 +171,10 @@ def write_per_position(curves, report_dir, train_len=None):
 
 def panels(labels):
     """The labels in panels of at most PER_PANEL, in order, those of one encoding (the name before '+'
-    or ' ') together where they fit, its fine-tunes (" ft") apart from the rest."""
+    or ' ') together where they fit, its fine-tunes (" ftN") apart from the rest."""
     groups = {}
     for label in labels:
-        groups.setdefault((label.split("+")[0].split(" ")[0], label.endswith(" ft")), []).append(label)
+        groups.setdefault((label.split("+")[0].split(" ")[0], " ft" in label), []).append(label)
     out = []
     for group in groups.values():
         for i in range(0, len(group), PER_PANEL):

@@ -104,17 +104,19 @@ def test_every_report_figure_fits(tmp_path, monkeypatch):
         saved[os.path.basename(path)] = check_figure(fig, lengths)
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", record)
     settings = dict(report_dir=str(tmp_path / "report"), eval_lengths=lengths, seed_list=[1337, 1338, 1339],
-                    plots=False, eval_mode="nonoverlap", eval_tokens=8192, rope_factor=16.0, finetune_len=1024)
+                    plots=False, eval_mode="nonoverlap", eval_tokens=8192, rope_factor=16.0, finetune_len=1024,
+                    finetune_iters=[100], finetune_batch=2)
     cfg = SimpleNamespace(block_size=256, dataset="shakespeare_char", n_layer=4, n_head=4, n_embd=128, max_iters=500,
                           batch_size=8)
     compare_report.write(results, [], settings, cfg, "python compare.py configs/compare.py", baselines)
     assert sorted(saved) == ["ppl_vs_length.png", "val_loss.png"]
-    # every label is drawn once, in its family's panel or under its method's name beside "<enc> alone"
+    # every label is drawn once, in its family's panel or under its method's name (and budget: "yarn ft") beside
+    # "<enc> alone"
     drawn = [t for panel in saved["ppl_vs_length.png"] for t in panel if not t.endswith(" alone")]
     runs = [label for label, seeds in by_label.items()]
     assert len(drawn) == len(runs) == 43
-    assert {label.split("+")[1].split(" ")[0] for label in runs if "+" in label} | {
-        label for label in runs if "+" not in label} == set(drawn)
+    assert {label if seeds[0]["main"] else label[len(seeds[0]["encoding"]) + 1:]
+            for label, seeds in by_label.items()} == set(drawn)
     assert sorted(t for panel in saved["val_loss.png"] for t in panel) == sorted({r["encoding"] for r in results})
 
 

@@ -83,11 +83,11 @@ def test_a_real_model_matches_windows_ending_at_the_target():
 
 
 def test_panels_hold_at_most_per_panel_curves_and_keep_an_encoding_together():
-    labels = ["none", "rope", "rope+ntk", "rope+yarn", "rope+yarn ft", "alibi", "t5", "xpos", "xpos+yarn"]
+    labels = ["none", "rope", "rope+ntk", "rope+yarn", "rope+yarn ft100", "alibi", "t5", "xpos", "xpos+yarn"]
     got = context_use.panels(labels)
-    assert got == [["none", "rope", "rope+ntk", "rope+yarn", "rope+yarn ft", "alibi"], ["t5", "xpos", "xpos+yarn"]]
+    assert got == [["none", "rope", "rope+ntk", "rope+yarn", "rope+yarn ft100", "alibi"], ["t5", "xpos", "xpos+yarn"]]
     rope = ["rope", "rope+ntk", "rope+yarn", "rope+leaky_rerope"]
-    tuned = ["rope+direct ft", "rope+linear ft", "rope+yarn ft", "rope+longlora ft"]
+    tuned = ["rope+direct ft100", "rope+linear ft100", "rope+yarn ft100", "rope+longlora ft100"]
     assert context_use.panels(rope + tuned + ["xpos"]) == [rope, tuned + ["xpos"]]   # 8 of rope: the fine-tunes apart
     many = context_use.panels([f"rope+m{i}" for i in range(8)] + ["alibi"])
     assert [len(p) for p in many] == [6, 3] and all(len(p) <= context_use.PER_PANEL for p in got + many)

@@ -149,14 +149,14 @@ def test_compare_reports_the_longlora_fine_tune(tiny_data, tmp_path):
     r = run_py("compare.py", *tiny, f"--data_dir={tiny_data}", f"--out_root={out}", "--only=rope", "--max_iters=4",
                "--eval_interval=4", "--eval_lengths=[16,32]", "--eval_tokens=64", "--plots=False", "--rope_scalings=[]",
                "--finetune_factor=2", "--finetune_iters=2", "--finetune_longlora=True", env={"OMP_NUM_THREADS": "1"})
-    assert "ft longlora] fine-tuning at 32 to iter 6" in r.stdout
-    ckpt = checkpoint.load(out / "rope-s1337-ft-longlora")
+    assert "ft2 longlora] fine-tuning at 32 to iter 6" in r.stdout
+    ckpt = checkpoint.load(out / "rope-s1337-ft-longlora-2")
     assert (ckpt["config"]["finetune_method"], ckpt["model_args"]["rope_scaling"]) == ("longlora", "linear")
     with open(out / "report" / "eval.csv") as f:
         rows = list(csv.DictReader(f))
-    assert list(dict.fromkeys(row["label"] for row in rows)) == ["rope", "rope+direct ft", "rope+longlora ft", "3-gram", "4-gram", "5-gram"]
+    assert list(dict.fromkeys(row["label"] for row in rows)) == ["rope", "rope+direct ft2", "rope+longlora ft2", "3-gram", "4-gram", "5-gram"]
     n = ckpt["lora"]["trained_params"]
-    assert {row["trained_params"] for row in rows if row["label"] == "rope+longlora ft"} == {str(n)}
+    assert {row["trained_params"] for row in rows if row["label"] == "rope+longlora ft2"} == {str(n)}
     assert f"| longlora ({n:,} parameters trained) | — | " in (out / "report" / "report.md").read_text()
 
 
