@@ -42,7 +42,7 @@ def decoder(name, options, window, seed=0):
 
 
 def main(argv):
-    opts = parse(argv, dict(encodings="rope,alibi", tokens=2000, rounds=3, window=64))[0]
+    opts = parse(argv, dict(encodings="rope,alibi", tokens=2000, rounds=3, window=64), doc=__doc__)[0]
     torch.set_num_threads(1)
     print(f"machine: {machine_name('cpu')}, torch {torch.__version__}, 1 thread")
     start = torch.zeros(1, 1, dtype=torch.long)

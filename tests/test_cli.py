@@ -231,7 +231,7 @@ def test_positional_imports_nothing_of_the_application():
     (["train.py"], ["--max_iters=2000", "optimizer steps", "--pos_encoding='rope'", "a key of positional.REGISTRY",
                     "--rope_base=10000.0", "theta_j = base^(-2j/d) [rope"]),
     (["sample.py"], ["--max_new_tokens=500", "tokens generated per sample", "--window=0", "--rope_factor=1.0"]),
-    (["evaluate.py"], ["--tokens_per_point=8192", "tokens scored per (checkpoint", "--samples=200", "--sinks=0"]),
+    (["evaluate.py"], ["--tokens_per_point=8192", "targets scored per (checkpoint", "--samples=200", "--sinks=0"]),
     (["compare.py"], ["--suite='lm'", "\"tasks\": accuracy on tasks/", "--finetune_iters=[]", "--n_layer=6"]),
     (["bench.py"], ["--rounds=7", "rounds alternating between encodings"]),
     (["-m", "measure.plots"], ["--head_dim=128", "d of the untrained encodings"]),
