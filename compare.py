@@ -339,10 +339,15 @@ def finetune_args(method, settings, cfg):
             "--decay_lr=False", f"--learning_rate={cfg.min_lr!r}"]
     scaling = "linear" if method == "longlora" else method
     if scaling in rope_scaling.METHODS:
-        factor = settings["rope_factors"].get(scaling, settings["finetune_factor"])
-        args += [f"--rope_scaling={scaling}", f"--rope_factor={factor!r}",   # L: the pretraining length, also
-                 f"--rope_original_max_position={cfg.block_size}"]            # when resuming a fine-tune at s L
+        keys = finetune_scaling(scaling, settings)
+        args += [f"--rope_scaling={scaling}", f"--rope_factor={keys['rope_factor']!r}",   # L: the pretraining length,
+                 f"--rope_original_max_position={cfg.block_size}"]        # also when resuming a fine-tune at s L
     return args + ["--finetune_method=longlora"] * (method == "longlora")
+
+
+def finetune_scaling(method, settings):
+    """The model keys of a RoPE method at the fine-tuning length: its name, its rope_factors factor or finetune_factor."""
+    return {"rope_scaling": method, "rope_factor": settings["rope_factors"].get(method, settings["finetune_factor"])}
 
 
 def finetune_batch(settings, cfg):
@@ -479,7 +484,7 @@ def task_windows(run, settings, train_keys, cfg):
     scaling, then its fine-tune at finetune_len after each of finetune_steps."""
     base, out = checkpoint.load(run["dir"])["iter_num"], []
     for m in finetune_methods(run["encoding"], settings):
-        scaling = None if m == "direct" else {"rope_scaling": m, "rope_factor": settings["finetune_factor"]}
+        scaling = None if m == "direct" else finetune_scaling(m, settings)
         dirs = [(0, run["dir"], scaling)]
         for k in settings["finetune_steps"]:
             dirs.append((k, finetune(run, base, m, k, settings, train_keys, cfg), None))

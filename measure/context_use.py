@@ -84,7 +84,7 @@ def curve_targets(n_tokens, n, start):
     """n distinct target indices spread evenly over [start, n_tokens): each has at least start tokens before it."""
     if n < 1 or n_tokens - start < n:
         raise ValueError(f"the in-range context curve needs {n} targets after the first {start} tokens, got "
-                         f"{n_tokens} tokens; score fewer targets (context_tokens) or use a longer split")
+                         f"{n_tokens} tokens; score fewer targets (compare.py's context_targets) or use a longer split")
     return start + np.arange(n) * (n_tokens - 1 - start) // max(1, n - 1)
 
 
