@@ -59,6 +59,7 @@ DEFAULTS = {   # compare.py's own keys; every other key is a training key (train
     "plots": True,                    # lm: also draw what each encoding does (measure/plots.py)
     "finetune_iters": [],             # lm: fine-tune budgets at s L (iterations), one label each; []: none
     "finetune_factor": 0.0,           # lm: s of the fine-tune; 0: rope_factor
+    "finetune_methods": [],           # lm: the methods of rope_scalings fine-tuned (besides "direct"); []: all of them
     "finetune_longlora": False,       # lm: also LongLoRA's fine-tune (PI + LoRA + S²-Attn), as "<enc>+longlora ftN"
     "context_use": False,             # lm: measure context gain and per-position loss of each run
     "context_labels": [],             # lm: more runs to measure: "<enc>+<method>" or "<enc>+<method> ftN"
@@ -186,6 +187,10 @@ def check_finetune(settings, cfg):
     settings["finetune_iters"] = sorted({n for n in budgets if n})
     settings["finetune_len"] = round(s * cfg.block_size) * bool(settings["finetune_iters"])
     settings["finetune_batch"] = finetune_batch(settings, cfg)
+    wanted = [m for m in settings["finetune_methods"] if m not in settings["rope_scalings"] or m not in rope_scaling.METHODS]
+    if wanted:
+        raise ConfigError(f"finetune_methods: {', '.join(map(str, wanted))} not a frequency method of rope_scalings; "
+                          f"use some of {', '.join(m for m in settings['rope_scalings'] if m in rope_scaling.METHODS)}")
     factors = settings["rope_factors"]
     if not isinstance(factors, dict) or any(m not in positional.SCALINGS or not isinstance(f, (int, float)) or f <= 0
                                             for m, f in factors.items()):
@@ -328,7 +333,8 @@ def finetune_methods(enc, settings):
     takes; none when fine-tuning is off or the encoding takes no scaling."""
     if not (settings["finetune_iters"] or settings["finetune_steps"]) or not takes(enc, "linear", settings):
         return []
-    methods = [m for m in settings["rope_scalings"] if m in rope_scaling.METHODS and takes(enc, m, settings)]
+    methods = [m for m in settings["rope_scalings"] if m in rope_scaling.METHODS and takes(enc, m, settings)
+               and m in (settings["finetune_methods"] or settings["rope_scalings"])]
     return ["direct"] + methods + ["longlora"] * settings["finetune_longlora"]
 
 

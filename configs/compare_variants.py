@@ -1,10 +1,9 @@
 # The 2024-2026 model and training options of issue #13 that are not encodings of their own,
-# compared on the headline's recipe (configs/compare.py: L = 256, 3 seeds) against the runs it
-# already trained: the same out_root, so `rope` and `none` are reused, not retrained.
-#   python compare.py configs/compare.py            # first (or together: the rope/none runs are shared)
+# compared on the quick recipe of its committed report (configs/compare_quick.py: L = 256, 500 iterations)
+# against `rope` and `none` trained in the same out_root.
 #   python compare.py configs/compare_variants.py
 # A variant is a name and the training keys that make it (any key of config.py).
-from configs.compare import *  # the headline recipe
+from configs.compare_quick import *  # the recipe of its committed report
 
 variants = {
     "rope_qknorm": {"pos_encoding": "rope", "qk_norm": True},              # RMS-normalised q, k per head

@@ -122,8 +122,17 @@ def test_the_headline_runs_dynamic_at_factor_one_and_budgets_of_its_pretraining(
     assert "--rope_factor=1.0" in args and f"--rope_original_max_position={cfg.block_size}" in args
     budgets = settings["finetune_iters"]
     tokens = settings["finetune_batch"] * settings["finetune_len"]   # an iteration at 4L holds as many as at L
-    assert tokens == cfg.batch_size * cfg.block_size and budgets == [1, 5, 25, 100]
-    assert [n / cfg.max_iters for n in budgets] == [0.002, 0.01, 0.05, 0.2]
+    assert tokens == cfg.batch_size * cfg.block_size and budgets == [3, 30, 150, 600]
+    assert [n / cfg.max_iters for n in budgets] == [0.001, 0.01, 0.05, 0.2]
+
+
+def test_the_cpu_headline_fine_tunes_the_four_methods_of_pis_table_4():
+    settings, _, cfg = compare.parse(["configs/compare_cpu.py"])
+    assert compare.finetune_methods("rope", settings) == ["direct", "linear", "ntk", "yarn"]
+    assert compare.finetune_methods("alibi", settings) == []
+    full = compare.parse(["configs/compare.py"])[0]
+    assert compare.finetune_methods("rope", full)[-1] == "longlora" and "llama3" in compare.finetune_methods("rope", full)
+    assert (cfg.max_iters, cfg.batch_size * cfg.block_size) == (3000, 4096)   # configs/rope.py's 12.3M tokens
 
 
 @pytest.mark.parametrize("given, budgets", [("100", [100]), ("[25,5,100,5]", [5, 25, 100]), ("0", []), ("[]", [])])
@@ -145,6 +154,7 @@ def test_labels(label, parsed):
     ("--rope_factors={'dynamc': 1.0}", "rope_factors: need {method: factor > 0}"),
     ("--rope_factors={'dynamic': 0}", "rope_factors: need {method: factor > 0}"),
     ("--context_labels=['rope+yarn ft']", "'<encoding>+<method> ftN'"),
+    ("--finetune_methods=['yarn','rerope']", "finetune_methods: rerope not a frequency method of rope_scalings"),
 ])
 def test_bad_settings_are_one_line(arg, says):
     with pytest.raises(ValueError, match=re.escape(says)) as e:
