@@ -29,7 +29,7 @@ import torch
 
 import positional
 import tasks
-from measure import compare_report, context_use, evaluation, ngram
+from measure import compare_report, context_use, evaluation, kept, ngram
 from positional import rope_scaling
 from tasks import report as task_report, score
 from training import checkpoint
@@ -440,8 +440,14 @@ def context_run(run, labels, settings, cfg):
 
 
 def lm_run(run, settings, train_keys, cfg):
-    """Train (or resume) one run, evaluate it and its fine-tunes; -> its result dict."""
-    enc = run["encoding"]
+    """Train (or resume) one run, evaluate it and its fine-tunes; -> its result dict, also kept in the report
+    folder (measure/kept.py): a run kept with these settings, here or on another machine, is not run again."""
+    enc, key, where = run["encoding"], kept_key(run, settings, train_keys, cfg), kept.folder(settings["report_dir"],
+                                                                                             run["tag"])
+    got = kept.load(where, key)
+    if got is not None:
+        print(f"{run['say']} kept in {where}: skipped", flush=True)
+        return dict(run, **got, dir=run["dir"] if os.path.exists(checkpoint.path_in(run["dir"])) else where)
     train(run, settings, train_keys, cfg.max_iters)
     ckpt = checkpoint.load(run["dir"])  # loaded once, for the evaluation and wandb
     rows, fresh = evaluate_run(run["dir"], enc, settings, cfg.data_dir, ckpt)
@@ -458,17 +464,40 @@ def lm_run(run, settings, train_keys, cfg):
     if cfg.wandb_log and fresh:
         log_eval_to_wandb(ckpt["config"], rows, run, settings)
     context = context_run(run, {r["label"] for r in rows}, settings, cfg) if settings["context_use"] else {}
-    cmd = ["python"] + train_command(train_keys, run, settings, resume=False)[1:]
-    return dict(run, rows=rows, context=context, command=shlex.join(cmd))
+    got = dict(rows=rows, context=context, command=shlex.join(["python"] + train_command(train_keys, run, settings,
+                                                                                          resume=False)[1:]))
+    kept.save(where, key, got, run["dir"])
+    return dict(run, **kept.rounded(got))   # the report reads the same numbers as from a kept result
 
 
-def baselines(run_dir, settings, cfg):
-    """measure/ngram.py's rows of the dataset of the run in run_dir, fitted on its training split and
-    scored on its evaluation's targets; cached in out_root/ngram.json, keyed on both."""
-    data = ngram.checkpoint_data(checkpoint.load(run_dir), cfg.data_dir)
+# compare.py's keys that do not change what a run measures
+NOT_MEASURED = ("encodings", "only", "seeds", "out_root", "report_dir", "jobs", "threads", "plots", "eval_device",
+                "eval_dtype")
+
+
+def kept_key(run, settings, train_keys, cfg):
+    """What a kept result of `run` must have been made with: the comparison's measuring keys, the run's training
+    keys (those that change what is trained) and its iterations."""
+    own = {k: settings[k] for k in DEFAULTS if k not in NOT_MEASURED}
+    trained = {k: v for k, v in dict(train_keys, **run["keys"]).items() if k not in NOT_COMPARED}
+    return dict(own, trained=trained, seed=run["seed"], iters=cfg.max_iters, targets=evaluation.TARGETS)
+
+
+def baselines(results, settings, cfg):
+    """measure/ngram.py's rows of the runs' dataset, fitted on its training split and scored on the evaluation's
+    targets; kept in <report_dir>/runs/ngram.json, keyed on both (without a checkpoint, every run kept from
+    elsewhere: the kept rows of the same settings, or none)."""
     keys = dict(lengths=settings["eval_lengths"], tokens_per_point=settings["eval_tokens"], mode=settings["eval_mode"])
-    key = dict(keys, data=ngram.fingerprint(*data[:2]), orders=ngram.ORDERS, d=ngram.D, targets=evaluation.TARGETS)
-    return cached(os.path.join(settings["out_root"], "ngram.json"), key, lambda: ngram.baseline_rows(*data, **keys))[0]
+    key = dict(keys, dataset=cfg.dataset, orders=ngram.ORDERS, d=ngram.D, targets=evaluation.TARGETS)
+    path = os.path.join(settings["report_dir"], "runs", "ngram.json")
+    have = [r["dir"] for r in results if os.path.exists(checkpoint.path_in(r["dir"]))]
+    if not have:
+        got = json.load(open(path)) if os.path.exists(path) else {}
+        same = {k: v for k, v in got.get("settings", {}).items() if k != "data"} == kept.as_json(key)
+        return got["value"] if same else []
+    data = ngram.checkpoint_data(checkpoint.load(have[0]), cfg.data_dir)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return cached(path, dict(key, data=ngram.fingerprint(*data[:2])), lambda: ngram.baseline_rows(*data, **keys))[0]
 
 
 # ---- suite "tasks": accuracy against length --------------------------------------------
@@ -563,7 +592,7 @@ def main(argv):
     print(f"compare: {len(runs)} runs in {fmt_time(time.time() - t0)}", flush=True)
     done, command = [results[i] for i in sorted(results)], shlex.join(["python", "compare.py", *argv])
     if lm:
-        ngrams = baselines(done[0]["dir"], settings, cfg) if done else []
+        ngrams = baselines(done, settings, cfg) if done else []
         md = compare_report.write(done, failed, settings, cfg, command, ngrams)
     else:
         md = task_report.write_comparison(done, failed, settings, cfg.block_size, time.time() - t0, command)

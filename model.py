@@ -61,13 +61,12 @@ class GPTConfig:
 #   causal    keys are the queries' own positions, no bias, no window, no documents: SDPA is_causal
 #   sdpa      no bias (a mask), or a bias needing no gradient: SDPA with a 4-D (1, H, Tq, Tk) mask
 #   explicit  a bias needing a gradient (T5 training): q k^T, bias added in place, by causal query blocks
-#   flex      a bias over own keys, no dropout, on CUDA [unmeasured] or on CPU without gradients if asked
-#             (attention_kernel=flex): FlexAttention, the bias computed in its score_mod
+#   flex      a bias over own keys, no dropout, on CUDA [unmeasured] or on CPU without gradients if asked (flex)
 #   blocks    a bias or own logits, no gradients, > ATTENTION_BLOCK queries: by query blocks (O(H block Tk))
 # Measured on CPU (benchmarks/): SDPA takes its flash kernel with a 4-D float mask, math with a 3-D one or one
 # needing a gradient (slower than explicit). FlexAttention has no backward on CPU, and is dense uncompiled.
 # Tensor contract: q (B, H, Tq, D), k and v (B, H, Tk, D) -> (B, H, Tq, D).
-ATTENTION_BLOCK = 1024   # query rows per block of the "blocks" kernel
+ATTENTION_BLOCK, BLOCK_SCORES = 1024, 2 ** 23   # "blocks": query rows a block, fewer where B H rows Tk would pass 2^23
 
 
 @dataclass(eq=False)
@@ -163,10 +162,11 @@ def at_index(pos):
 
 
 def by_blocks(q, k, v, plan, attend_block):
-    """attend_block(q rows a:b, their keys, values, plan) by query blocks: ATTENTION_BLOCK rows (kernel "blocks"),
-    else causal_blocks over own keys (each up to its last row: own logits in training), else all rows."""
-    T = q.shape[2]
-    fixed = [(a, min(a + ATTENTION_BLOCK, T)) for a in range(0, T, ATTENTION_BLOCK)]
+    """attend_block(q rows a:b, their keys, values, plan) by query blocks: ATTENTION_BLOCK rows or fewer (kernel
+    "blocks"), else causal_blocks over own keys (each up to its last row: own logits in training), else all rows."""
+    B, H, T, _ = q.shape
+    rows = min(ATTENTION_BLOCK, max(16, BLOCK_SCORES // (B * H * k.shape[2])))   # 32 MB of float32 scores at most
+    fixed = [(a, min(a + rows, T)) for a in range(0, T, rows)]
     blocks = fixed if plan.kernel == "blocks" else causal_blocks(T) if plan.causal else [(0, T)]
     ys = []
     for a, b in blocks:

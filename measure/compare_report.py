@@ -500,7 +500,8 @@ def write(results, failed, settings, cfg, command, baselines=()):
             pngs["val_loss"] = plot_val_loss(os.path.join(out, "val_loss.png"), results)
         pngs["ppl_vs_length"] = plot_ppl(os.path.join(out, "ppl_vs_length.png"), by_label, lengths, cfg.block_size)
     if settings["plots"]:
-        first_seed = [r["dir"] for r in results if r["seed"] == settings["seed_list"][0]]
+        first_seed = [r["dir"] for r in results if r["seed"] == settings["seed_list"][0]   # (a run kept from
+                      and os.path.exists(checkpoint.path_in(r["dir"]))]                    # elsewhere: none)
         pngs.update(draw_all(os.path.join(out, "encodings"), length=max(settings["eval_lengths"]),
                              checkpoints=first_seed, factor=settings["rope_factor"]))
     n_seeds, tokens = len(settings["seed_list"]), cfg.batch_size * cfg.block_size

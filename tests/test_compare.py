@@ -5,6 +5,7 @@ import glob
 import json
 import math
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -78,23 +79,38 @@ def test_compare_trains_reports_skips_and_resumes(tiny_data, tmp_path):
         assert data.startswith(PNG) and len(data) > 5000, name
         assert f"({name}.png)" in report, name
 
-    # second invocation: nothing trained or evaluated again
+    # second invocation: nothing trained or evaluated again (the results kept in the report folder)
     stamp = {p: os.path.getmtime(p) for p in glob.glob(str(out / "*-s1337" / "*.*"))}
     r = run_py(*args(tiny_data, out), env=env)
-    assert r.stdout.count("training skipped") == 2 and r.stdout.count("evaluation cached") == 2, r.stdout
-    assert "iter " not in r.stdout
+    assert r.stdout.count(f"kept in {out / 'report' / 'runs'}") == 2, r.stdout
+    assert "iter " not in r.stdout and "training" not in r.stdout
     assert stamp == {p: os.path.getmtime(p) for p in glob.glob(str(out / "*-s1337" / "*.*"))}
 
     # a larger budget resumes the rope run from its checkpoint, and logs the evaluation to wandb
     wenv = dict(env, WANDB_MODE="offline", HOME=str(tmp_path), NETRC=str(tmp_path / "none"))
     r = run_py(*args(tiny_data, out, "--only=rope", "--max_iters=30", "--wandb_log=True"), env=wenv)
     assert "[1/1 rope s1337] training to iter 30 (resuming from iter 20)" in r.stdout and "iter 30/30" in r.stdout
-    assert torch.load(out / "rope-s1337" / "ckpt.pt", weights_only=False)["iter_num"] == 30
+    ckpt = torch.load(out / "rope-s1337" / "ckpt.pt", weights_only=False)
+    assert ckpt["iter_num"] == 30
+    ckpt_val_loss = ckpt["val_loss"]
     log = [json.loads(line) for line in open(out / "rope-s1337" / "log.jsonl")]
     assert [row["iter"] for row in log if row["event"] == "start"] == [0, 20]
     tables = [row for f in glob.glob(str(out / "rope-s1337" / "wandb" / "offline-run-*" / "run-*.wandb"))
               for row in history(f) if "eval/ppl_by_length/nrows" in row]
     assert len(tables) == 1 and tables[0]["eval/ppl_by_length/nrows"] == 4 * 3  # 4 labels x 3 lengths
+
+    # another machine: the run folders (checkpoints) gone, the report folder committed: the same report, nothing run
+    report_files = {n: (out / "report" / n).read_text() for n in ("eval.csv", "eval_chunks.csv", "paired.csv")}
+    kept = json.load(open(out / "report" / "runs" / "rope-s1337" / "result.json"))
+    assert kept["settings"]["iters"] == 30 and {r["label"] for r in kept["value"]["rows"]} == {
+        "rope", "rope+linear", "rope+ntk", "rope+yarn"}
+    for folder in glob.glob(str(out / "*-s1337")):
+        shutil.rmtree(folder)
+    r = run_py(*args(tiny_data, out, "--only=rope", "--max_iters=30"), env=env)
+    assert "kept in" in r.stdout and "training" not in r.stdout and not (out / "rope-s1337").exists(), r.stdout
+    assert report_files == {n: (out / "report" / n).read_text() for n in report_files}
+    with open(out / "report" / "runs.csv") as f:   # the training metrics from the kept log
+        assert float(next(csv.DictReader(f))["val_loss"]) == pytest.approx(ckpt_val_loss)
 
 
 def test_side_by_side_runs_equal_one_after_the_other(tiny_data, tmp_path):
