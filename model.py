@@ -66,7 +66,7 @@ class GPTConfig:
 # Measured on CPU (benchmarks/): SDPA takes its flash kernel with a 4-D float mask, math with a 3-D one or one
 # needing a gradient (slower than explicit). FlexAttention has no backward on CPU, and is dense uncompiled.
 # Tensor contract: q (B, H, Tq, D), k and v (B, H, Tk, D) -> (B, H, Tq, D).
-ATTENTION_BLOCK, BLOCK_SCORES = 1024, 2 ** 23   # "blocks": query rows a block, fewer where B H rows Tk would pass 2^23
+ATTENTION_BLOCK, BLOCK_SCORES = 1024, 2 ** 22   # "blocks": query rows a block, fewer where B H rows Tk would pass 2^22
 
 
 @dataclass(eq=False)
@@ -165,15 +165,15 @@ def by_blocks(q, k, v, plan, attend_block):
     """attend_block(q rows a:b, their keys, values, plan) by query blocks: ATTENTION_BLOCK rows or fewer (kernel
     "blocks"), else causal_blocks over own keys (each up to its last row: own logits in training), else all rows."""
     B, H, T, _ = q.shape
-    rows = min(ATTENTION_BLOCK, max(16, BLOCK_SCORES // (B * H * k.shape[2])))   # 32 MB of float32 scores at most
+    rows = min(ATTENTION_BLOCK, max(16, BLOCK_SCORES // (B * H * k.shape[2])))   # 16 MB of float32 scores at most
     fixed = [(a, min(a + rows, T)) for a in range(0, T, rows)]
     blocks = fixed if plan.kernel == "blocks" else causal_blocks(T) if plan.causal else [(0, T)]
     ys = []
-    for a, b in blocks:
+    for a, b in reversed(blocks):   # the most keys first: each block's scores then fit where the last one's were
         p = plan if len(blocks) == 1 else plan.block(a, b)
         Tk = len(p.k_pos)
         ys.append(attend_block(q[:, :, a:b], k[:, :, :Tk], v[:, :, :Tk], p))      # (B, H, b - a, D)
-    return torch.cat(ys, dim=2) if len(ys) > 1 else ys[0]                          # (B, H, Tq, D)
+    return torch.cat(ys[::-1], dim=2) if len(ys) > 1 else ys[0]                    # (B, H, Tq, D)
 
 
 def causal_blocks(T):

@@ -106,10 +106,9 @@ class LargestTensor(TorchDispatchMode):
 
 @pytest.mark.parametrize("name", SCORED)
 def test_no_tensor_of_t_squared_at_4096_tokens(name, monkeypatch):
-    """A 1-layer, 2-head, 16-wide model over 4,096 tokens: the largest tensor of the forward is a
-    block's (H, rows, T) scores, at most BLOCK_SCORES (2^23: 1024 rows here; the dense bias alone would be
-    H * T * T = 2^25); with BLOCK_SCORES = 2^22 the blocks shrink to 512 rows, and so does the largest tensor
-    (within a column: Transformer-XL's shift and CoPE's counts pad one)."""
+    """A 1-layer, 2-head, 16-wide model over 4,096 tokens: the largest tensor of the forward is a block's
+    (H, rows, Tk) scores, at most BLOCK_SCORES (within a column: Transformer-XL's shift and CoPE's counts pad
+    one): 1024 rows at 2^23, 512 at 2^22 (the dense bias alone would be H * T * T = 2^25)."""
     T = 4096
     model = tiny_gpt(name, n_layer=1, n_head=2, n_embd=16, block_size=T)
     for budget in (2 ** 23, 2 ** 22):
