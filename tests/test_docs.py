@@ -96,16 +96,20 @@ def train_step_table(*bench_jsons):
 
 
 def long_table(folder):
-    """A folder of bench.py --sections=long JSONs (one encoding each): seconds and process peak, against rope's."""
+    """A folder of bench.py --sections=long JSONs (one encoding each, any lengths): seconds and process peak
+    against rope's at the same length, and whether issue #22's bounds hold (memory within 2x, time within 3x)."""
     runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(folder, "*.json")))]
-    rows = {e: (r, T, c) for r in runs for e, by_T in r["long"].items() for T, c in by_T.items()}
-    ref = rows["rope"][2]
-    lines = ["| encoding | kernel | tokens | seconds | vs rope | process peak MiB | vs rope |", "|---" * 7 + "|"]
-    for e, (r, T, c) in rows.items():
+    rows = sorted(((int(T), e, r, c) for r in runs for e, by_T in r["long"].items() for T, c in by_T.items()),
+                  key=lambda x: x[:2])
+    ref = {T: c for T, e, _, c in rows if e == "rope"}
+    lines = ["| encoding | kernel | tokens | seconds | vs rope | process peak MiB | vs rope | within 2x / 3x |",
+             "|---" * 8 + "|"]
+    for T, e, r, c in rows:
         scored = positional.REGISTRY[e].needs_score_matrix
         kernel = (r["args"]["long_kernel"] or "blocks") if scored else "sdpa causal"
-        lines.append(f"| {e} | {kernel} | {int(T):,} | {c['s']:.1f} | {c['s'] / ref['s']:.2f} | "
-                     f"{c['peak_bytes'] / 2 ** 20:.0f} | {c['peak_bytes'] / ref['peak_bytes']:.2f} |")
+        t, m = c["s"] / ref[T]["s"], c["peak_bytes"] / ref[T]["peak_bytes"]
+        lines.append(f"| {e} | {kernel} | {T:,} | {c['s']:.1f} | {t:.2f} | {c['peak_bytes'] / 2 ** 20:.0f} | {m:.2f} | "
+                     f"{'yes' if m <= 2 else 'no'} / {'yes' if t <= 3 else 'no'} |")
     m = runs[0]["machine"]
     lines.append(f"\n{m.get('name', 'unnamed machine')}, torch {m['torch']}, {m['threads']} thread(s), one process per "
                  f"encoding, 4 layers x 4 heads x 128, one sequence.")
@@ -141,7 +145,7 @@ def recipe_lines(report_md):
 GENERATORS = {"reports/compare/runs.csv": ppl_table, "reports/compare-family/runs.csv": ppl_table,
               "reports/compare/eval.csv": paired_block, "reports/compare/report.md": recipe_lines,
               "reports/tasks/runs.csv": mastery_table,
-              "benchmarks/raw/issue22_64k/": long_table, "benchmarks/raw/issue22_train_memory": train_memory_table,
+              "benchmarks/raw/issue22_64k/": long_table, "benchmarks/raw/issue22_16384_32768_blocks/": long_table, "benchmarks/raw/issue22_train_memory": train_memory_table,
               "benchmarks/raw/": train_step_table}
 
 
