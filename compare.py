@@ -187,10 +187,10 @@ def check_finetune(settings, cfg):
     settings["finetune_iters"] = sorted({n for n in budgets if n})
     settings["finetune_len"] = round(s * cfg.block_size) * bool(settings["finetune_iters"])
     settings["finetune_batch"] = finetune_batch(settings, cfg)
-    wanted = [m for m in settings["finetune_methods"] if m not in settings["rope_scalings"] or m not in rope_scaling.METHODS]
-    if wanted:
-        raise ConfigError(f"finetune_methods: {', '.join(map(str, wanted))} not a frequency method of rope_scalings; "
-                          f"use some of {', '.join(m for m in settings['rope_scalings'] if m in rope_scaling.METHODS)}")
+    wanted = [m for m in settings["finetune_methods"] if m not in rope_scaling.METHODS]
+    if wanted:   # (one not among rope_scalings is not fine-tuned, as it is not evaluated)
+        raise ConfigError(f"finetune_methods: {', '.join(map(str, wanted))} not a frequency method; use some of "
+                          f"{', '.join(rope_scaling.METHODS)}")
     factors = settings["rope_factors"]
     if not isinstance(factors, dict) or any(m not in positional.SCALINGS or not isinstance(f, (int, float)) or f <= 0
                                             for m, f in factors.items()):

@@ -130,6 +130,8 @@ def test_the_cpu_headline_fine_tunes_the_four_methods_of_pis_table_4():
     settings, _, cfg = compare.parse(["configs/compare_cpu.py"])
     assert compare.finetune_methods("rope", settings) == ["direct", "linear", "ntk", "yarn"]
     assert compare.finetune_methods("alibi", settings) == []
+    fewer = compare.parse(["configs/compare_cpu.py", "--rope_scalings=['yarn','rerope']"])[0]
+    assert compare.finetune_methods("rope", fewer) == ["direct", "yarn"]   # only methods that are evaluated
     full = compare.parse(["configs/compare.py"])[0]
     assert compare.finetune_methods("rope", full)[-1] == "longlora" and "llama3" in compare.finetune_methods("rope", full)
     assert (cfg.max_iters, cfg.batch_size * cfg.block_size) == (3000, 4096)   # configs/rope.py's 12.3M tokens
@@ -154,7 +156,7 @@ def test_labels(label, parsed):
     ("--rope_factors={'dynamc': 1.0}", "rope_factors: need {method: factor > 0}"),
     ("--rope_factors={'dynamic': 0}", "rope_factors: need {method: factor > 0}"),
     ("--context_labels=['rope+yarn ft']", "'<encoding>+<method> ftN'"),
-    ("--finetune_methods=['yarn','rerope']", "finetune_methods: rerope not a frequency method of rope_scalings"),
+    ("--finetune_methods=['yarn','rerope']", "finetune_methods: rerope not a frequency method; use some of linear"),
 ])
 def test_bad_settings_are_one_line(arg, says):
     with pytest.raises(ValueError, match=re.escape(says)) as e:
