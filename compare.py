@@ -545,9 +545,10 @@ def task_run(run, settings, train_keys, cfg):
 
 # ---- the comparison -------------------------------------------------------------------
 def plan(settings, train_keys):
-    """Every run of the comparison, each checked against its folder's checkpoint up front."""
-    runs = list(itertools.product(settings["tasks"] if settings["suite"] == "tasks" else [""], settings["encodings"],
-                                  settings["seed_list"]))
+    """Every run of the comparison (task by task, seed by seed), each checked against its folder's checkpoint."""
+    # seed by seed: an interrupted comparison has every encoding of its first seeds to report
+    runs = [(task, enc, seed) for task, seed, enc in itertools.product(
+        settings["tasks"] if settings["suite"] == "tasks" else [""], settings["seed_list"], settings["encodings"])]
     for i, (task, enc, seed) in enumerate(runs):
         keys = dict(run_keys(enc, settings), **({"task": task} if task else {}))
         run_dir = os.path.join(settings["out_root"], task, f"{enc}-s{seed}")
