@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from positional.base import Ctx, sees, shifted_groups
+from positional.base import Ctx, check_positions, sees, shifted_groups
 from positional.linear_attention import LinearAttentionCache, LinearSelfAttention
 from positional.schedule import build_layers, pattern_label
 from positional.temperature import logn_factor, ssmax_factor, ssmax_init
@@ -63,6 +63,7 @@ class GPTConfig:
 #   explicit  a bias needing a gradient (T5 training): q k^T, bias added in place, by causal query blocks
 #   flex      a bias over own keys, no dropout, on CUDA [unmeasured] or on CPU without gradients if asked (flex)
 #   blocks    a bias or own logits, no gradients, > ATTENTION_BLOCK queries: by query blocks (O(H block Tk))
+#   relative  as blocks, a causal bias by distance alone (relative_bias) at consecutive positions: a view (O(H T))
 # Measured on CPU (benchmarks/): SDPA takes its flash kernel with a 4-D float mask, math with a 3-D one or one
 # needing a gradient (slower than explicit). FlexAttention has no backward on CPU, and is dense uncompiled.
 # Tensor contract: q (B, H, Tq, D), k and v (B, H, Tk, D) -> (B, H, Tq, D).
@@ -89,7 +90,7 @@ class AttentionPlan(Ctx):
     def choose(self):
         """Choose the kernel, and make the dense mask (and bias) it reads: blocks and flex make their own."""
         self.kernel = choose_kernel(self)
-        if self.kernel in ("causal", "blocks", "flex"):  # SDPA's is_causal is upper-left aligned: own keys only
+        if self.kernel in ("causal", "blocks", "flex", "relative"):  # SDPA's is_causal is upper-left aligned: own keys
             return
         if self.bias is None and self.pe is not None:
             self.bias = self.pe.dense_bias(self.q_pos, self.k_pos)                # (H, Tq, Tk) or None
@@ -121,13 +122,15 @@ def choose_kernel(p: AttentionPlan) -> str:
     own = p.pe is not None and p.pe.overrides("attend")
     biased = p.bias is not None or (p.pe is not None and p.pe.overrides("score_bias"))
     grad = torch.is_grad_enabled()
+    plain = p.causal and not p.window and p.doc is None and p.groups is None   # hidden: the future keys alone
     if not (own or biased):
-        return "causal" if p.causal and not p.window and p.doc is None and p.groups is None else "sdpa"
+        return "causal" if plain else "sdpa"
     flex_ok = p.flex is not None and p.flex["error"] is None and (p.q_pos.is_cuda or (p.flex.get("cpu") and not grad))
     if flex_ok and biased and not own and p.dropout == 0.0 and p.causal and p.groups is None:
         return "flex"
     if not grad and len(p.q_pos) > ATTENTION_BLOCK:
-        return "blocks"
+        relative = biased and not own and p.bias is None and p.pe.relative_bias and plain
+        return "relative" if relative and bool((p.q_pos.diff() == 1).all()) else "blocks"
     learned = p.bias.requires_grad if p.bias is not None else any(t.requires_grad for t in p.pe.parameters())
     return "explicit" if biased and learned and grad else "sdpa"
 
@@ -221,6 +224,8 @@ def attend(q, k, v, plan):
             return attend(q, k, v, plan)
     if kernel == "blocks":
         return by_blocks(q, k, v, plan, attend)
+    if kernel == "relative":
+        return plan.pe.attend_by_distance(q, k, v, causal_blocks(q.shape[2]))
     if kernel == "explicit":
         return explicit_attention(q, k, v, mask, dropout, dropout > 0, plan.causal)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=plan.sdpa_mask(q.dtype), dropout_p=dropout)
@@ -514,18 +519,8 @@ class GPT(nn.Module):
             raise ValueError("explicit positions are for training, without a KV cache: clear the cache")
         if doc is not None and self.config.attention == "linear":
             raise ValueError("document ids need softmax attention (linear attention sums every earlier key)")
-        if doc is not None and (doc.shape != (T,) or doc.is_floating_point()):
-            raise ValueError(f"document ids must be a (T,) = ({T},) integer tensor, got {tuple(doc.shape)}")
-        end = start + T
-        if pos is not None:
-            if pos.shape != (T,) or pos.is_floating_point():
-                raise ValueError(f"explicit positions must be a (T,) = ({T},) integer tensor, got {tuple(pos.shape)}")
-            rising = pos[1:] > pos[:-1]
-            if doc is not None:  # a new document may start over
-                rising |= doc[1:] != doc[:-1]
-            if pos.min() < 0 or not bool(rising.all()):
-                raise ValueError("explicit positions must be >= 0 and increasing (within each document)")
-            end = int(pos.max()) + 1
+        check_positions(pos, doc, T)
+        end = start + T if pos is None else int(pos.max()) + 1
         limit = self.max_positions
         if limit is not None and end > limit:
             raise ValueError(f"the {self.pos_name} encoding knows {limit} positions, got a sequence reaching "

@@ -2,13 +2,15 @@
 # Issue #22: every encoding evaluates one sequence of LENGTHS tokens (bench.py --sections=long), one process and
 # one JSON per encoding (a process's peak is its own), so an interrupted run resumes (existing files are kept).
 # Run from the repository root:
-#     bash benchmarks/long.sh                     # 65,536 tokens, ALiBi, Kerple, T5, RoPE+ALiBi by FlexAttention
-#     bash benchmarks/long.sh 16384,32768 blocks  # 16k and 32k, every encoding on its default path
+#     bash benchmarks/long.sh                     # 65,536 tokens, every encoding on its default path
+#     bash benchmarks/long.sh 16384,32768         # 16k and 32k
+#     bash benchmarks/long.sh 16384,32768 flex    # the biases by FlexAttention compiled on CPU instead
 # docs/speed.md's tables are generated from the JSON files (python -m tests.test_docs).
 set -e
 lengths=${1:-65536}
-kernels=${2:-flex}
-out=benchmarks/raw/issue22_$( [ "$lengths" = 65536 ] && echo 64k || echo "${lengths//,/_}_$kernels" )
+kernels=${2:-default}
+out=benchmarks/raw/issue22_${lengths//,/_}_$kernels
+[ "$lengths" = 65536 ] && [ "$kernels" = default ] && out=benchmarks/raw/issue22_64k
 mkdir -p $out
 for enc in $(python -c "import positional; print(' '.join(positional.REGISTRY))"); do
   kernel=

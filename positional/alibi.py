@@ -27,6 +27,7 @@ def alibi_slopes(n_head: int) -> torch.Tensor:
 
 class ALiBi(PositionalEncoding):
     name = "alibi"
+    relative_bias = True
 
     def __init__(self, n_head: int):
         super().__init__()

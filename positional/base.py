@@ -38,12 +38,14 @@ Capabilities, read by model/train/sample code instead of encoding names:
   length_dependent     the formula depends on the current length (dynamic NTK): keys are cached raw
                        and re-rotated at every call, and a decode step needs the host (no static step)
   ordered_keys         attend needs the keys in position order (CoPE counts them)
+  relative_bias        score_bias depends on q - k alone: the model may read it from one vector of distances
 """
 import dataclasses
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 
 def setting(default, *, at_least=None, above=None, choices=(), why="", length=False):
@@ -140,6 +142,7 @@ class PositionalEncoding(nn.Module):
     excluded_param_names = ()
     length_dependent = False
     ordered_keys = False
+    relative_bias = False
     needs_score_matrix = False
 
     @classmethod
@@ -175,6 +178,23 @@ class PositionalEncoding(nn.Module):
         h = torch.arange(self.n_head, device=q_pos.device)[:, None, None]
         return self.score_bias(h, q_pos[:, None], k_pos[None, :])
 
+    def attend_by_distance(self, q, k, v, blocks):
+        """Causal attention over consecutive positions, score_bias read by distance (relative_bias): with the keys
+        in reverse order the bias of query row r and key j' depends on r + j' alone, so a block's (H, rows, keys)
+        bias is a strided view of one vector per head (a Hankel matrix): no (H, Tq, Tk) tensor is made.
+        blocks: query rows [a, b), each over the keys up to row b (SDPA's kernel with a mask skips none)."""
+        n, T = max(b - a for a, b in blocks), q.shape[2]
+        d = torch.arange(1 - n, T, device=q.device)                              # every distance, future ones first
+        h = torch.arange(q.shape[1], device=q.device)[:, None]
+        u = self.score_bias(h, (d + n)[None], torch.full_like(d, n)[None])        # (H, n + T - 1): q - k = d
+        u = u.to(q.dtype).masked_fill(d < 0, float("-inf")).contiguous()
+        ys = []
+        for a, b in blocks:   # query r, reversed key j' (key b - 1 - j'): d = r - b + 1 + j', u's column n - b + r + j'
+            bias = u.as_strided((1, u.shape[0], b - a, b), (0, u.stride(0), 1, 1), u.storage_offset() + n - b + a)
+            ys.append(F.scaled_dot_product_attention(q[:, :, a:b], k[:, :, :b].flip(2), v[:, :, :b].flip(2),
+                                                     attn_mask=bias))                 # (B, H, b - a, D)
+        return torch.cat(ys, dim=2)                                                  # (B, H, Tq, D)
+
     def method_label(self):
         """The length-extension method in use, for reports ('yarn x4', 'rerope w32'); '' for none."""
         return ""
@@ -208,6 +228,22 @@ def shifted_groups(n, n_head, group, device=None):
     Here no token is moved (the mask is the whole change) and those first G/2 tokens form a group of their own."""
     shift = (torch.arange(n_head, device=device) >= n_head // 2) * (group // 2)      # (H,) 0 or G/2
     return (torch.arange(n, device=device)[None, :] + shift[:, None]) // group      # (H, n)
+
+
+def check_positions(pos, doc, T):
+    """One line of ValueError unless document ids doc and positions pos (None: not given) are (T,) integer
+    tensors, the positions >= 0 and increasing within each document."""
+    if doc is not None and (doc.shape != (T,) or doc.is_floating_point()):
+        raise ValueError(f"document ids must be a (T,) = ({T},) integer tensor, got {tuple(doc.shape)}")
+    if pos is None:
+        return
+    if pos.shape != (T,) or pos.is_floating_point():
+        raise ValueError(f"explicit positions must be a (T,) = ({T},) integer tensor, got {tuple(pos.shape)}")
+    rising = pos[1:] > pos[:-1]
+    if doc is not None:  # a new document may start over
+        rising |= doc[1:] != doc[:-1]
+    if pos.min() < 0 or not bool(rising.all()):
+        raise ValueError("explicit positions must be >= 0 and increasing (within each document)")
 
 
 def sees(q, k, window=0, sinks=0):

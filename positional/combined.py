@@ -59,8 +59,9 @@ def combination(parts):
     """The class of the encoding "a+b" from ((name, class), ...): it defines only the hooks its parts do."""
     parts = dict(parts)
     hooks = {h: getattr(Combined, "_" + h) for h in HOOKS if any(c.overrides(h) for c in parts.values())}
-    return type("Combined", (Combined,), {"name": "+".join(parts), "part_classes": parts,
-                                          "Settings": _settings(parts), **hooks})
+    biased = [c for c in parts.values() if c.overrides("score_bias")]
+    return type("Combined", (Combined,), {"name": "+".join(parts), "part_classes": parts, "Settings": _settings(parts),
+                                          "relative_bias": bool(biased) and all(c.relative_bias for c in biased), **hooks})
 
 
 class Combined(PositionalEncoding):

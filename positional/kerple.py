@@ -44,6 +44,7 @@ class KerpleSettings(Settings):
 
 class Kerple(PositionalEncoding):
     name = "kerple"
+    relative_bias = True
     Settings = KerpleSettings
 
     def __init__(self, n_head: int, variant: str = "log"):

@@ -37,6 +37,7 @@ class T5Settings(Settings):
 
 class T5Bias(PositionalEncoding):
     name = "t5"
+    relative_bias = True
     Settings = T5Settings
 
     def __init__(self, n_head: int, num_buckets: int = 32, max_distance: int = 128):

@@ -93,14 +93,14 @@ def test_unknown_attention_kernel_is_refused():
 
 
 class LargestTensor(TorchDispatchMode):
-    """Records the most elements of any tensor an op returns."""
+    """Records the most elements of any storage an op's output holds (a view counts what it views)."""
     largest = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         for t in out if isinstance(out, (tuple, list)) else [out]:
             if isinstance(t, torch.Tensor):
-                self.largest = max(self.largest, t.numel())
+                self.largest = max(self.largest, t.untyped_storage().nbytes() // t.element_size())
         return out
 
 
@@ -137,3 +137,30 @@ def test_bench_train_memory_section(tmp_path, capsys):
     assert set(r["train_memory"]) == {"rope", "alibi"} and r["train_memory"]["alibi"]["peak_bytes"] > 0
     printed = capsys.readouterr().out
     assert f"machine: {r['machine']['name']}" in printed and "vs rope" in printed
+
+
+RELATIVE = [n for n, cls in positional.REGISTRY.items() if cls.relative_bias]
+
+
+@pytest.mark.parametrize("name", RELATIVE)
+def test_a_bias_by_distance_is_read_as_a_view(name, monkeypatch):
+    """The relative kernel (keys reversed, each block's bias a Hankel view of one vector per head) equals the
+    dense path; a window, documents or a cache keep the blocks; the largest storage is O(H T), not O(H T^2)."""
+    model = tiny_gpt(name)
+    idx = torch.randint(0, 40, (2, 30), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        dense = model(idx)[0]
+        monkeypatch.setattr(model_mod, "ATTENTION_BLOCK", 8)
+        kernels = {p.kernel for p in model.plans(torch.arange(30), None, model.encodings).values()}
+        torch.testing.assert_close(model(idx)[0], dense, rtol=1e-4, atol=1e-5)
+        windowed = tiny_gpt(name, window=9)
+        assert {p.kernel for p in windowed.plans(torch.arange(30), None, windowed.encodings).values()} == {"blocks"}
+        gaps = torch.arange(30) * 2
+        assert {p.kernel for p in model.plans(gaps, None, model.encodings).values()} == {"blocks"}
+    assert kernels == {"relative"}
+    T = 4096
+    big = tiny_gpt(name, n_layer=1, n_head=2, n_embd=16, block_size=T)
+    monkeypatch.setattr(model_mod, "ATTENTION_BLOCK", 1024)
+    with torch.no_grad(), LargestTensor() as seen:
+        big(torch.zeros(1, T, dtype=torch.long))
+    assert seen.largest <= 64 * T, seen.largest   # the embeddings and logits, (T, 16) and (T, 40): no block of scores
