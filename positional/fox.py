@@ -57,6 +57,24 @@ class FoX(OwnLogits):
             c_k = sums.index_select(-1, ctx.k_pos.clamp(max=sums.shape[-1] - 1))   # empty slots: masked anyway
         return c, c_k
 
+    def attend(self, q, k, v, ctx, layer):
+        """Without gradients, a cache, a window, documents or S²-Attn groups (an evaluation forward, in float32), c_i
+        is one constant per row and drops out of the softmax: the decay is the per-key term -c_j, appended to the
+        keys as one more channel (the queries' is 1), and SDPA's fused kernel attends, no (Tq, Tk) logits made.
+        c is shifted by the block's first query's (softmax ignores it) so the logits stay near q.k."""
+        if (torch.is_grad_enabled() or ctx.cache is not None or ctx.window or ctx.doc is not None
+                or ctx.groups is not None or q.dtype != torch.float32):
+            return super().attend(q, k, v, ctx, layer)
+        B, H, Tq, D = q.shape
+        c, c_k = ctx.once((id(self), layer), lambda: self.sums_of(ctx.x, ctx, layer))
+        a, Tk = ctx.rows.start or 0, k.shape[2]
+        key = (c[..., a:a + 1] - c_k[..., :Tk]) * math.sqrt(D)                      # (B, H, Tk): -(c_j - c_a) sqrt(D)
+        qa, ka = torch.cat([q, q.new_ones(B, H, Tq, 1)], -1), torch.cat([k, key[..., None]], -1)   # D + 1 channels
+        va = torch.cat([v, v.new_zeros(B, H, Tk, 1)], -1)        # as wide as q and k: SDPA's fused kernel takes it
+        causal = Tq == Tk and a == 0
+        return F.scaled_dot_product_attention(qa, ka, va, attn_mask=None if causal else ctx.visible(), is_causal=causal,
+                                              scale=1.0 / math.sqrt(D))[..., :D]
+
     def logits(self, q, k, ctx, layer):
         """The gates read the layer input ctx.x once per forward and layer (every query block shares them)."""
         B, H, Tq, D = q.shape

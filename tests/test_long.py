@@ -164,3 +164,17 @@ def test_a_bias_by_distance_is_read_as_a_view(name, monkeypatch):
     with torch.no_grad(), LargestTensor() as seen:
         big(torch.zeros(1, T, dtype=torch.long))
     assert seen.largest <= 64 * T, seen.largest   # the embeddings and logits, (T, 16) and (T, 40): no block of scores
+
+
+def test_fox_decay_as_a_key_channel_equals_its_logits(monkeypatch):
+    """FoX without gradients attends with its decay as one more key channel (SDPA, c_i dropped from the softmax):
+    the same as its logits (the path with gradients), whole and by query blocks of 8, where c_i is large."""
+    model = tiny_gpt("fox")
+    with torch.no_grad():
+        model.pe.bias.fill_(-3.0)   # gates near 0.05: c falls by ~3 a position, c_i far from 0 at the end
+    idx = torch.randint(0, 40, (2, 30), generator=torch.Generator().manual_seed(7))
+    logits = model(idx)[0].detach()                               # gradients on: q.k + c_i - c_j formed
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx)[0], logits, rtol=1e-4, atol=1e-5)
+        blocked_calls(monkeypatch, 8)
+        torch.testing.assert_close(model(idx)[0], logits, rtol=1e-4, atol=1e-5)
