@@ -57,6 +57,7 @@ DEFAULTS = {   # compare.py's own keys; every other key is a training key (train
     "rope_factors": {},               # lm: {method: s} for the methods whose factor is not rope_factor
     "scaled_encodings": [],           # lm: the encodings evaluated with rope_scalings; []: all that take them
     "plots": True,                    # lm: also draw what each encoding does (measure/plots.py)
+    "kept_only": False,               # lm: the report of the runs kept in report_dir so far; nothing trained
     "finetune_iters": [],             # lm: fine-tune budgets at s L (iterations), one label each; []: none
     "finetune_factor": 0.0,           # lm: s of the fine-tune; 0: rope_factor
     "finetune_methods": [],           # lm: the methods of rope_scalings fine-tuned (besides "direct"); []: all of them
@@ -472,7 +473,7 @@ def lm_run(run, settings, train_keys, cfg):
 
 # compare.py's keys that do not change what a run measures
 NOT_MEASURED = ("encodings", "only", "seeds", "out_root", "report_dir", "jobs", "threads", "plots", "eval_device",
-                "eval_dtype")
+                "eval_dtype", "kept_only")
 
 
 def kept_key(run, settings, train_keys, cfg):
@@ -588,6 +589,10 @@ def main(argv):
             print(f"{runs[i]['say']} error: {e}", file=sys.stderr, flush=True)
             failed.append((runs[i], str(e)))
 
+    if lm and settings["kept_only"]:   # an interim report: the finished runs, the rest left for later
+        runs = [r for r in runs if kept.load(kept.folder(settings["report_dir"], r["tag"]),
+                                             kept_key(r, settings, train_keys, cfg)) is not None]
+        print(f"compare: {len(runs)} runs kept in {settings['report_dir']}/runs", flush=True)
     with ThreadPoolExecutor(settings["jobs"]) as pool:
         list(pool.map(one, range(len(runs))))
     print(f"compare: {len(runs)} runs in {fmt_time(time.time() - t0)}", flush=True)

@@ -111,6 +111,11 @@ def test_compare_trains_reports_skips_and_resumes(tiny_data, tmp_path):
     assert report_files == {n: (out / "report" / n).read_text() for n in report_files}
     with open(out / "report" / "runs.csv") as f:   # the training metrics from the kept log
         assert float(next(csv.DictReader(f))["val_loss"]) == pytest.approx(ckpt_val_loss)
+    # an interim report of what is kept: learned was kept at 20 iterations, not the 30 asked for, and is left out
+    r = run_py(*args(tiny_data, out, "--max_iters=30", "--kept_only=True"), env=env)
+    assert "compare: 1 runs kept in" in r.stdout and "training" not in r.stdout, r.stdout
+    assert not (out / "learned-s1337").exists() and report_files == {n: (out / "report" / n).read_text()
+                                                                      for n in report_files}
 
 
 def test_side_by_side_runs_equal_one_after_the_other(tiny_data, tmp_path):
