@@ -105,8 +105,9 @@ def long_table(folder):
     lines = ["| encoding | kernel | tokens | seconds | vs rope | process peak MiB | vs rope | within 2x / 3x |",
              "|---" * 8 + "|"]
     for T, e, r, c in rows:
-        scored = positional.REGISTRY[e].needs_score_matrix
-        kernel = (r["args"]["long_kernel"] or "blocks") if scored else "sdpa causal"
+        cls = positional.REGISTRY[e]   # model.choose_kernel's choice for one long causal forward without gradients
+        path = "relative" if cls.relative_bias else "own, by blocks" if cls.overrides("attend") else "blocks"
+        kernel = (r["args"]["long_kernel"] or path) if cls.needs_score_matrix else "sdpa causal"
         t, m = c["s"] / ref[T]["s"], c["peak_bytes"] / ref[T]["peak_bytes"]
         lines.append(f"| {e} | {kernel} | {T:,} | {c['s']:.1f} | {t:.2f} | {c['peak_bytes'] / 2 ** 20:.0f} | {m:.2f} | "
                      f"{'yes' if m <= 2 else 'no'} / {'yes' if t <= 3 else 'no'} |")
