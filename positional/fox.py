@@ -71,9 +71,15 @@ class FoX(OwnLogits):
         key = (c[..., a:a + 1] - c_k[..., :Tk]) * math.sqrt(D)                      # (B, H, Tk): -(c_j - c_a) sqrt(D)
         qa, ka = torch.cat([q, q.new_ones(B, H, Tq, 1)], -1), torch.cat([k, key[..., None]], -1)   # D + 1 channels
         va = torch.cat([v, v.new_zeros(B, H, Tk, 1)], -1)        # as wide as q and k: SDPA's fused kernel takes it
-        causal = Tq == Tk and a == 0
-        return F.scaled_dot_product_attention(qa, ka, va, attn_mask=None if causal else ctx.visible(), is_causal=causal,
-                                              scale=1.0 / math.sqrt(D))[..., :D]
+        if Tq == Tk:
+            return F.scaled_dot_product_attention(qa, ka, va, is_causal=True, scale=1.0 / math.sqrt(D))[..., :D]
+        # a block of the last Tq queries over Tk keys, the keys in reverse order: row r sees key j' when r + j' >=
+        # Tq - 1, so the mask is a strided view of one vector (as attend_by_distance's bias), not (Tq, Tk) values
+        t = torch.arange(Tq + Tk - 1, device=q.device)
+        u = torch.zeros(len(t), dtype=q.dtype, device=q.device).masked_fill(t < Tq - 1, float("-inf"))
+        mask = u.as_strided((1, 1, Tq, Tk), (0, 0, 1, 1))
+        y = F.scaled_dot_product_attention(qa, ka.flip(2), va.flip(2), attn_mask=mask, scale=1.0 / math.sqrt(D))
+        return y[..., :D]
 
     def logits(self, q, k, ctx, layer):
         """The gates read the layer input ctx.x once per forward and layer (every query block shares them)."""
