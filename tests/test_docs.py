@@ -260,11 +260,11 @@ def tiny_keys(argv, data_dir, tmp):
             "--device=cpu", f"--report_dir={tmp}/report-{len(os.listdir(tmp))}"]
     if script == "compare.py" and any("configs/tasks/" in a for a in rest):
         return [*train, "--tasks=copy", "--encodings=rope", "--seeds=1", "--samples=4", "--multiples=1,2",
-                "--jobs=1", "--threads=1", f"--out_root={tmp}/out-tasks"]
-    if script == "compare.py":
+                "--jobs=1", "--threads=1", f"--out_root={tmp}/out-tasks", f"--report_dir={tmp}/report-tasks"]
+    if script == "compare.py":   # (a config's report_dir, e.g. reports/compare-cpu, is the repository's: not here)
         return [*train, "--only=rope", "--seeds=1", "--eval_lengths=16,32", "--eval_tokens=64", "--rope_scalings=",
                 "--finetune_iters=0", "--context_use=False", "--context_labels=", "--plots=False", "--jobs=1",
-                "--threads=1", f"--out_root={tmp}/out-compare"]
+                "--threads=1", f"--out_root={tmp}/out-compare", f"--report_dir={tmp}/report-compare"]
     if argv[:2] == ["-m", "measure.plots"]:
         return ["--head_dim=8", "--n_head=2", "--length=32", "--bases=1e4"]
     return []
