@@ -4,6 +4,7 @@ bands, the training length and baselines marked. family() groups encodings by th
 so a new encoding lands in a panel unchanged. compare_report's figures are drawn with them.
 """
 import math
+import textwrap
 
 import matplotlib
 import matplotlib.ticker
@@ -61,7 +62,7 @@ def panel_grid(path, panels, draw, title, xlabel, ylabel, ncols=3):
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=2, frameon=False)
     for ax in axes.flat[len(panels):]:
         ax.remove()
-    fig.suptitle(title)
+    fig.suptitle(textwrap.fill(title, int(7.5 * 4.4 * cols)))   # about 7.5 characters an inch: within the figure
     fig.supxlabel(xlabel, fontsize=10)
     fig.supylabel(ylabel, fontsize=10)
     return save(fig, path)

@@ -46,6 +46,9 @@ def check_figure(fig, lengths):
     renderer = fig.canvas.get_renderer()
     axes = [ax for ax in fig.axes if ax.get_visible()]
     frames = [ax.get_window_extent(renderer) for ax in axes]
+    if fig._suptitle is not None:   # a long title is wrapped, not cut at the figure's edges
+        box = fig._suptitle.get_window_extent(renderer)
+        assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1, f"title wider than the figure: {fig._suptitle}"
     texts = []
     for ax in axes:
         legend = ax.get_legend()
@@ -95,8 +98,8 @@ def headline_results(tmp_path):
     return list(results.values()), baselines, by_label, lengths
 
 
-def test_every_report_figure_fits(tmp_path, monkeypatch):
-    results, baselines, by_label, lengths = headline_results(tmp_path)
+def write_checked(tmp_path, monkeypatch, results, baselines, lengths):
+    """compare_report.write with every saved figure checked; -> {file name: legend texts per axes}."""
     saved, savefig = {}, matplotlib.figure.Figure.savefig
 
     def record(fig, path, **kw):
@@ -109,6 +112,20 @@ def test_every_report_figure_fits(tmp_path, monkeypatch):
     cfg = SimpleNamespace(block_size=256, dataset="shakespeare_char", n_layer=4, n_head=4, n_embd=128, max_iters=500,
                           batch_size=8)
     compare_report.write(results, [], settings, cfg, "python compare.py configs/compare.py", baselines)
+    return saved
+
+
+def test_one_panel_keeps_its_title_inside(tmp_path, monkeypatch):
+    """NoPE and the absolute encodings alone (the CPU headline's first runs): one panel, its long title wrapped."""
+    results, baselines, _, lengths = headline_results(tmp_path)
+    results = [r for r in results if r["encoding"] in ("none", "learned", "sinusoidal")]
+    saved = write_checked(tmp_path, monkeypatch, results, baselines, lengths)
+    assert len(saved["ppl_vs_length.png"]) == 1
+
+
+def test_every_report_figure_fits(tmp_path, monkeypatch):
+    results, baselines, by_label, lengths = headline_results(tmp_path)
+    saved = write_checked(tmp_path, monkeypatch, results, baselines, lengths)
     assert sorted(saved) == ["ppl_vs_length.png", "val_loss.png"]
     # every label is drawn once, in its family's panel or under its method's name (and budget: "yarn ft") beside
     # "<enc> alone"
