@@ -144,6 +144,7 @@ def recipe_lines(report_md):
 
 
 GENERATORS = {"reports/compare/runs.csv": ppl_table, "reports/compare-family/runs.csv": ppl_table,
+              "reports/compare-cpu/runs.csv": ppl_table, "reports/compare-cpu/report.md": recipe_lines,
               "reports/compare/eval.csv": paired_block, "reports/compare/report.md": recipe_lines,
               "reports/tasks/runs.csv": mastery_table,
               "benchmarks/raw/issue22_64k/": long_table, "benchmarks/raw/issue22_16384_32768_default/": long_table, "benchmarks/raw/issue22_train_memory": train_memory_table,
