@@ -114,6 +114,9 @@ def long_table(folder):
     m = runs[0]["machine"]
     lines.append(f"\n{m.get('name', 'unnamed machine')}, torch {m['torch']}, {m['threads']} thread(s), one process per "
                  f"encoding, 4 layers x 4 heads x 128, one sequence.")
+    short = sorted(e for r in runs for e, by_T in r["long"].items() if not by_T)
+    if short:
+        lines.append(f"No row for {', '.join(short)}: fewer positions than this (max_positions; learned is not run).")
     return "\n".join(lines) + "\n"
 
 
