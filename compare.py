@@ -493,7 +493,7 @@ def baselines(results, settings, cfg):
     path = os.path.join(settings["report_dir"], "runs", "ngram.json")
     have = [r["dir"] for r in results if os.path.exists(checkpoint.path_in(r["dir"]))]
     if not have:
-        got = json.load(open(path)) if os.path.exists(path) else {}
+        got = kept.read_json(path)
         same = {k: v for k, v in got.get("settings", {}).items() if k != "data"} == kept.as_json(key)
         return got["value"] if same else []
     data = ngram.checkpoint_data(checkpoint.load(have[0]), cfg.data_dir)

@@ -17,12 +17,17 @@ def folder(report_dir, tag):
 
 def load(path, key):
     """The kept {rows, context, command} in folder `path` if it was made with `key` (compared as JSON), else None."""
-    try:
-        with open(os.path.join(path, "result.json")) as f:
-            got = json.load(f)
-    except (OSError, ValueError):
-        return None
+    got = read_json(os.path.join(path, "result.json"))
     return got["value"] if got.get("settings") == as_json(key) else None
+
+
+def read_json(path):
+    """The JSON file at path, or {} where there is none (or a torn one)."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
 
 
 def save(path, key, value, run_dir):

@@ -190,7 +190,7 @@ class PositionalEncoding(nn.Module):
         u = u.to(q.dtype).masked_fill(d < 0, float("-inf")).contiguous()
         ys = []
         for a, b in blocks:   # query r, reversed key j' (key b - 1 - j'): d = r - b + 1 + j', u's column n - b + r + j'
-            bias = u.as_strided((1, u.shape[0], b - a, b), (0, u.stride(0), 1, 1), u.storage_offset() + n - b + a)
+            bias = hankel(u, b - a, b, n - b + a)
             ys.append(F.scaled_dot_product_attention(q[:, :, a:b], k[:, :, :b].flip(2), v[:, :, :b].flip(2),
                                                      attn_mask=bias))                 # (B, H, b - a, D)
         return torch.cat(ys, dim=2)                                                  # (B, H, Tq, D)
@@ -228,6 +228,12 @@ def shifted_groups(n, n_head, group, device=None):
     Here no token is moved (the mask is the whole change) and those first G/2 tokens form a group of their own."""
     shift = (torch.arange(n_head, device=device) >= n_head // 2) * (group // 2)      # (H,) 0 or G/2
     return (torch.arange(n, device=device)[None, :] + shift[:, None]) // group      # (H, n)
+
+
+def hankel(u, rows, cols, start=0):
+    """(1, H, rows, cols) view of u (H, n) whose element [h, r, j] is u[h, start + r + j] (constant along the
+    anti-diagonals): overlapping strides, no copy. SDPA's CPU kernel takes it as its mask."""
+    return u.as_strided((1, u.shape[0], rows, cols), (0, u.stride(0), 1, 1), u.storage_offset() + start)
 
 
 def check_positions(pos, doc, T):

@@ -21,7 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .alibi import alibi_slopes
-from .base import OwnLogits
+from .base import OwnLogits, hankel
 
 
 class FoX(OwnLogits):
@@ -57,6 +57,10 @@ class FoX(OwnLogits):
             c_k = sums.index_select(-1, ctx.k_pos.clamp(max=sums.shape[-1] - 1))   # empty slots: masked anyway
         return c, c_k
 
+    def sums(self, ctx, layer):
+        """sums_of the layer input ctx.x, once per forward and layer (every query block shares them)."""
+        return ctx.once((id(self), layer), lambda: self.sums_of(ctx.x, ctx, layer))
+
     def attend(self, q, k, v, ctx, layer):
         """Without gradients, a cache, a window, documents or S²-Attn groups (an evaluation forward, in float32), c_i
         is one constant per row and drops out of the softmax: the decay is the per-key term -c_j, appended to the
@@ -66,7 +70,7 @@ class FoX(OwnLogits):
                 or ctx.groups is not None or q.dtype != torch.float32):
             return super().attend(q, k, v, ctx, layer)
         B, H, Tq, D = q.shape
-        c, c_k = ctx.once((id(self), layer), lambda: self.sums_of(ctx.x, ctx, layer))
+        c, c_k = self.sums(ctx, layer)
         a, Tk = ctx.rows.start or 0, k.shape[2]
         key = (c[..., a:a + 1] - c_k[..., :Tk]) * math.sqrt(D)                      # (B, H, Tk): -(c_j - c_a) sqrt(D)
         qa, ka = torch.cat([q, q.new_ones(B, H, Tq, 1)], -1), torch.cat([k, key[..., None]], -1)   # D + 1 channels
@@ -76,16 +80,16 @@ class FoX(OwnLogits):
         # a block of the last Tq queries over Tk keys, the keys in reverse order: row r sees key j' when r + j' >=
         # Tq - 1, so the mask is a strided view of one vector (as attend_by_distance's bias), not (Tq, Tk) values
         t = torch.arange(Tq + Tk - 1, device=q.device)
-        u = torch.zeros(len(t), dtype=q.dtype, device=q.device).masked_fill(t < Tq - 1, float("-inf"))
-        mask = u.as_strided((1, 1, Tq, Tk), (0, 0, 1, 1))
-        y = F.scaled_dot_product_attention(qa, ka.flip(2), va.flip(2), attn_mask=mask, scale=1.0 / math.sqrt(D))
+        u = torch.zeros(1, len(t), dtype=q.dtype, device=q.device).masked_fill(t < Tq - 1, float("-inf"))
+        y = F.scaled_dot_product_attention(qa, ka.flip(2), va.flip(2), attn_mask=hankel(u, Tq, Tk),
+                                           scale=1.0 / math.sqrt(D))
         return y[..., :D]
 
     def logits(self, q, k, ctx, layer):
         """The gates read the layer input ctx.x once per forward and layer (every query block shares them)."""
         B, H, Tq, D = q.shape
         Tk = k.shape[2]
-        c, c_k = ctx.once((id(self), layer), lambda: self.sums_of(ctx.x, ctx, layer))
+        c, c_k = self.sums(ctx, layer)
         decay = c[..., ctx.rows, None] - c_k[..., None, :Tk]                           # (B, H, Tq, Tk), float32
         if q.dtype != decay.dtype:  # bfloat16/float16: the decay stays float32, added after the product
             return (q @ k.transpose(-1, -2)) / math.sqrt(D) + decay
