@@ -90,7 +90,7 @@ class AttentionPlan(Ctx):
     def choose(self):
         """Choose the kernel, and make the dense mask (and bias) it reads: blocks and flex make their own."""
         self.kernel = choose_kernel(self)
-        if self.kernel in ("causal", "blocks", "flex", "relative"):  # SDPA's is_causal is upper-left aligned: own keys
+        if self.kernel in ("causal", "blocks", "flex", "relative", "banded"):  # no dense mask: they make their own
             return
         if self.bias is None and self.pe is not None:
             self.bias = self.pe.dense_bias(self.q_pos, self.k_pos)                # (H, Tq, Tk) or None
@@ -129,8 +129,10 @@ def choose_kernel(p: AttentionPlan) -> str:
     if flex_ok and biased and not own and p.dropout == 0.0 and p.causal and p.groups is None:
         return "flex"
     if not grad and len(p.q_pos) > ATTENTION_BLOCK:
-        relative = biased and not own and p.bias is None and p.pe.relative_bias and plain
-        return "relative" if relative and bool((p.q_pos.diff() == 1).all()) else "blocks"
+        steps = plain and bool((p.q_pos.diff() == 1).all())   # consecutive positions, the causal mask alone
+        if own:  # its logits on the near keys, the far ones by the fused CPU kernel (its log-sum-exp)
+            return "banded" if steps and p.pe.overrides("far") and not p.q_pos.is_cuda else "blocks"
+        return "relative" if steps and p.bias is None and p.pe.relative_bias else "blocks"
     learned = p.bias.requires_grad if p.bias is not None else any(t.requires_grad for t in p.pe.parameters())
     return "explicit" if biased and learned and grad else "sdpa"
 
@@ -269,7 +271,9 @@ class CausalSelfAttention(nn.Module):
             k = pe.rotate(k, plan, key=True)
         if G > 1:  # grouped-query attention: key/value head j serves query heads jG .. jG + G - 1
             k, v = k.repeat_interleave(G, dim=1), v.repeat_interleave(G, dim=1)       # (B, H, Tk, D)
-        if pe.overrides("attend"):  # an encoding forming its own logits, by query blocks
+        if plan.kernel == "banded":  # its own logits on a band of near keys, the far ones by SDPA
+            y = pe.attend_banded(q, k, v, plan, self.layer)
+        elif pe.overrides("attend"):  # an encoding forming its own logits, by query blocks
             y = by_blocks(q, k, v, plan, lambda q, k, v, p: pe.attend(q, k, v, p, self.layer))
         else:
             y = attend(q, k, v, plan)

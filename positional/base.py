@@ -13,6 +13,9 @@ An encoding can act in four places of a GPT, and each hook defaults to "do nothi
                              scores are not "q.k plus a fixed bias" (OwnLogits: Shaw, Transformer-XL,
                              ReRoPE, CoPE, FoX, DeBERTa). It costs the fused SDPA kernel; the model may
                              call it on a causal block of queries (ctx.rows: which rows of the forward).
+                             OwnLogits adds far(), where every key `band` or more behind a query takes
+                             one form qa . ka + r_i (Shaw, DeBERTa, FoX): long evaluations then form
+                             logits for the near band alone, SDPA's kernel the rest (attend_banded).
 
 ctx (Ctx below, its fields commented) is the one per-forward object. What an encoding keeps across
 the calls of a generation lives in the cache (ctx.cache.state, ctx.kept) and is gone with it; a
@@ -152,8 +155,9 @@ class PositionalEncoding(nn.Module):
 
     @classmethod
     def overrides(cls, hook):
-        """Whether the class implements `hook` (what needs_score_matrix and the model's paths read)."""
-        return getattr(cls, hook) is not getattr(PositionalEncoding, hook)
+        """Whether the class implements `hook` (what needs_score_matrix and the model's paths read); OwnLogits' far too."""
+        default = getattr(PositionalEncoding, hook, None) or getattr(OwnLogits, hook)
+        return getattr(cls, hook, default) is not default
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -205,14 +209,84 @@ class PositionalEncoding(nn.Module):
 
 class OwnLogits(PositionalEncoding):
     """An encoding whose scores are not q.k plus a bias: logits(q, k, ctx, layer) -> (B, H, Tq, Tk),
-    1/sqrt(D) included (plots and tests read them too), turned into attention by ctx.softmax."""
+    1/sqrt(D) included (plots and tests read them too), turned into attention by ctx.softmax, plus
+    value_term(probs, ctx, layer) where the values carry positions too (Shaw's).
+
+    band = W (optional, with far()): the logits of every key W or more behind a query take one form,
+    qa_i . ka_j + r_i (far()), so that the model may attend by attend_banded at long lengths."""
+    band = None
 
     def logits(self, q, k, ctx, layer):
         raise NotImplementedError
 
-    def attend(self, q, k, v, ctx, layer):
-        return ctx.softmax(self.logits(q, k, ctx, layer), v)[0]
+    def value_term(self, probs, ctx, layer):
+        """What the positions add to the output (B, H, Tq, D) besides probs @ v, or None."""
+        return None
 
+    def far(self, q, k, v, ctx, layer):
+        """(qa, ka, va, r) with logits(i, j) = qa_i . ka_j + r_i (scale included) and values va_j + value_term
+        for every key j at least `band` behind query i: (B, H, T, D'), (B, H, T, D'), (B, H, T, D), (B, H, T)."""
+        raise NotImplementedError
+
+    def attend(self, q, k, v, ctx, layer):
+        y, probs = ctx.softmax(self.logits(q, k, ctx, layer), v)
+        t = self.value_term(probs, ctx, layer)
+        return y if t is None else y + t
+
+    def attend_banded(self, q, k, v, ctx, layer, rows=1024, near_rows=256):
+        """Causal attention over consecutive positions (no cache, window, documents or gradients) with the logits
+        formed only for the band of keys less than W = band behind each query (logits(), blocks of near_rows
+        queries over near_rows + W - 1 keys), the far keys (j <= i - W) by SDPA's fused kernel on far()'s queries
+        and keys, per block of `rows` queries: the keys before the block's, then a causal square. The softmaxes
+        over the parts are joined by their log-sum-exps: O(T (near_rows + W)) logits, none (T, T)."""
+        T = q.shape[2]
+        W = min(self.band, T)
+        flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu   # (out, log-sum-exp)
+        out = []
+        for a in range(0, T, rows):
+            b = min(a + rows, T)
+            y, lse = self.near_band(q, k, v, layer, ctx, a, b, W, near_rows) if W else (None, None)
+            c = max(a, W)   # the block's first query with far keys
+            if c < b:
+                blk = Ctx(ctx.q_pos[a:b], ctx.k_pos[:b - W], n_positions=ctx.n_positions, x=ctx.x, rows=slice(a, b),
+                          scratch=ctx.scratch)
+                qa, ka, va, r = self.far(q[:, :, a:b], k[:, :, :b - W], v[:, :, :b - W], blk, layer)
+                qa, va = qa[:, :, c - a:], F.pad(va, (0, qa.shape[-1] - va.shape[-1]))   # as wide: the fused kernel
+                yf, lf = flash(qa, ka[:, :, c - W:], va[:, :, c - W:], is_causal=True, scale=1.0)   # the square
+                if c > W:   # the keys before the square, seen by every query of it
+                    yf, lf = join(yf, lf, *flash(qa, ka[:, :, :c - W], va[:, :, :c - W], scale=1.0))
+                yf, lf = yf[..., :v.shape[-1]], lf + r[:, :, c - a:]
+                if y is None:
+                    y, lse = yf, lf
+                else:
+                    y[:, :, c - a:], lse[:, :, c - a:] = join(y[:, :, c - a:], lse[:, :, c - a:], yf, lf)
+            out.append(y.to(v.dtype))
+        return torch.cat(out, 2)                                                 # (B, H, T, D)
+
+    def near_band(self, q, k, v, layer, ctx, a, b, W, near_rows):
+        """(y, log-sum-exp) of queries a:b over their keys less than W behind, by blocks of near_rows queries."""
+        ys, lses = [], []
+        for s in range(a, b, near_rows):
+            e, first = min(s + near_rows, b), max(0, s - W + 1)
+            near = Ctx(ctx.q_pos[s:e], ctx.k_pos[first:e], n_positions=ctx.n_positions, x=ctx.x, rows=slice(s, e),
+                       scratch=ctx.scratch)
+            d = distance(near.q_pos, near.k_pos)
+            logits = self.logits(q[:, :, s:e], k[:, :, first:e], near, layer).float()
+            logits = logits.masked_fill((d < 0) | (d >= W), float("-inf"))        # (B, H, e - s, e - first)
+            lse = logits.logsumexp(-1)
+            probs = torch.exp(logits - lse[..., None]).to(v.dtype)
+            y, t = probs @ v[:, :, first:e], self.value_term(probs, near, layer)
+            ys.append(y if t is None else y + t)
+            lses.append(lse)
+        return torch.cat(ys, 2).float(), torch.cat(lses, 2)
+
+
+def join(y, lse, y2, lse2):
+    """Softmax attention over two disjoint sets of keys, (B, H, T, D) outputs with their (B, H, T) log-sum-exps
+    -> the attention over both, and its log-sum-exp."""
+    m = torch.maximum(lse, lse2)
+    w, w2 = torch.exp(lse - m)[..., None], torch.exp(lse2 - m)[..., None]
+    return (y * w + y2 * w2) / (w + w2), m + torch.log(w + w2)[..., 0]
 
 def distance(q_pos, k_pos):
     """(Tq, Tk) d = q_pos - k_pos: >= 0 for past keys (the repo's one convention)."""

@@ -56,6 +56,21 @@ class Deberta(OwnLogits):
         """(H, n, D): the projected position embeddings P W, split into heads."""
         return (self.rel @ w).view(self.buckets, self.n_head, -1).transpose(0, 1)
 
+    @property
+    def band(self):
+        """The first distance of the last bucket (every later one is in it too): attend_banded's far field."""
+        d = torch.arange(self.max_distance + 1)
+        return int(d[log_bucket(d, self.buckets, self.max_distance) == self.buckets - 1][0])
+
+    def far(self, q, k, v, ctx, layer):
+        """(q.k + q.K^r[n-1] + k.Q^r[n-1]) / sqrt(3 D): the key's term as one more channel, the query's a constant."""
+        B, H, T, D = q.shape
+        kr, qr = (self.heads(w[layer])[:, -1].to(q.dtype) for w in (self.w_kr, self.w_qr))    # (H, D) each
+        scale = 1.0 / math.sqrt(3 * D)
+        qa = torch.cat([q, q.new_ones(B, H, T, 1)], -1) * scale
+        ka = torch.cat([k, (k @ qr[:, :, None])], -1)                                       # (B, H, T, D + 1)
+        return qa, ka, v, (q @ kr[:, :, None])[..., 0] * scale
+
     def logits(self, q, k, ctx, layer):
         B, H, Tq, D = q.shape
         Tk = k.shape[2]

@@ -21,7 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .alibi import alibi_slopes
-from .base import OwnLogits, hankel
+from .base import OwnLogits
 
 
 class FoX(OwnLogits):
@@ -61,29 +61,17 @@ class FoX(OwnLogits):
         """sums_of the layer input ctx.x, once per forward and layer (every query block shares them)."""
         return ctx.once((id(self), layer), lambda: self.sums_of(ctx.x, ctx, layer))
 
-    def attend(self, q, k, v, ctx, layer):
-        """Without gradients, a cache, a window, documents or S²-Attn groups (an evaluation forward, in float32), c_i
-        is one constant per row and drops out of the softmax: the decay is the per-key term -c_j, appended to the
-        keys as one more channel (the queries' is 1), and SDPA's fused kernel attends, no (Tq, Tk) logits made.
-        c is shifted by the block's first query's (softmax ignores it) so the logits stay near q.k."""
-        if (torch.is_grad_enabled() or ctx.cache is not None or ctx.window or ctx.doc is not None
-                or ctx.groups is not None or q.dtype != torch.float32):
-            return super().attend(q, k, v, ctx, layer)
+    band = 0   # every key in the far field: attend_banded is SDPA's fused kernel alone
+
+    def far(self, q, k, v, ctx, layer):
+        """c_i - c_j split as a constant per query, c_i - c_a, and one more key channel, c_a - c_j (the queries' 1),
+        a = the block's first query, so that the channel stays near the block's logits; in float32."""
         B, H, Tq, D = q.shape
         c, c_k = self.sums(ctx, layer)
         a, Tk = ctx.rows.start or 0, k.shape[2]
-        key = (c[..., a:a + 1] - c_k[..., :Tk]) * math.sqrt(D)                      # (B, H, Tk): -(c_j - c_a) sqrt(D)
-        qa, ka = torch.cat([q, q.new_ones(B, H, Tq, 1)], -1), torch.cat([k, key[..., None]], -1)   # D + 1 channels
-        va = torch.cat([v, v.new_zeros(B, H, Tk, 1)], -1)        # as wide as q and k: SDPA's fused kernel takes it
-        if Tq == Tk:
-            return F.scaled_dot_product_attention(qa, ka, va, is_causal=True, scale=1.0 / math.sqrt(D))[..., :D]
-        # a block of the last Tq queries over Tk keys, the keys in reverse order: row r sees key j' when r + j' >=
-        # Tq - 1, so the mask is a strided view of one vector (as attend_by_distance's bias), not (Tq, Tk) values
-        t = torch.arange(Tq + Tk - 1, device=q.device)
-        u = torch.zeros(1, len(t), dtype=q.dtype, device=q.device).masked_fill(t < Tq - 1, float("-inf"))
-        y = F.scaled_dot_product_attention(qa, ka.flip(2), va.flip(2), attn_mask=hankel(u, Tq, Tk),
-                                           scale=1.0 / math.sqrt(D))
-        return y[..., :D]
+        qa = torch.cat([q.float() / math.sqrt(D), q.new_ones(B, H, Tq, 1, dtype=torch.float32)], -1)
+        ka = torch.cat([k.float(), (c[..., a:a + 1] - c_k[..., :Tk])[..., None]], -1)        # (B, H, Tk, D + 1)
+        return qa, ka, v.float(), c[..., a:a + Tq] - c[..., a:a + 1]
 
     def logits(self, q, k, ctx, layer):
         """The gates read the layer input ctx.x once per forward and layer (every query block shares them)."""

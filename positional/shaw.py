@@ -55,9 +55,17 @@ class Shaw(OwnLogits):
             return None
         return F.one_hot(self.distances(q_pos, k_pos), self.max_distance + 1).to(dtype)
 
-    def attend(self, q, k, v, ctx, layer):
-        y, probs = ctx.softmax(self.logits(q, k, ctx, layer), v)
-        return y if self.value_emb is None else y + self.values(probs, ctx, layer)
+    @property
+    def band(self):
+        """Keys k or more behind a query share w^K[k] (and w^V[k]): attend_banded's far field."""
+        return self.max_distance
+
+    def far(self, q, k, v, ctx, layer):
+        """q.k / sqrt(D) + q.w^K[k] / sqrt(D), the last a constant per query; the values v + w^V[k]."""
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        r = (q @ self.key_emb[layer, -1].to(q.dtype)) * scale                    # (B, H, T)
+        va = v if self.value_emb is None else v + self.value_emb[layer, -1].to(v.dtype)
+        return q * scale, k, va, r
 
     def logits(self, q, k, ctx, layer):
         q_pos, k_pos = ctx.q_pos, ctx.k_pos
@@ -73,8 +81,10 @@ class Shaw(OwnLogits):
                                k.reshape(B * H, Tk, D).transpose(1, 2), beta=scale, alpha=scale)
         return scores.view(B, H, Tq, Tk)                                     # (q.k + q.w^K[d]) / sqrt(D)
 
-    def values(self, probs, ctx, layer):
+    def value_term(self, probs, ctx, layer):
         """sum_j p_ij w^V[d_ij]: (B, H, Tq, D)."""
+        if self.value_emb is None:
+            return None
         q_pos, k_pos = ctx.q_pos, ctx.k_pos
         B, H = probs.shape[:2]
         e = self.one_hot(q_pos, k_pos, B * H, probs.dtype)

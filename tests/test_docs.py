@@ -106,7 +106,8 @@ def long_table(folder):
              "|---" * 8 + "|"]
     for T, e, r, c in rows:
         cls = positional.REGISTRY[e]   # model.choose_kernel's choice for one long causal forward without gradients
-        path = "relative" if cls.relative_bias else "own, by blocks" if cls.overrides("attend") else "blocks"
+        path = ("relative" if cls.relative_bias else "banded" if cls.overrides("far") else
+                "own, by blocks" if cls.overrides("attend") else "blocks")
         kernel = (r["args"]["long_kernel"] or path) if cls.needs_score_matrix else "sdpa causal"
         t, m = c["s"] / ref[T]["s"], c["peak_bytes"] / ref[T]["peak_bytes"]
         lines.append(f"| {e} | {kernel} | {T:,} | {c['s']:.1f} | {t:.2f} | {c['peak_bytes'] / 2 ** 20:.0f} | {m:.2f} | "

@@ -69,7 +69,7 @@ def test_shaw_matches_the_papers_formulas(max_distance):
         want_e, want_z = shaw_reference(q, k, v, pe.key_emb[layer], pe.value_emb[layer], q_pos, k_pos, max_distance)
         e = scores(pe, q, k, q_pos, k_pos, layer).masked_fill(~visible(q_pos, k_pos), float("-inf"))
         p = e.softmax(-1)
-        z = p @ v + pe.values(p, Ctx(q_pos, k_pos), layer)
+        z = p @ v + pe.value_term(p, Ctx(q_pos, k_pos), layer)
         torch.testing.assert_close(e, want_e)
         torch.testing.assert_close(z, want_z, rtol=1e-5, atol=1e-5)
 

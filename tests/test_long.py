@@ -166,15 +166,43 @@ def test_a_bias_by_distance_is_read_as_a_view(name, monkeypatch):
     assert seen.largest <= 64 * T, seen.largest   # the embeddings and logits, (T, 16) and (T, 40): no block of scores
 
 
-def test_fox_decay_as_a_key_channel_equals_its_logits(monkeypatch):
-    """FoX without gradients attends with its decay as one more key channel (SDPA, c_i dropped from the softmax):
-    the same as its logits (the path with gradients), whole and by query blocks of 8, where c_i is large."""
-    model = tiny_gpt("fox")
-    with torch.no_grad():
-        model.pe.bias.fill_(-3.0)   # gates near 0.05: c falls by ~3 a position, c_i far from 0 at the end
+BANDED = [n for n, cls in positional.REGISTRY.items() if cls.overrides("far")]
+
+
+@pytest.mark.parametrize("name", BANDED)
+def test_a_band_of_own_logits_and_the_far_field_by_sdpa(name, monkeypatch):
+    """The banded kernel (the encoding's logits on the keys less than `band` behind, far() through SDPA's fused
+    kernel, joined by log-sum-exps) equals the logits path with gradients: in the model (bands shorter than the
+    sequence: Shaw k = 3, DeBERTa's last bucket from 8) and called with blocks of 1 to 8 queries; a window, gapped
+    positions or a cache keep the query blocks; the largest storage of a 4,096-token forward is O(T)."""
+    kw = {"shaw": dict(shaw_max_distance=3), "deberta": dict(deberta_buckets=8, deberta_max_distance=12)}.get(name, {})
+    model = tiny_gpt(name, **kw)
+    if name == "fox":
+        with torch.no_grad():
+            model.pe.bias.fill_(-3.0)   # gates near 0.05: c falls by ~3 a position, c_i far from 0 at the end
+    assert model.pe.band < 30 - 8
     idx = torch.randint(0, 40, (2, 30), generator=torch.Generator().manual_seed(7))
-    logits = model(idx)[0].detach()                               # gradients on: q.k + c_i - c_j formed
+    reference = model(idx)[0].detach()                               # gradients on: the logits formed
+    g = torch.Generator().manual_seed(8)
+    q, k, v = (torch.randn(2, 4, 30, 8, generator=g) for _ in range(3))
+    ctx = positional.base.Ctx(torch.arange(30), torch.arange(30), causal=True, x=torch.randn(2, 30, 32, generator=g))
     with torch.no_grad():
-        torch.testing.assert_close(model(idx)[0], logits, rtol=1e-4, atol=1e-5)
-        blocked_calls(monkeypatch, 8)
-        torch.testing.assert_close(model(idx)[0], logits, rtol=1e-4, atol=1e-5)
+        monkeypatch.setattr(model_mod, "ATTENTION_BLOCK", 8)
+        assert {p.kernel for p in model.plans(torch.arange(30), None, model.encodings).values()} == {"banded"}
+        torch.testing.assert_close(model(idx)[0], reference, rtol=1e-4, atol=1e-5)
+        whole = model.pe.attend(q, k, v, ctx, 1)
+        for rows, near_rows in ((8, 4), (7, 3), (1, 1)):
+            torch.testing.assert_close(model.pe.attend_banded(q, k, v, ctx, 1, rows, near_rows), whole,
+                                       rtol=1e-4, atol=1e-5)
+        windowed = tiny_gpt(name, window=9, **kw)
+        assert {p.kernel for p in windowed.plans(torch.arange(30), None, windowed.encodings).values()} == {"blocks"}
+        assert {p.kernel for p in model.plans(torch.arange(30) * 2, None, model.encodings).values()} == {"blocks"}
+        model.setup_cache(2, 30)
+        assert {p.kernel for p in model.plans(torch.arange(30), model.kv_cache, model.encodings).values()} == {"blocks"}
+        model.clear_cache()
+    T = 4096
+    big = tiny_gpt(name, n_layer=1, n_head=2, n_embd=16, block_size=T, **kw)
+    monkeypatch.setattr(model_mod, "ATTENTION_BLOCK", 1024)
+    with torch.no_grad(), LargestTensor() as seen:
+        big(torch.zeros(1, T, dtype=torch.long))
+    assert seen.largest <= 2 ** 20, seen.largest   # a band's logits, 2 x 256 x 267 (the dense: 2 x T x T = 2^25)
