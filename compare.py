@@ -70,6 +70,7 @@ DEFAULTS = {   # compare.py's own keys; every other key is a training key (train
     "context_reference": "",          # lm, with context_use: this encoding also trained at finetune_factor x L
     "variants": {},                   # lm: named runs with their own training keys, {name: {key: value}}
     "tasks": ["copy"],                # tasks: the tasks trained and scored
+    "task_recipes": {},               # tasks: {task: {training key: value}}, a task's own recipe (configs/tasks/<task>.py)
     "samples": 200,                   # tasks: examples scored per point
     "multiples": [1, 2, 4, 8, 16],    # tasks: scored lengths, in units of block_size (1 needed: the mastery filter)
     "finetune_steps": [],             # tasks (passkey): PI's Table 4, the fine-tune at finetune_factor x L scored
@@ -139,6 +140,12 @@ def check_tasks(settings, train_keys, cfg):
     for name in settings["tasks"]:
         tasks.TaskData(name).check(cfg.block_size)   # unknown task, or one block_size cannot hold
     for keys in settings["variants"].values():
+        Config(**dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()})).validate()
+    for task, keys in settings["task_recipes"].items():
+        tasks.TaskData(task)   # an unknown task
+        if not isinstance(keys, dict) or set(keys) & set(PER_RUN):
+            raise ConfigError(f"task_recipes[{task!r}] must be a dict of training keys other than "
+                              f"{', '.join(PER_RUN)}, e.g. {{'max_iters': 2500, 'learning_rate': 1e-3}}; got {keys!r}")
         Config(**dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()})).validate()
     if settings["samples"] < 1 or 1 not in settings["multiples"]:
         raise ConfigError(f"samples must be >= 1 and multiples must hold 1 (a run counts as learned by its exact "
@@ -534,7 +541,7 @@ def task_windows(run, settings, train_keys, cfg):
 
 def task_run(run, settings, train_keys, cfg):
     """Train (or resume) and score one task run (and PI's Table 4 with finetune_steps); -> its scores and timings."""
-    train(run, settings, train_keys, cfg.max_iters)
+    train(run, settings, train_keys, run["iters"])
     scored = task_scores(run["dir"], settings)
     train_s = compare_report.read_log(run["dir"])["wall_s"]
     print(f"{run['say']} " + ", ".join(f"{x['length']}: {'n/a' if x['exact'] is None else format(x['exact'], '.0%')}"
@@ -551,12 +558,14 @@ def plan(settings, train_keys):
     runs = [(task, enc, seed) for task, seed, enc in itertools.product(
         settings["tasks"] if settings["suite"] == "tasks" else [""], settings["seed_list"], settings["encodings"])]
     for i, (task, enc, seed) in enumerate(runs):
-        keys = dict(run_keys(enc, settings), **({"task": task} if task else {}))
+        recipe = {k: coerce(k, v) for k, v in settings["task_recipes"].get(task, {}).items()}
+        keys = dict(run_keys(enc, settings), **({"task": task, **recipe} if task else {}))
         run_dir = os.path.join(settings["out_root"], task, f"{enc}-s{seed}")
         runs[i] = dict(task=task, encoding=enc, seed=seed, dir=run_dir, keys=keys,
                        tag="-".join(filter(None, [task, enc, f"s{seed}"])),
                        say=f"[{i + 1}/{len(runs)} {' '.join(filter(None, [task, enc]))} s{seed}]",
-                       done=trained_iters(run_dir, dict(train_keys, **keys, seed=seed)))
+                       done=trained_iters(run_dir, dict(train_keys, **keys, seed=seed)),
+                       iters=keys.get("max_iters", train_keys.get("max_iters", FIELDS["max_iters"].default)))
     return runs
 
 
@@ -577,8 +586,8 @@ def main(argv):
     lm = settings["suite"] == "lm"
     what = " x ".join(", ".join(x) for x in ([] if lm else settings["tasks"], settings["encodings"]) if x)
     print(f"compare: {len(runs)} runs ({what} x seeds {settings['seed_list']}), "
-          f"{sum(r['done'] < cfg.max_iters for r in runs)} to train, {cfg.max_iters} "
-          f"iters of {cfg.batch_size * cfg.block_size:,} tokens each, {settings['jobs']} side by side with "
+          f"{sum(r['done'] < r['iters'] for r in runs)} to train, {cfg.max_iters} "
+          f"iters (or a task's recipe's) of {cfg.batch_size * cfg.block_size:,} tokens each, {settings['jobs']} side by side with "
           f"{settings['threads']} thread(s) each, in {settings['out_root']}/", flush=True)
     t0, results, failed = time.time(), {}, []
 

@@ -192,6 +192,10 @@ def write_comparison(results, failed, settings, train_len, wall_s, command):
           f"{sum(r['train_s'] for r in results) / 60:.1f} min, scoring "
           f"{sum(r.get('score_s', 0) for r in results) / 60:.1f} min, summed over runs; runs reused from an "
           f"earlier call count their first time).", ""]
+    recipes = {t: r for t, r in settings.get("task_recipes", {}).items() if t in task_names}
+    if recipes:
+        md += ["Tasks trained on their own recipe (the rest on the config's): " + "; ".join(
+            f"{t}: " + ", ".join(f"{k}={v}" for k, v in r.items()) for t, r in recipes.items()) + ".", ""]
     if failed:
         md += ["Failed runs: " + "; ".join(f"{run['tag']}: {msg}" for run, msg in failed), ""]
     md += ranking(results, task_names, encs, train_len)

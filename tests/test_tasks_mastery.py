@@ -121,3 +121,34 @@ def test_table4_cells_by_hand(tmp_path):
     with open(tmp_path / "finetune_windows.csv") as f:
         assert sum(r["learned"] == "False" for r in csv.DictReader(f)) == 4
     assert (tmp_path / "finetune_windows.png").stat().st_size > 0
+
+
+SUITE = ["configs/tasks/compare.py", "--block_size=12", "--n_layer=1", "--n_head=2", "--n_embd=16", "--batch_size=8",
+         "--max_iters=2", "--lr_decay_iters=2", "--warmup_iters=1", "--eval_interval=2", "--eval_iters=1",
+         "--device=cpu", "--seeds=1", "--jobs=1", "--threads=1", "--samples=2", "--multiples=1,2",
+         "--encodings=rope", "--tasks=copy,parity"]
+
+
+def test_a_task_trains_on_its_own_recipe(tmp_path):
+    """task_recipes: copy trains with its recipe's keys (4 iterations at its learning rate), parity on the config's
+    (2); the report names the recipe; a second call trains nothing again."""
+    recipes = "--task_recipes={'copy': {'max_iters': 4, 'lr_decay_iters': 4, 'learning_rate': 5e-4}}"
+    args = [*SUITE, recipes, f"--out_root={tmp_path}", f"--report_dir={tmp_path / 'report'}"]
+    compare.main(args)
+    copy_run, parity_run = (checkpoint.load(str(tmp_path / t / "rope-s1337")) for t in ("copy", "parity"))
+    assert (copy_run["iter_num"], copy_run["config"]["learning_rate"]) == (4, 5e-4)
+    assert (parity_run["iter_num"], parity_run["config"]["learning_rate"]) == (2, 3e-3)
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "own recipe (the rest on the config's): copy: max_iters=4, lr_decay_iters=4, learning_rate=0.0005." in md
+    log = (tmp_path / "copy" / "rope-s1337" / "train.out").read_text()
+    compare.main(args)
+    assert (tmp_path / "copy" / "rope-s1337" / "train.out").read_text() == log
+
+
+@pytest.mark.parametrize("bad, says", [("{'copy': {'seed': 3}}", "task_recipes['copy'] must be a dict"),
+                                       ("{'sorting': {'max_iters': 3}}", "sorting"),
+                                       ("{'copy': {'learning_rate': -1}}", "learning_rate")])
+def test_bad_task_recipes_one_line(bad, says, tmp_path, capsys):
+    from tests.inproc import one_line_error
+    err = one_line_error(compare.main, [*SUITE, f"--task_recipes={bad}", f"--out_root={tmp_path / 'x'}"], capsys)
+    assert says in err and not (tmp_path / "x").exists()

@@ -13,6 +13,12 @@ tasks = ["copy", "reverse", "duplicate", "parity", "addition", "passkey", "mqar"
 variants = {f"{enc}_randomized": {"pos_encoding": enc, "position_sampling": "randomized", "max_position": 512}
             for enc in ("learned", "sinusoidal", "rope")}
 encodings = ["none", "learned", "sinusoidal", "t5", "rope", "alibi", *variants]
+# each task's own recipe where the base one does not learn it (configs/tasks/<task>.py, docs/tasks.md "Recipes
+# that learn"); compare.py trains that task with these keys
+import importlib as _importlib
+_RECIPE_KEYS = ("max_iters", "lr_decay_iters", "learning_rate", "warmup_iters")
+task_recipes = {t: {k: getattr(_importlib.import_module(f"configs.tasks.{t}"), k) for k in _RECIPE_KEYS}
+                for t in ("copy", "reverse")}
 seeds = 3
 jobs = 2
 out_root = "out-tasks"
