@@ -479,8 +479,10 @@ def lm_run(run, settings, train_keys, cfg):
 
 
 # compare.py's keys that do not change what a run measures
+# compare keys that do not change what an lm run measures. Every other key is in the kept runs' key, so a key
+# added to DEFAULTS must come here unless it does (else every kept run stops matching)
 NOT_MEASURED = ("encodings", "only", "seeds", "out_root", "report_dir", "jobs", "threads", "plots", "eval_device",
-                "eval_dtype", "kept_only")
+                "eval_dtype", "kept_only", "task_recipes")
 
 
 def kept_key(run, settings, train_keys, cfg):

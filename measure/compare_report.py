@@ -16,7 +16,7 @@ import matplotlib.ticker
 
 import positional
 from model import GPTConfig
-from measure import context_use, stats
+from measure import context_use, published, stats
 from measure.panels import FAMILIES, draw_seeds, family, fit_panels, length_axis, panel_grid, small_multiples
 from positional.rope import RoPESettings
 from positional.rope_scaling.effective import effect
@@ -527,7 +527,8 @@ def write(results, failed, settings, cfg, command, baselines=()):
              if row.get("trained_params")}   # LongLoRA's fine-tune trains adapters, embeddings and norms only
     md += finetune_lines(by_label, notes, settings, cfg) if settings["finetune_len"] in lengths else []
     md += effective_scale_lines(settings, cfg, lengths, out)
-    md += paired_lines(prows) + write_context(results, out, cfg.block_size)
+    md += paired_lines(prows) + published.section(read_eval(out), cfg.block_size)
+    md += write_context(results, out, cfg.block_size)
     caption = lambda name: (f"{CAPTIONS.get(name, name.replace('_', ' ') + '.')}\n\n"  # noqa: E731
                             f"![{name}]({os.path.relpath(pngs[name], out)})\n")
     runs_plots = ("val_loss", "ppl_vs_length")

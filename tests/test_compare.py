@@ -273,3 +273,17 @@ def test_the_task_suite_is_chosen_by_the_config():
 def test_compare_without_arguments_prints_the_usage_and_runs_nothing():
     r = run_py("compare.py", check=False)
     assert r.returncode == 2 and r.stderr.startswith("usage: python compare.py CONFIG_FILE") and r.stdout == ""
+
+
+def test_the_committed_kept_runs_still_match_their_config():
+    """Every run kept in reports/compare-cpu/runs/ matches configs/compare_cpu.py's key for it, so a later call
+    anywhere takes it instead of training it again (a compare key added to DEFAULTS without NOT_MEASURED, or a
+    changed default, would silently orphan hours of training)."""
+    from measure import kept
+    settings, train_keys, cfg = compare.parse(["configs/compare_cpu.py"])
+    runs = [r for r in compare.plan(settings, train_keys)
+            if os.path.exists(os.path.join(kept.folder(settings["report_dir"], r["tag"]), "result.json"))]
+    assert runs, "no kept run in reports/compare-cpu/runs/"
+    for r in runs:
+        assert kept.load(kept.folder(settings["report_dir"], r["tag"]),
+                         compare.kept_key(r, settings, train_keys, cfg)) is not None, r["tag"]

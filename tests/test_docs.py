@@ -142,6 +142,14 @@ def paired_block(eval_csv):
     return "\n".join(paired_table(paired_rows(read_eval(os.path.dirname(eval_csv))))) + "\n"
 
 
+def published_block(eval_chunks_csv):
+    """The published-behaviours table of the report folder holding eval_chunks_csv (L: its shortest length)."""
+    from measure import published
+    from measure.compare_report import read_eval
+    rows = read_eval(os.path.dirname(eval_chunks_csv))
+    return "\n".join(published.lines(rows, min(r["length"] for r in rows))) + "\n"
+
+
 def recipe_lines(report_md):
     """The recipe and evaluation lines of a compare report."""
     return "".join(line for line in open(report_md) if line.startswith(("- recipe:", "- evaluation:")))
@@ -149,6 +157,7 @@ def recipe_lines(report_md):
 
 GENERATORS = {"reports/compare/runs.csv": ppl_table, "reports/compare-family/runs.csv": ppl_table,
               "reports/compare-cpu/runs.csv": ppl_table, "reports/compare-cpu/report.md": recipe_lines,
+              "reports/compare-cpu/eval_chunks.csv": published_block,
               "reports/compare/eval.csv": paired_block, "reports/compare/report.md": recipe_lines,
               "reports/tasks/runs.csv": mastery_table,
               "benchmarks/raw/issue22_64k/": long_table, "benchmarks/raw/issue22_16384_32768_default/": long_table, "benchmarks/raw/issue22_train_memory": train_memory_table,
