@@ -57,7 +57,7 @@ DEFAULTS = {   # compare.py's own keys; every other key is a training key (train
     "rope_factors": {},               # lm: {method: s} for the methods whose factor is not rope_factor
     "scaled_encodings": [],           # lm: the encodings evaluated with rope_scalings; []: all that take them
     "plots": True,                    # lm: also draw what each encoding does (measure/plots.py)
-    "kept_only": False,               # lm: the report of the runs kept in report_dir so far; nothing trained
+    "kept_only": False,               # the report of the runs kept in report_dir so far; nothing trained
     "finetune_iters": [],             # lm: fine-tune budgets at s L (iterations), one label each; []: none
     "finetune_factor": 0.0,           # lm: s of the fine-tune; 0: rope_factor
     "finetune_methods": [],           # lm: the methods of rope_scalings fine-tuned (besides "direct"); []: all of them
@@ -478,7 +478,6 @@ def lm_run(run, settings, train_keys, cfg):
     return dict(run, **kept.rounded(got))   # the report reads the same numbers as from a kept result
 
 
-# compare.py's keys that do not change what a run measures
 # compare keys that do not change what an lm run measures. Every other key is in the kept runs' key, so a key
 # added to DEFAULTS must come here unless it does (else every kept run stops matching)
 NOT_MEASURED = ("encodings", "only", "seeds", "out_root", "report_dir", "jobs", "threads", "plots", "eval_device",
@@ -490,7 +489,7 @@ def kept_key(run, settings, train_keys, cfg):
     keys (those that change what is trained) and its iterations."""
     own = {k: settings[k] for k in DEFAULTS if k not in NOT_MEASURED}
     trained = {k: v for k, v in dict(train_keys, **run["keys"]).items() if k not in NOT_COMPARED}
-    return dict(own, trained=trained, seed=run["seed"], iters=cfg.max_iters, targets=evaluation.TARGETS)
+    return dict(own, trained=trained, seed=run["seed"], iters=run["iters"], targets=evaluation.TARGETS)
 
 
 def baselines(results, settings, cfg):
@@ -542,7 +541,13 @@ def task_windows(run, settings, train_keys, cfg):
 
 
 def task_run(run, settings, train_keys, cfg):
-    """Train (or resume) and score one task run (and PI's Table 4 with finetune_steps); -> its scores and timings."""
+    """Train (or resume) and score one task run (and PI's Table 4 with finetune_steps); -> its scores and timings,
+    also kept in the report folder (measure/kept.py), as an lm run's: a kept run is not run again, anywhere."""
+    key, where = kept_key(run, settings, train_keys, cfg), kept.folder(settings["report_dir"], run["tag"])
+    got = kept.load(where, key)
+    if got is not None:
+        print(f"{run['say']} kept in {where}: skipped", flush=True)
+        return dict(run, **got)
     train(run, settings, train_keys, run["iters"])
     scored = task_scores(run["dir"], settings)
     train_s = compare_report.read_log(run["dir"])["wall_s"]
@@ -550,7 +555,9 @@ def task_run(run, settings, train_keys, cfg):
                                        for x in scored["rows"])
           + f" ({train_s:.0f}s train, {scored.get('score_s', 0):.0f}s score)", flush=True)
     windows = task_windows(run, settings, train_keys, cfg) if settings["finetune_steps"] else []
-    return dict(run, **scored, train_s=train_s, windows=windows)
+    got = dict(scored, train_s=train_s, windows=windows)
+    kept.save(where, key, got, run["dir"])
+    return dict(run, **kept.rounded(got))
 
 
 # ---- the comparison -------------------------------------------------------------------
@@ -600,7 +607,7 @@ def main(argv):
             print(f"{runs[i]['say']} error: {e}", file=sys.stderr, flush=True)
             failed.append((runs[i], str(e)))
 
-    if lm and settings["kept_only"]:   # an interim report: the finished runs, the rest left for later
+    if settings["kept_only"]:   # an interim report: the finished runs, the rest left for later
         runs = [r for r in runs if kept.load(kept.folder(settings["report_dir"], r["tag"]),
                                              kept_key(r, settings, train_keys, cfg)) is not None]
         print(f"compare: {len(runs)} runs kept in {settings['report_dir']}/runs", flush=True)

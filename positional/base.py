@@ -14,8 +14,9 @@ An encoding can act in four places of a GPT, and each hook defaults to "do nothi
                              ReRoPE, CoPE, FoX, DeBERTa). It costs the fused SDPA kernel; the model may
                              call it on a causal block of queries (ctx.rows: which rows of the forward).
                              OwnLogits adds far(), where every key `band` or more behind a query takes
-                             one form qa . ka + r_i (Shaw, DeBERTa, FoX): long evaluations then form
-                             logits for the near band alone, SDPA's kernel the rest (attend_banded).
+                             one form qa . ka + r_i (Shaw, DeBERTa, FoX, CoPE where far_holds): long
+                             evaluations then form logits for the near band alone, SDPA's kernel the
+                             rest (attend_banded).
 
 ctx (Ctx below, its fields commented) is the one per-forward object. What an encoding keeps across
 the calls of a generation lives in the cache (ctx.cache.state, ctx.kept) and is gone with it; a
@@ -228,6 +229,11 @@ class OwnLogits(PositionalEncoding):
         for every key j at least `band` behind query i: (B, H, T, D'), (B, H, T, D'), (B, H, T, D), (B, H, T)."""
         raise NotImplementedError
 
+    def far_holds(self, q, k, ctx, layer):
+        """(B, H, Tq) whether every key `band` or more behind each query takes far()'s form, where the content
+        decides it (CoPE), else None (always): q the queries of ctx.q_pos, k their band's keys (ctx.k_pos)."""
+        return None
+
     def attend(self, q, k, v, ctx, layer):
         y, probs = ctx.softmax(self.logits(q, k, ctx, layer), v)
         t = self.value_term(probs, ctx, layer)
@@ -245,7 +251,7 @@ class OwnLogits(PositionalEncoding):
         out = []
         for a in range(0, T, rows):
             b = min(a + rows, T)
-            y, lse = self.near_band(q, k, v, layer, ctx, a, b, W, near_rows) if W else (None, None)
+            y, lse, holds = self.near_band(q, k, v, layer, ctx, a, b, W, near_rows) if W else (None, None, None)
             c = max(a, W)   # the block's first query with far keys
             if c < b:
                 blk = Ctx(ctx.q_pos[a:b], ctx.k_pos[:b - W], n_positions=ctx.n_positions, x=ctx.x, rows=slice(a, b),
@@ -260,12 +266,19 @@ class OwnLogits(PositionalEncoding):
                     y, lse = yf, lf
                 else:
                     y[:, :, c - a:], lse[:, :, c - a:] = join(y[:, :, c - a:], lse[:, :, c - a:], yf, lf)
+            for s in range(c, b, 64) if holds is not None else ():   # rows whose far keys are not all far: exact
+                e = min(s + 64, b)
+                if not bool(holds[..., s - a:e - a].all()):
+                    exact = Ctx(ctx.q_pos[s:e], ctx.k_pos[:e], n_positions=ctx.n_positions, x=ctx.x, rows=slice(s, e),
+                                scratch=ctx.scratch)
+                    y[:, :, s - a:e - a] = self.attend(q[:, :, s:e], k[:, :, :e], v[:, :, :e], exact, layer)
             out.append(y.to(v.dtype))
         return torch.cat(out, 2)                                                 # (B, H, T, D)
 
     def near_band(self, q, k, v, layer, ctx, a, b, W, near_rows):
-        """(y, log-sum-exp) of queries a:b over their keys less than W behind, by blocks of near_rows queries."""
-        ys, lses = [], []
+        """(y, log-sum-exp, far_holds or None) of queries a:b over their keys less than W behind, by blocks of
+        near_rows queries."""
+        ys, lses, holds = [], [], []
         for s in range(a, b, near_rows):
             e, first = min(s + near_rows, b), max(0, s - W + 1)
             near = Ctx(ctx.q_pos[s:e], ctx.k_pos[first:e], n_positions=ctx.n_positions, x=ctx.x, rows=slice(s, e),
@@ -278,7 +291,8 @@ class OwnLogits(PositionalEncoding):
             y, t = probs @ v[:, :, first:e], self.value_term(probs, near, layer)
             ys.append(y if t is None else y + t)
             lses.append(lse)
-        return torch.cat(ys, 2).float(), torch.cat(lses, 2)
+            holds.append(self.far_holds(q[:, :, s:e], k[:, :, first:e], near, layer))
+        return torch.cat(ys, 2).float(), torch.cat(lses, 2), None if holds[0] is None else torch.cat(holds, 2)
 
 
 def join(y, lse, y2, lse2):

@@ -57,6 +57,23 @@ class CoPE(OwnLogits):
     def from_config(cls, cfg, s):
         return cls(cfg.n_layer, cfg.n_embd // cfg.n_head, s.cope_max_position or cfg.block_size)
 
+    @property
+    def band(self):
+        """Keys whose count reaches P share e[P]: 4 P keys behind, the gates' sum (about half a key each at
+        initialisation) mostly has; far_holds says where it has not."""
+        return 4 * self.max_position
+
+    def far(self, q, k, v, ctx, layer):
+        """q.k / sqrt(D) + q.e[P] / sqrt(D), the last a constant per query."""
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        return q * scale, k, v, (q @ self.emb[layer, -1].to(q.dtype)) * scale
+
+    def far_holds(self, q, k, ctx, layer):
+        """Whether the gates of the band's keys (d < W) already sum to P: every key behind them counts P."""
+        d = ctx.q_pos[:, None] - ctx.k_pos[None, :]
+        gates = torch.sigmoid((q @ k.transpose(-1, -2)).float() / math.sqrt(q.shape[-1]))
+        return gates.masked_fill((d < 0) | (d >= self.band), 0.0).sum(-1) >= self.max_position
+
     def logits(self, q, k, ctx, layer):
         scale = 1.0 / math.sqrt(q.shape[-1])
         s = (q @ k.transpose(-1, -2)) * scale                                   # (B, H, Tq, Tk)

@@ -175,7 +175,8 @@ def test_a_band_of_own_logits_and_the_far_field_by_sdpa(name, monkeypatch):
     kernel, joined by log-sum-exps) equals the logits path with gradients: in the model (bands shorter than the
     sequence: Shaw k = 3, DeBERTa's last bucket from 8) and called with blocks of 1 to 8 queries; a window, gapped
     positions or a cache keep the query blocks; the largest storage of a 4,096-token forward is O(T)."""
-    kw = {"shaw": dict(shaw_max_distance=3), "deberta": dict(deberta_buckets=8, deberta_max_distance=12)}.get(name, {})
+    kw = {"shaw": dict(shaw_max_distance=3), "deberta": dict(deberta_buckets=8, deberta_max_distance=12),
+          "cope": dict(cope_max_position=2)}.get(name, {})
     model = tiny_gpt(name, **kw)
     if name == "fox":
         with torch.no_grad():
@@ -206,3 +207,22 @@ def test_a_band_of_own_logits_and_the_far_field_by_sdpa(name, monkeypatch):
     with torch.no_grad(), LargestTensor() as seen:
         big(torch.zeros(1, T, dtype=torch.long))
     assert seen.largest <= 2 ** 20, seen.largest   # a band's logits, 2 x 256 x 267 (the dense: 2 x T x T = 2^25)
+
+
+def test_cope_rows_whose_count_has_not_reached_p_are_exact(monkeypatch):
+    """CoPE's far form needs the band's gates to sum to P; with a band of 5 keys and P = 2 some rows fall short
+    (gates ~0.5), and those rows are computed whole: the banded result still equals the logits path, and it
+    would not if every row were taken as far (far_holds always true)."""
+    from positional.cope import CoPE
+    model = tiny_gpt("cope", cope_max_position=2)
+    monkeypatch.setattr(CoPE, "band", 5)
+    g = torch.Generator().manual_seed(9)
+    q, k, v = (torch.randn(2, 4, 30, 8, generator=g) for _ in range(3))
+    ctx = positional.base.Ctx(torch.arange(30), torch.arange(30), causal=True)
+    with torch.no_grad():
+        whole = model.pe.attend(q, k, v, ctx, 1)
+        holds = model.pe.far_holds(q, k, ctx, 1)[..., 5:]
+        assert 0 < holds.float().mean() < 0.9, holds.float().mean()
+        torch.testing.assert_close(model.pe.attend_banded(q, k, v, ctx, 1, 8, 4), whole, rtol=1e-4, atol=1e-5)
+        monkeypatch.setattr(CoPE, "far_holds", lambda self, q, k, c, layer: torch.ones(q.shape[:3], dtype=torch.bool))
+        assert (model.pe.attend_banded(q, k, v, ctx, 1, 8, 4) - whole).abs().max() > 1e-4   # exact: ~1e-6

@@ -152,3 +152,19 @@ def test_bad_task_recipes_one_line(bad, says, tmp_path, capsys):
     from tests.inproc import one_line_error
     err = one_line_error(compare.main, [*SUITE, f"--task_recipes={bad}", f"--out_root={tmp_path / 'x'}"], capsys)
     assert says in err and not (tmp_path / "x").exists()
+
+
+def test_a_kept_task_run_is_not_run_again_anywhere(tmp_path):
+    """A task run's scores are kept in the report folder: with the run folders gone (another machine), the same
+    report comes back and nothing is trained; --kept_only=True reports what is kept."""
+    args = [*SUITE, "--tasks=copy", f"--out_root={tmp_path / 'out'}", f"--report_dir={tmp_path / 'report'}"]
+    compare.main(args)
+    first = (tmp_path / "report" / "runs.csv").read_text()
+    assert (tmp_path / "report" / "runs" / "copy-rope-s1337" / "result.json").exists()
+    shutil.rmtree(tmp_path / "out")
+    compare.main(args)
+    assert not (tmp_path / "out" / "copy" / "rope-s1337" / "train.out").exists()   # nothing trained
+    assert (tmp_path / "report" / "runs.csv").read_text() == first
+    compare.main([*args, "--kept_only=True", "--seeds=2"])   # seed 1338 not kept: left out, not trained
+    assert (tmp_path / "report" / "runs.csv").read_text() == first
+    assert not (tmp_path / "out" / "copy" / "rope-s1338").exists()
