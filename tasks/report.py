@@ -142,7 +142,7 @@ def plot_windows(path, cells, steps, lengths, train_len, finetune_len):
             ax.axhline(n, color="grey", linestyle=":", lw=1)
             ax.text(-0.3, n, what, fontsize=7, va="bottom", ha="left", color="grey")
         ax.set_xticks(range(len(steps)), [str(k) for k in steps])
-        ax.set_yticks(lengths, [str(n) for n in lengths])
+        ax.set_yticks([0, *lengths], ["0 (none)", *(str(n) for n in lengths)])   # 0: not even L passes PI's rule
     return path
 
 
