@@ -436,9 +436,8 @@ def paired_rows(rows):
             if not seeds:
                 continue
             a, b = [by[label][length][s] for s in seeds], [by[ref][length][s] for s in seeds]
-            chunked = len({len(r["chunk_loss"]) for r in a + b}) == 1 and len(a[0]["chunk_loss"]) > 1
-            p = stats.paired([r["loss"] for r in a], [r["loss"] for r in b],
-                             *([[r["chunk_loss"] for r in a], [r["chunk_loss"] for r in b]] if chunked else []))
+            p = stats.paired_evals(a, b)
+            chunked = not math.isnan(p.lo)
             lo, hi = p.interval()
             out.append(dict(label=label, reference=ref, length=length, seeds=p.n, mean=p.mean, sd=p.sd, agree=p.agree,
                             lo=lo, hi=hi, interval=f"{len(a[0]['chunk_loss'])} chunks" if chunked else "seeds",

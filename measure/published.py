@@ -80,9 +80,7 @@ def check(claim, by, train_len, budget, four_gram=None):
     if not (learned(a, by, train_len, four_gram) and learned(b, by, train_len, four_gram)):
         return a, b, None, "not learned"
     rows_a, rows_b = [ra[s] for s in seeds], [rb[s] for s in seeds]
-    chunked = len({len(r["chunk_loss"]) for r in rows_a + rows_b}) == 1 and len(rows_a[0]["chunk_loss"]) > 1
-    p = stats.paired([r["loss"] for r in rows_a], [r["loss"] for r in rows_b],
-                     *([[r["chunk_loss"] for r in rows_a], [r["chunk_loss"] for r in rows_b]] if chunked else []))
+    p = stats.paired_evals(rows_a, rows_b)
     if claim.sign == 0:   # an identity: equal to float precision in every seed
         return a, b, p, "agrees" if all(abs(x["loss"] - y["loss"]) < 1e-5 for x, y in zip(rows_a, rows_b)) \
             else "contradicts"

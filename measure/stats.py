@@ -65,6 +65,14 @@ def paired(a, b, per_doc_a=None, per_doc_b=None, rounds=2000, seed=0):
     return out
 
 
+def paired_evals(rows_a, rows_b):
+    """paired() of two lists of evaluation rows ({loss, chunk_loss}), one per seed in the same order: the bootstrap
+    over the chunks where every row has the same number of them (more than one), else none (Student's t)."""
+    chunked = len({len(r["chunk_loss"]) for r in rows_a + rows_b}) == 1 and len(rows_a[0]["chunk_loss"]) > 1
+    return paired([r["loss"] for r in rows_a], [r["loss"] for r in rows_b],
+                  *([[r["chunk_loss"] for r in rows_a], [r["chunk_loss"] for r in rows_b]] if chunked else []))
+
+
 def bootstrap(doc_diff, rounds=2000, seed=0, level=0.95):
     """Percentile interval of the mean over seeds and documents of doc_diff (seeds, documents),
     resampling documents (the same draw for every seed, since the seeds saw the same documents)."""
