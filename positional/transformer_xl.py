@@ -22,7 +22,7 @@ import math
 import torch
 from torch import nn
 
-from .base import OwnLogits, distance
+from .base import OwnLogits, distance, join
 from .sinusoidal import sinusoidal_table
 
 
@@ -73,6 +73,27 @@ class TransformerXL(OwnLogits):
         P = (qv @ r.transpose(-1, -2)).contiguous()                                 # (B, H, Tq, Tk + 1)
         return P.as_strided((B, H, Tq, Tk), (H * Tq * (Tk + 1), Tq * (Tk + 1), Tk, 1),
                             P.storage_offset() + Tk - 1 - (Tk - Tq))
+
+    def attend(self, q, k, v, ctx, layer):
+        """Without gradients, a cache, a window, documents or groups, for queries the last of consecutive keys (an
+        evaluation's query block): SDPA's fused CPU kernel takes the position term as its mask, over the keys before
+        the block the relative shift's strided view itself, over the block's own keys a causal square of it, and
+        the two softmaxes are joined by their log-sum-exps: no (Tq, Tk) scores, mask or softmax are written."""
+        if (torch.is_grad_enabled() or ctx.cache is not None or ctx.window or ctx.doc is not None
+                or ctx.groups is not None or q.device.type != "cpu" or k.shape[1] != q.shape[1]
+                or not queries_at_the_end(ctx.q_pos, ctx.k_pos)):
+            return super().attend(q, k, v, ctx, layer)
+        Tq, D, Tk = q.shape[2], q.shape[3], k.shape[2]
+        a, scale = Tk - Tq, 1.0 / math.sqrt(D)
+        flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu   # (out, log-sum-exp)
+        position = self.shifted((q + self.v[:, None].to(q.dtype)) * scale, self.rows(layer, q.dtype, ctx), Tk)
+        qu = q + self.u[:, None].to(q.dtype)                                      # (B, H, Tq, D)
+        future = torch.ones(Tq, Tq, dtype=torch.bool, device=q.device).triu(1)
+        square = position[..., a:].masked_fill(future, float("-inf"))            # (B, H, Tq, Tq)
+        y, lse = flash(qu, k[:, :, a:], v[:, :, a:], attn_mask=square, scale=scale)
+        if a:
+            y = join(y, lse, *flash(qu, k[:, :, :a], v[:, :, :a], attn_mask=position[..., :a], scale=scale))[0]
+        return y.to(v.dtype)
 
     def logits(self, q, k, ctx, layer):
         B, _, Tq, D = q.shape
