@@ -225,8 +225,9 @@ class OwnLogits(PositionalEncoding):
         return None
 
     def far(self, q, k, v, ctx, layer):
-        """(qa, ka, va, r) with logits(i, j) = qa_i . ka_j + r_i (scale included) and values va_j + value_term
-        for every key j at least `band` behind query i: (B, H, T, D'), (B, H, T, D'), (B, H, T, D), (B, H, T)."""
+        """(qa, ka, va, r) with logits(i, j) = qa_i . ka_j + r_i (scale included) and value va_j (value_term's part
+        included) for every key j at least `band` behind query i: (B, H, Tq, D'), (B, H, Tk, D'), (B, H, Tk, D),
+        (B, H, Tq); ctx.rows: the queries' rows in the forward (FoX's sums)."""
         raise NotImplementedError
 
     def far_holds(self, q, k, ctx, layer):

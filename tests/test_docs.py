@@ -97,7 +97,8 @@ def train_step_table(*bench_jsons):
 
 def long_table(folder):
     """A folder of bench.py --sections=long JSONs (one encoding each, any lengths): seconds and process peak
-    against rope's at the same length, and whether issue #22's bounds hold (memory within 2x, time within 3x)."""
+    against rope's at the same length (time: against the RoPE run just before it, rope_s, where the JSON has one),
+    and whether issue #22's bounds hold (memory within 2x, time within 3x)."""
     runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(folder, "*.json")))]
     rows = sorted(((int(T), e, r, c) for r in runs for e, by_T in r["long"].items() for T, c in by_T.items()),
                   key=lambda x: x[:2])
@@ -109,7 +110,7 @@ def long_table(folder):
         path = ("relative" if cls.relative_bias else "banded" if cls.overrides("far") else
                 "own, by blocks" if cls.overrides("attend") else "blocks")
         kernel = (r["args"]["long_kernel"] or path) if cls.needs_score_matrix else "sdpa causal"
-        t, m = c["s"] / ref[T]["s"], c["peak_bytes"] / ref[T]["peak_bytes"]
+        t, m = c["s"] / c.get("rope_s", ref[T]["s"]), c["peak_bytes"] / ref[T]["peak_bytes"]   # rope_s: just before
         lines.append(f"| {e} | {kernel} | {T:,} | {c['s']:.1f} | {t:.2f} | {c['peak_bytes'] / 2 ** 20:.0f} | {m:.2f} | "
                      f"{'yes' if m <= 2 else 'no'} / {'yes' if t <= 3 else 'no'} |")
     m = runs[0]["machine"]
