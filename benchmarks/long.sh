@@ -23,4 +23,5 @@ for enc in $(python -c "import positional; print(' '.join(positional.REGISTRY))"
   python -c "import json, sys; r, e = (json.load(open(p)) for p in sys.argv[1:3]); [c.update(rope_s=r['long']['rope'][T]['s'])
 for by_T in e['long'].values() for T, c in by_T.items()]; json.dump(e, open(sys.argv[2], 'w'), indent=1)" "$out/.rope.tmp" "$out/$enc.json.tmp"
   mv "$out/$enc.json.tmp" "$out/$enc.json"
+  rm -f "$out/.rope.tmp"
 done
