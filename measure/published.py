@@ -103,13 +103,14 @@ def lines(rows, train_len):
     out = ["| source and setting | claim | checked here: loss(a) - loss(b), nats | mean ± sd, seeds, 95% interval | "
            "verdict |",
            "|---|---|---|---|---|"]
+    verdicts = []
     for c in CLAIMS:
         a, b, p, verdict = check(c, by, train_len, budget, four_gram)
+        verdicts.append(verdict)
         what = f"{a} at {c.at_a:g}L - {b} at {c.at_b:g}L" + (" (predicted 0)" if c.sign == 0 else
                                                                 f" (predicted {'<' if c.sign < 0 else '>'} 0)")
         out.append(f"| {c.source} | {c.claim} | {what} | {'—' if p is None else cell(p)} | {verdict} |")
-    counts = {v: sum(check(c, by, train_len, budget, four_gram)[3] == v for c in CLAIMS)
-              for v in ("agrees", "contradicts", "no result", "not learned", "not measured")}
+    counts = {v: verdicts.count(v) for v in ("agrees", "contradicts", "no result", "not learned", "not measured")}
     out += ["", ", ".join(f"{n} {v}" for v, n in counts.items()) + f" (of {len(CLAIMS)} claims)."]
     return out
 

@@ -51,17 +51,14 @@ class CoPE(OwnLogits):
     def __init__(self, n_layer: int, head_dim: int, max_position: int):
         super().__init__()
         self.max_position = max_position
+        # band: keys whose count reaches P share e[P]; 4 P keys behind, the gates' sum (about half a key each at
+        # initialisation) mostly has, and far_holds says where it has not
+        self.band = 4 * max_position
         self.emb = nn.Parameter(torch.zeros(n_layer, max_position + 1, head_dim))   # e: (L, P + 1, D)
 
     @classmethod
     def from_config(cls, cfg, s):
         return cls(cfg.n_layer, cfg.n_embd // cfg.n_head, s.cope_max_position or cfg.block_size)
-
-    @property
-    def band(self):
-        """Keys whose count reaches P share e[P]: 4 P keys behind, the gates' sum (about half a key each at
-        initialisation) mostly has; far_holds says where it has not."""
-        return 4 * self.max_position
 
     def far(self, q, k, v, ctx, layer):
         """q.k / sqrt(D) + q.e[P] / sqrt(D), the last a constant per query."""

@@ -44,6 +44,8 @@ class Deberta(OwnLogits):
     def __init__(self, n_layer, n_embd, n_head, buckets=32, max_distance=128):
         super().__init__()
         self.n_head, self.buckets, self.max_distance = n_head, buckets, max_distance
+        d = torch.arange(max_distance + 1)   # band: the first distance of the last bucket (later ones are in it): far()
+        self.band = int(d[log_bucket(d, buckets, max_distance) == buckets - 1][0])
         self.rel = nn.Parameter(0.02 * torch.randn(buckets, n_embd))                 # P: (n, C)
         self.w_kr = nn.Parameter(0.02 * torch.randn(n_layer, n_embd, n_embd))      # W_{k,r} per layer
         self.w_qr = nn.Parameter(0.02 * torch.randn(n_layer, n_embd, n_embd))      # W_{q,r}
@@ -55,12 +57,6 @@ class Deberta(OwnLogits):
     def heads(self, w):
         """(H, n, D): the projected position embeddings P W, split into heads."""
         return (self.rel @ w).view(self.buckets, self.n_head, -1).transpose(0, 1)
-
-    @property
-    def band(self):
-        """The first distance of the last bucket (every later one is in it too): attend_banded's far field."""
-        d = torch.arange(self.max_distance + 1)
-        return int(d[log_bucket(d, self.buckets, self.max_distance) == self.buckets - 1][0])
 
     def far(self, q, k, v, ctx, layer):
         """(q.k + q.K^r[n-1] + k.Q^r[n-1]) / sqrt(3 D): the key's term as one more channel, the query's a constant."""

@@ -36,6 +36,7 @@ class Shaw(OwnLogits):
     def __init__(self, n_layer: int, head_dim: int, max_distance: int = 16, values: bool = True):
         super().__init__()
         self.max_distance = max_distance
+        self.band = max_distance   # keys k or more behind a query share w^K[k] (and w^V[k]): far()
         self.key_emb = nn.Parameter(torch.randn(n_layer, max_distance + 1, head_dim) * 0.02)   # (L, k+1, D)
         self.value_emb = (nn.Parameter(torch.randn(n_layer, max_distance + 1, head_dim) * 0.02)
                           if values else None)
@@ -54,11 +55,6 @@ class Shaw(OwnLogits):
         if self.max_distance + 1 > batch_heads:
             return None
         return F.one_hot(self.distances(q_pos, k_pos), self.max_distance + 1).to(dtype)
-
-    @property
-    def band(self):
-        """Keys k or more behind a query share w^K[k] (and w^V[k]): attend_banded's far field."""
-        return self.max_distance
 
     def far(self, q, k, v, ctx, layer):
         """q.k / sqrt(D) + q.w^K[k] / sqrt(D), the last a constant per query; the values v + w^V[k]."""

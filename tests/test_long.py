@@ -215,7 +215,7 @@ def test_cope_rows_whose_count_has_not_reached_p_are_exact(monkeypatch):
     would not if every row were taken as far (far_holds always true)."""
     from positional.cope import CoPE
     model = tiny_gpt("cope", cope_max_position=2)
-    monkeypatch.setattr(CoPE, "band", 5)
+    monkeypatch.setattr(model.pe, "band", 5)
     g = torch.Generator().manual_seed(9)
     q, k, v = (torch.randn(2, 4, 30, 8, generator=g) for _ in range(3))
     ctx = positional.base.Ctx(torch.arange(30), torch.arange(30), causal=True)
