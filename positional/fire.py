@@ -12,8 +12,11 @@ training length, distances are interpolated rather than extrapolated. c and L ar
 learned (L as a multiplier of its initial value, as in the paper's implementation).
 While i < L the normaliser is the constant psi(L) and the bias depends on i - j only;
 beyond L it is not translation invariant, by design. At distance 0 the bias is f(0).
-The MLP runs once per distinct input: at the distances 0 .. max(i - j) for the queries before L
-(read at each pair), row by row for the queries past L. One MLP serves all layers.
+One MLP serves all layers. With one hidden ReLU layer, f is piecewise linear in its input: its
+knots are the units' zeros -b1/w1, and on each piece between two knots f = slope * x + intercept
+(`pieces`). f is evaluated that way, exactly, without a hidden layer: one search among the knots and
+two reads per input and head. It runs once per distinct input: at the distances 0 .. max(i - j) for
+the queries before L (read at each pair), at each pair for the queries past L.
 """
 from dataclasses import dataclass
 
@@ -23,7 +26,6 @@ from torch import nn
 from .base import PositionalEncoding, Settings, setting
 
 EPS = 1e-6
-HIDDEN = 2 ** 22   # values of the (rows, Tk, width) hidden layer per MLP call
 
 
 def fire_input(q_pos, k_pos, c, L):
@@ -36,6 +38,28 @@ def psi_ratio(dist, norm, c):
     """psi(dist) / psi(norm) for integer distances and a normaliser broadcastable to them."""
     c = c.abs()
     return torch.log1p(c * dist.to(c.dtype)) / (torch.log1p(c * norm) + EPS)
+
+
+def pieces(mlp):
+    """The ReLU MLP 1 -> W -> H as the piecewise-linear function it is: its W knots -b1/w1 sorted (inf for
+    a unit whose weight is 0), and the slope and intercept of each of the W + 1 pieces, (W + 1, H) each,
+    piece s lying between knots s - 1 and s. Along a piece every unit is on or off throughout: read at
+    one point inside it. Fixed shapes, no host reads (a compiled decode step calls it)."""
+    w1, b1, w2, b2 = mlp[0].weight[:, 0], mlp[0].bias, mlp[2].weight, mlp[2].bias
+    knots = torch.where(w1 != 0, -b1 / w1, torch.inf).sort().values.detach()        # (W,)
+    inf = knots.new_full((1,), torch.inf)
+    lo, hi = torch.cat([-inf, knots]), torch.cat([knots, inf])                         # each piece's ends
+    inside = torch.where(lo.isinf(), hi - 1, torch.where(hi.isinf(), lo + 1, (lo + hi) / 2))
+    inside = torch.where(inside.isfinite(), inside, 0.0)                               # empty pieces past inf
+    on = (inside[:, None] * w1 + b1 > 0).to(w1.dtype)                                  # (W + 1, W)
+    return knots, on @ (w1[:, None] * w2.T), on @ (b1[:, None] * w2.T) + b2
+
+
+def by_pieces(mlp, x):
+    """mlp(x[..., None]) moved to the front, (H, *x.shape), by pieces: equal to it up to float rounding."""
+    knots, slope, intercept = pieces(mlp)
+    s = torch.searchsorted(knots, x.detach()).view(1, -1).expand(len(slope.T), -1)     # x's piece, every head
+    return torch.addcmul(intercept.T.gather(1, s), slope.T.gather(1, s), x.reshape(1, -1)).view(-1, *x.shape)
 
 
 @dataclass
@@ -68,9 +92,10 @@ class FIRE(PositionalEncoding):
     def score_bias(self, h, q, k):
         """The MLP gives every head at once: h is picked from its (H, Tq, Tk) output, so a query block
         works and a score_mod does not (issue #22: FlexAttention falls back to query blocks)."""
-        return self.dense(q.view(-1), k.view(-1))[h.view(-1)]
+        return self.dense_bias(q.view(-1), k.view(-1))[h.view(-1)]
 
-    def dense(self, q_pos, k_pos):
+    def dense_bias(self, q_pos, k_pos):
+        """(H, Tq, Tk): every head at once, as the MLP gives them (no copy picking the heads)."""
         L = self.L.abs()
         rising = len(q_pos) > 1 and bool((q_pos[1:] > q_pos[:-1]).all())   # not so where documents restart
         m = int((q_pos.to(L.dtype) < L).sum()) if rising else 0           # leading queries, normalised by psi(L)
@@ -78,14 +103,9 @@ class FIRE(PositionalEncoding):
         n = int(dist.max()) + 1 if m else 0
         parts = []
         if m and dist.numel() > n:  # more pairs than distances: f once per distance, read at each pair
-            table = self.mlp(psi_ratio(torch.arange(n, device=dist.device), L, self.c)[:, None])   # (n, H)
-            parts.append(table.T.index_select(1, dist.view(-1)).view(-1, *dist.shape))      # (H, m, Tk)
+            table = by_pieces(self.mlp, psi_ratio(torch.arange(n, device=dist.device), L, self.c))   # (H, n)
+            parts.append(table.index_select(1, dist.view(-1)).view(-1, *dist.shape))         # (H, m, Tk)
             q_pos = q_pos[m:]
         if len(q_pos):  # queries past L (or a decode step's few pairs): f at each pair
-            x = fire_input(q_pos, k_pos, self.c, self.L)                  # (Tq', Tk)
-            # rows of at most HIDDEN hidden units; a decode step's one row is not split: computing the split
-            # from Tk would make the compiled step guard on Tk (a recompilation per token)
-            n = 1 if len(x) == 1 else max(1, HIDDEN // (x.shape[1] * self.mlp[0].out_features))
-            rows = [self.mlp(x[i:i + n, :, None]) for i in range(0, len(x), n)]   # (<= n, Tk, H) each
-            parts.append(torch.cat(rows).permute(2, 0, 1))                # (H, Tq', Tk)
+            parts.append(by_pieces(self.mlp, fire_input(q_pos, k_pos, self.c, self.L)))   # (H, Tq', Tk)
         return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]    # (H, Tq, Tk)

@@ -175,6 +175,30 @@ def test_fire_bias_is_the_same_when_computed_in_row_blocks():
         torch.testing.assert_close(bias[:, a], pe.dense_bias(q_pos[a:a + 1], k_pos)[:, 0])
 
 
+def test_fire_mlp_by_its_pieces_is_the_mlp_values_and_gradients():
+    """f evaluated piece by piece equals the ReLU MLP: at random inputs, at its knots, outside [0, 1], with a
+    unit whose weight is 0 (no knot) and two units sharing a knot; and so do the gradients of every weight."""
+    from positional.fire import by_pieces, pieces
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(1, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    with torch.no_grad():
+        mlp[0].weight[0, 0], mlp[0].bias[0] = 0.0, 0.7        # always on, no knot
+        mlp[0].weight[1, 0], mlp[0].bias[1] = 0.0, -0.2       # always off
+        mlp[0].weight[2:4, 0], mlp[0].bias[2:4] = torch.tensor([2.0, -4.0]), torch.tensor([-1.0, 2.0])  # both at 0.5
+    knots = pieces(mlp)[0]
+    assert torch.isinf(knots[-2:]).all() and (knots[:-2].diff() >= 0).all()
+    x = torch.cat([knots[:-2], torch.tensor([0.0, 1.0])])
+    torch.testing.assert_close(by_pieces(mlp, x), mlp(x[:, None]).T, rtol=1e-5, atol=1e-6)   # (H, n)
+    x = (torch.rand(200) * 3 - 1).requires_grad_()                       # gradients away from the kinks
+    want = mlp(x[:, None]).T
+    got = by_pieces(mlp, x)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    w = torch.randn_like(want)
+    grads = torch.autograd.grad((want * w).sum(), [x, *mlp.parameters()])
+    for g, r in zip(torch.autograd.grad((got * w).sum(), [x, *mlp.parameters()]), grads):
+        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
+
+
 # ---- capability --------------------------------------------------------------------------
 def test_needs_score_matrix_is_derived_from_the_hooks():
     needs = {name for name, cls in positional.REGISTRY.items() if cls.needs_score_matrix}
