@@ -49,7 +49,7 @@ def options():
         decode_vocab=77,                 # decode: vocabulary size
         decode_encodings=names,          # the encodings timed by decode
         decode_threads="1",              # decode: thread counts, e.g. 1,2
-        decode_compile=True,             # decode: also time the compiled static step
+        decode_compile=True,             # decode: also time the compiled static step (torch.compile and AOT)
         decode_window=0,                 # decode: every model attends to the last W tokens; 0: all
         nanogpt="",                      # decode: a nanoGPT checkout, timed side by side
         long_lengths="4096,16384,32768,65536",   # long: tokens of the one sequence

@@ -355,11 +355,17 @@ class KVCache(nn.Module):
             self.register_buffer("ring", torch.arange(period, device=device), persistent=False)
 
     def state(self, owner, name, make):
-        """What an encoding keeps for this generation, made by make() on first use."""
+        """What an encoding keeps for this generation, made by make() on first use: a buffer (training/aot.py)."""
         key = (id(owner), name)
         if key not in self.states:
-            self.states[key] = make()
-        return self.states[key]
+            self.register_buffer(f"state{len(self.states)}", make(), persistent=False)
+            self.states[key] = f"state{len(self.states)}"
+        return getattr(self, self.states[key])
+
+    def drop_states(self):
+        for name in self.states.values():
+            delattr(self, name)
+        self.states = {}
 
     def begin(self, pos, doc=None):
         """Place this call's positions pos (T,) in their slots, and its document ids doc (T,) if given."""
@@ -390,7 +396,8 @@ class KVCache(nn.Module):
 
     def reset(self):
         self.slot_pos.fill_(EMPTY)
-        self.filled, self.length, self.states = self.size, 0, {}
+        self.filled, self.length = self.size, 0
+        self.drop_states()
 
 
 # ---- the GPT --------------------------------------------------------------------------------
@@ -578,10 +585,6 @@ class GPT(nn.Module):
 # compile=True (one graph for every step). GPT.forward with the growing cache serves static=False and
 # length_dependent encodings (dynamic NTK); `learned` re-encodes the last max_positions tokens past its table.
 
-# Threads for a batch-1 decode step on CPU (sample.py's default): two gain the compiled step 30% when quiet
-# but stall many times over with another process on a core (benchmarks/cpu-2core-quiet.md, issue #14).
-DECODE_THREADS = 1
-
 
 def sample_next(logits, temperature=1.0, top_k=None, generator=None):
     """(B, vocab) logits -> (B, 1) sampled ids (nanoGPT's rule: temperature, top_k, softmax, multinomial)."""
@@ -607,16 +610,13 @@ def compiled_step(config, dynamic):
 
 
 class Decoder:
-    """Generates from `model`: its static step where allowed (compiled: compile=True), else the reference step."""
+    """Generates from `model`: its static step where allowed (compile=True: by torch.compile; a class: its instance
+    per generation, one shape, e.g. training/aot.py's AheadOfTime), else the reference step."""
 
     def __init__(self, model, static=True, compile=False):
-        self.model = model
-        self.static = static and model.static_decoding
-        self.compile = compile and self.static
-        self.step = decode_step
-        self.compiled_steps = 0      # decode steps that ran through the compiled graph
-        self.first_step_s = 0.0      # seconds of the first compiled step: the compilation, mostly
-        self.cache = None
+        self.model, self.static = model, static and model.static_decoding
+        self.compile, self.step, self.cache = compile if self.static else False, decode_step, None   # True/class/False
+        self.compiled_steps, self.first_step_s = 0, 0.0   # steps through the compiled graph; the first's seconds
 
     def open(self, batch, n_positions, device):
         m = self.model
@@ -630,7 +630,7 @@ class Decoder:
             self.cache = m.new_cache(batch, n_positions)
         m.kv_cache = self.cache
         if self.compile:
-            self.step = compiled_step(repr(m.config), dynamic=not self.cache.period)
+            self.step = self.compile() if callable(self.compile) else compiled_step(repr(m.config), not self.cache.period)
         self.pos = torch.zeros(1, dtype=torch.long, device=device)            # the next token's position
         self.positions = torch.arange(n_positions, device=device)
 
@@ -654,12 +654,12 @@ class Decoder:
             return self.model(tok)[0][:, -1]
         cache = self.cache
         # the slots written so far; a compiled step under a ring: all of them, one shape
-        n = cache.size if self.compile and cache.period else min(cache.filled + 1, cache.size)
+        n = cache.size if self.compile and (cache.period or callable(self.compile)) else min(cache.filled + 1, cache.size)
         t = time.perf_counter()
         logits = self.step(self.model, tok, self.pos, cache, n)
         if self.compile and not self.compiled_steps:  # the first compiled step compiles: timed, once
             self.first_step_s = time.perf_counter() - t
-        self.compiled_steps += self.compile
+        self.compiled_steps += bool(self.compile)
         self.pos += 1
         return logits
 
@@ -667,7 +667,7 @@ class Decoder:
         """The model's cache and what the encodings kept in it for this generation are dropped."""
         self.model.clear_cache()
         if self.cache is not None:
-            self.cache.states = {}
+            self.cache.drop_states()
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, on_token=None):

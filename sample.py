@@ -19,7 +19,8 @@ from training import checkpoint
 from training.cli import autocast, check_lows, fail, help_text, parse, pick_device, pick_dtype
 from training.config import ConfigError, eval_key
 from training import cpu_threads
-from model import DECODE_THREADS, Decoder
+from training.aot import AheadOfTime
+from model import Decoder
 
 DEFAULTS = {
     "out_dir": "out",             # the checkpoint's folder (ckpt.pt)
@@ -31,8 +32,9 @@ DEFAULTS = {
     "seed": 1337,                 # the sampling generator's seed
     "device": "auto",             # auto: cuda, then mps, then cpu
     "dtype": "auto",              # auto: bfloat16 on CUDA where supported, else float32
-    "compile": False,             # compile the decoding step (decode.py)
-    "threads": 0,                 # CPU threads; 0: decode.DECODE_THREADS (or OMP_NUM_THREADS)
+    "compile": False,             # compile the decoding step (torch.compile)
+    "aot": False,                 # compile it ahead of time instead (training/aot.py: no per-token dynamo overhead)
+    "threads": 0,                 # CPU threads; 0: training/cpu_threads.py's DECODE_THREADS (or OMP_NUM_THREADS)
 }
 USAGE = "python sample.py --out_dir=DIR [--key=value ...]"
 
@@ -102,10 +104,10 @@ def main(argv):
         fail(e)
     if note:
         print(note, file=sys.stderr)
-    threads = cpu_threads.choose(args["threads"], device, default=DECODE_THREADS)
-    decoder = Decoder(model, compile=args["compile"])
-    if args["compile"] and not decoder.compile:
-        print("[--compile: this model's decode step needs host work per token (static_decoding is False for its "
+    threads = cpu_threads.choose(args["threads"], device, default=cpu_threads.DECODE_THREADS)
+    decoder = Decoder(model, compile=AheadOfTime if args["aot"] else args["compile"])
+    if (args["compile"] or args["aot"]) and not decoder.compile:
+        print("[--compile/--aot: this model's decode step needs host work per token (static_decoding is False for its "
               "encoding or attention); decoding runs eager]", file=sys.stderr)
     gen = torch.Generator(device=device).manual_seed(args["seed"])
     x = torch.tensor(ids, dtype=torch.long, device=device)[None]                  # (1, T)

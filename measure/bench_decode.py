@@ -1,7 +1,7 @@
 """bench.py's decode section: tokens/s generating --gen_tokens tokens from one, per encoding and
 LxHxC:block shape (random init, seed fixed), in rounds alternating encodings and modes (the median
 is kept): `reference` (GPT.forward with the growing cache), `static` (model.py's static step),
-`compiled` (that step compiled, outside the timing) and `nanogpt` (nanoGPT's GPT.generate from the
+`compiled` (that step compiled, outside the timing), `aot` (compiled ahead of time, training/aot.py) and `nanogpt` (nanoGPT's GPT.generate from the
 --nanogpt checkout, same process and threads). The step breakdown times a static eager step at half
 the length against its matrix products, its attention over the cached keys and sampling; the rest
 is host overhead (docs/speed.md).
@@ -16,8 +16,9 @@ import torch
 from torch.nn import functional as F
 
 from model import GPT, Decoder, GPTConfig, sample_next
+from training.aot import AheadOfTime
 
-MODES = ("reference", "static", "compiled")
+MODES = ("reference", "static", "compiled", "aot")
 TEMPERATURE, TOP_K = 0.8, 200
 
 
@@ -68,8 +69,8 @@ def runners(args, shape, nanogpt):
     seeded = lambda: torch.Generator(args.device).manual_seed(args.seed)  # noqa: E731
     for name in args.decode_encodings.split(","):
         model = build(args, shape, name, args.decode_vocab, window=args.decode_window).eval()
-        for mode in MODES[:2 + (model.static_decoding and args.decode_compile)]:
-            d = Decoder(model, static=mode != "reference", compile=mode == "compiled")
+        for mode in MODES[:2 + 2 * (model.static_decoding and args.decode_compile)]:
+            d = Decoder(model, static=mode != "reference", compile={"compiled": True, "aot": AheadOfTime}.get(mode, False))
             out[name, mode] = lambda n, d=d: d.generate(start, n, TEMPERATURE, TOP_K, seeded())
     if nanogpt is not None:
         L, H, C, block = shape
@@ -83,7 +84,7 @@ def runners(args, shape, nanogpt):
 def time_rounds(args, runs):
     """({key: median wall seconds}, {key: tokens}) of generating args.gen_tokens, interleaved."""
     for (_, mode), fn in runs.items():   # warm-up; the compiled steps are compiled at their real shapes
-        fn(args.gen_tokens if mode == "compiled" else 4)
+        fn(args.gen_tokens if mode in ("compiled", "aot") else 4)
     times, tokens = {k: [] for k in runs}, {}
     for _ in range(args.rounds):
         for key, fn in runs.items():

@@ -129,7 +129,8 @@ class Ctx:
         t = self.cache.state(owner, name, lambda: make(0, self.n_positions))
         if t.shape[dim] < self.n_positions:
             more = make(t.shape[dim], max(self.n_positions, 2 * t.shape[dim]))
-            t = self.cache.states[(id(owner), name)] = torch.cat([t, more], dim)
+            t = torch.cat([t, more], dim)
+            setattr(self.cache, self.cache.states[(id(owner), name)], t)
         return t
 
     def once(self, key, make):

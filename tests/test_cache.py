@@ -91,7 +91,7 @@ def test_transformer_xl_decode_projects_only_the_new_distances():
         out, rows = [model(idx[:, :6])[0]], []
         for t in range(6, 30):
             out.append(model(idx[:, t:t + 1])[0])
-            rows.append([(r.data_ptr(), len(r)) for r in cache.states.values()])
+            rows.append([(getattr(cache, n).data_ptr(), len(getattr(cache, n))) for n in cache.states.values()])
     torch.testing.assert_close(torch.cat(out, 1), full, rtol=1e-5, atol=1e-5)
     assert all(7 <= n < 14 for _, n in rows[0]) and all(30 <= n < 60 for _, n in rows[-1])   # rows double
     grown = [t for t in range(1, len(rows)) if rows[t][0][0] != rows[t - 1][0][0]]

@@ -99,6 +99,14 @@ def test_compile_runs_generation_through_the_compiled_step(tiny_run, capsys, mon
     assert "compiled" not in eager.err
 
 
+def test_aot_samples_the_eager_text_through_the_ahead_of_time_step(tiny_run, capsys):
+    """--aot=True: the same text as the eager static step, every new token but the last by the compiled package."""
+    eager = generated(tiny_run, capsys)
+    got = generated(tiny_run, capsys, "--aot=True")
+    assert got.out == eager.out
+    assert "compiled static step, 11 compiled steps" in got.err.splitlines()[-1]
+
+
 def test_sample_ends_with_tokens_per_second(tiny_run, capsys):
     last = generated(tiny_run, capsys).err.strip().splitlines()[-1]
     assert re.fullmatch(r"\[12 tokens in [\d.]+ s: [\d.]+ tokens/s; static step; 1 thread\(s\): OMP_NUM_THREADS\]",
@@ -109,9 +117,9 @@ def test_sample_picks_its_decoding_threads(monkeypatch):
     before = torch.get_num_threads()
     try:
         monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-        assert cpu_threads.choose(0, "cpu", default=decode.DECODE_THREADS) == \
-            f"{decode.DECODE_THREADS} thread(s): the default here, --threads=N to choose"
-        assert torch.get_num_threads() == decode.DECODE_THREADS
+        assert cpu_threads.choose(0, "cpu", default=cpu_threads.DECODE_THREADS) == \
+            f"{cpu_threads.DECODE_THREADS} thread(s): the default here, --threads=N to choose"
+        assert torch.get_num_threads() == cpu_threads.DECODE_THREADS
         assert cpu_threads.choose(2, "cpu", default=1) == "2 thread(s): --threads" and torch.get_num_threads() == 2
         monkeypatch.setenv("OMP_NUM_THREADS", "1")
         assert cpu_threads.choose(0, "cpu", default=2) == "1 thread(s): OMP_NUM_THREADS"

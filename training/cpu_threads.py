@@ -1,11 +1,15 @@
 """How many intra-op threads a CPU process computes with (sample.py, evaluate.py). In order:
---threads=N; OMP_NUM_THREADS; the caller's default (decoding: model.DECODE_THREADS); else one per
+--threads=N; OMP_NUM_THREADS; the caller's default (decoding: DECODE_THREADS); else one per
 core that other processes leave idle, sampled from /proc/stat over 0.1 s: a thread waiting for a
 core another process holds stalls every kernel (benchmarks/cpu-2core-quiet.md, section 7)."""
 import os
 import time
 
 import torch
+
+# Threads for a batch-1 decode step on CPU (sample.py's default): two gain the compiled step 30% when quiet
+# but stall many times over with another process on a core (benchmarks/cpu-2core-quiet.md, issue #14).
+DECODE_THREADS = 1
 
 
 def cpu_times(path="/proc/stat"):
