@@ -80,6 +80,17 @@ def mastery_table(task_runs_csv, threshold=0.95):
     return "\n".join(lines) + "\n"
 
 
+def recipe_trials_table(trials_csv):
+    """reports/tasks-recipes/trials.csv: one recipe trial a row, its exact match at L and whether it learned."""
+    rows = list(csv.DictReader(open(trials_csv)))
+    lines = ["| task | encoding | iterations | learning rate | exact match at L | learned (≥ 95%) | train s |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| `{r['task']}` | {r['encoding']} | {int(r['max_iters'])} | {float(r['learning_rate']):g} | "
+              f"{float(r['exact_at_L']):.1%} | {'yes' if float(r['exact_at_L']) >= 0.95 else 'no'} | {r['train_s']} |"
+              for r in rows]
+    return "\n".join(lines) + "\n"
+
+
 def train_step_table(*bench_jsons):
     """bench.py --sections=train JSONs: ms per step and the ratio to `none`, one column pair each."""
     runs = [json.load(open(p)) for p in bench_jsons]
@@ -160,7 +171,7 @@ GENERATORS = {"reports/compare/runs.csv": ppl_table, "reports/compare-family/run
               "reports/compare-cpu/runs.csv": ppl_table, "reports/compare-cpu/report.md": recipe_lines,
               "reports/compare-cpu/eval_chunks.csv": published_block,
               "reports/compare/eval.csv": paired_block, "reports/compare/report.md": recipe_lines,
-              "reports/tasks/runs.csv": mastery_table,
+              "reports/tasks/runs.csv": mastery_table, "reports/tasks-recipes/trials.csv": recipe_trials_table,
               "benchmarks/raw/issue22_64k/": long_table, "benchmarks/raw/issue22_16384_32768_default/": long_table, "benchmarks/raw/issue22_train_memory": train_memory_table,
               "benchmarks/raw/": train_step_table}
 
@@ -186,6 +197,14 @@ def test_generated_blocks_match_their_sources(page):
 
 def test_results_page_holds_generated_tables():
     assert len(list(BLOCK.finditer(read("docs/results.md")))) >= 1
+
+
+def test_recipe_trials_table_by_hand(tmp_path):
+    p = tmp_path / "trials.csv"
+    p.write_text("task,encoding,seed,max_iters,learning_rate,warmup_iters,exact_at_L,samples,train_s\n"
+                 "copy,rope,1337,2500,0.001,100,0.95,200,90\ncopy,none,1337,800,0.003,50,0.949,200,30\n")
+    assert recipe_trials_table(p).splitlines()[2:] == ["| `copy` | rope | 2500 | 0.001 | 95.0% | yes | 90 |",
+                                                       "| `copy` | none | 800 | 0.003 | 94.9% | no | 30 |"]
 
 
 def test_ppl_table_by_hand(tmp_path):

@@ -18,7 +18,7 @@ encodings = ["none", "learned", "sinusoidal", "t5", "rope", "alibi", *variants]
 import importlib as _importlib
 _RECIPE_KEYS = ("max_iters", "lr_decay_iters", "learning_rate", "warmup_iters")
 task_recipes = {t: {k: getattr(_importlib.import_module(f"configs.tasks.{t}"), k) for k in _RECIPE_KEYS}
-                for t in ("copy", "reverse")}
+                for t in ("copy", "reverse", "passkey", "duplicate")}
 seeds = 3
 jobs = 2
 out_root = "out-tasks"
