@@ -58,6 +58,11 @@ class Deberta(OwnLogits):
         """(H, n, D): the projected position embeddings P W, split into heads."""
         return (self.rel @ w).view(self.buckets, self.n_head, -1).transpose(0, 1)
 
+    def projected(self, layer, ctx):
+        """(2, H, n, D): K^r and Q^r of `layer`, kept in the cache for a generation (its steps do not project them)."""
+        make = lambda: torch.stack([self.heads(self.w_kr[layer]), self.heads(self.w_qr[layer])])   # noqa: E731
+        return make() if ctx.cache is None else ctx.cache.state(self, ("heads", layer), lambda: make().detach())
+
     def far(self, q, k, v, ctx, layer):
         """(q.k + q.K^r[n-1] + k.Q^r[n-1]) / sqrt(3 D): the key's term as one more channel, the query's a constant."""
         B, H, T, D = q.shape
@@ -71,7 +76,7 @@ class Deberta(OwnLogits):
         B, H, Tq, D = q.shape
         Tk = k.shape[2]
         b = log_bucket(distance(ctx.q_pos, ctx.k_pos).clamp(min=0), self.buckets, self.max_distance)   # (Tq, Tk)
-        kr, qr = self.heads(self.w_kr[layer]).to(q.dtype), self.heads(self.w_qr[layer]).to(q.dtype)
+        kr, qr = self.projected(layer, ctx).to(q.dtype)
         c2p = (q @ kr.transpose(-1, -2)).gather(-1, b.expand(B, H, Tq, Tk))                      # q_i·K^r[δ]
         p2c = (k @ qr.transpose(-1, -2)).gather(-1, b.T.expand(B, H, Tk, Tq)).transpose(-1, -2)  # k_j·Q^r[δ]
         return (q @ k.transpose(-1, -2) + c2p + p2c) / math.sqrt(3 * D)              # (B, H, Tq, Tk)

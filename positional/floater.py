@@ -23,19 +23,26 @@ from torch.nn import functional as F
 from .base import PositionalEncoding, Settings, setting
 
 
-def rk4(h, p0, n, steps=4, unit=1.0):
-    """(n, C) p at times 0, unit, .., (n-1) unit of dp/dt = h(p, t) from p(0) = p0, `steps` RK4 steps per unit."""
-    dt, p, out = unit / steps, p0, [p0]
-    for k in range(n - 1):   # one op per sum (alpha scales the added term): the loop is host-bound, O(n steps)
-        for s in range(steps):
-            t = (k + s / steps) * unit
-            k1 = h(p, t)
-            k2 = h(torch.add(p, k1, alpha=dt / 2), t + dt / 2)
-            k3 = h(torch.add(p, k2, alpha=dt / 2), t + dt / 2)
-            k4 = h(torch.add(p, k3, alpha=dt), t + dt)
-            p = torch.add(p, torch.add(k1, k2, alpha=2).add_(k3, alpha=2).add_(k4), alpha=dt / 6)
-        out.append(p)
+def rk4(h, p0, n, steps=4, unit=1.0, start=0):
+    """(n, C) p at times start, start + 1, .., start + n - 1 (in units) of dp/dt = h(p, t) from p(start unit) = p0,
+    `steps` RK4 steps per unit."""
+    out = [p0]
+    for k in range(start, start + n - 1):   # the loop is host-bound: O(n steps) small ops
+        out.append(rk4_unit(h, out[-1], k, steps, unit))
     return torch.stack(out)
+
+
+def rk4_unit(h, p, k, steps, unit):
+    """p at time (k + 1) unit from p at k unit: `steps` RK4 steps (k an int, or a tensor inside a decode step)."""
+    dt = unit / steps
+    for s in range(steps):   # one op per sum (alpha scales the added term)
+        t = (k + s / steps) * unit
+        k1 = h(p, t)
+        k2 = h(torch.add(p, k1, alpha=dt / 2), t + dt / 2)
+        k3 = h(torch.add(p, k2, alpha=dt / 2), t + dt / 2)
+        k4 = h(torch.add(p, k3, alpha=dt), t + dt)
+        p = torch.add(p, torch.add(k1, k2, alpha=2).add_(k3, alpha=2).add_(k4), alpha=dt / 6)
+    return p
 
 
 @dataclass
@@ -63,16 +70,36 @@ class Floater(PositionalEncoding):
         return cls(cfg.n_embd, s.floater_steps, s.floater_width, s.floater_dt)
 
     def h(self, p, t):
-        """W2 tanh(W1 p + u t + b1) + b2, in three ops besides tanh (no module calls: rk4 runs it 16 times a position)."""
-        return F.linear(torch.tanh(F.linear(p, self.w1.weight, torch.add(self.w1.bias, self.u, alpha=t))),
-                        self.w2.weight, self.w2.bias)
+        """W2 tanh(W1 p + u t + b1) + b2, in three ops besides tanh (no module calls: rk4 runs it 16 times a position);
+        t a float, or a tensor in a decode step."""
+        b = torch.add(self.w1.bias, self.u, alpha=t) if isinstance(t, float) else self.w1.bias + self.u * t
+        return F.linear(torch.tanh(F.linear(p, self.w1.weight, b)), self.w2.weight, self.w2.bias)
 
     def table(self, n):
         return rk4(self.h, self.p0, n, self.steps, self.dt)                                # (n, C)
 
     def embed(self, x, ctx):
-        if ctx.cache is None:
-            table = self.table(ctx.n_positions)
-        else:   # solved once per generation
-            table = ctx.kept(self, "table", lambda a, b: self.table(b)[a:].detach())
+        table = self.table(ctx.n_positions) if ctx.cache is None else self.solved(ctx)
         return x + table[ctx.q_pos].to(x.dtype)                                 # (B, T, C) + (T, C)
+
+    def solved(self, ctx):
+        """The table's rows kept in the cache, solved as a generation reaches them (rows past `done` are not yet):
+        a one-token call solves its own row from the row before it (one position of RK4 inside the decode step, so
+        a compiled step does it in its graph and nothing is solved ahead), a longer call (a prompt) the rows from the
+        last one solved up to its last position. Positions arrive in order, as in every generation."""
+        rows = ctx.kept(self, "rows", lambda a, b: self.p0.new_zeros(b - a, self.n_embd))   # (n_positions, C)
+        done = ctx.cache.state(self, "done", lambda: torch.zeros(1, dtype=torch.long, device=self.p0.device))
+        q = ctx.q_pos
+        with torch.no_grad():
+            if len(q) == 1:
+                before = (q - 1).clamp(min=0)                                   # (1,); position 0 is p0 itself
+                p = rk4_unit(self.h, rows.index_select(0, before), before, self.steps, self.dt)   # (1, C)
+                rows.index_copy_(0, q, torch.where(q[:, None] == 0, self.p0, p))
+                done.copy_(torch.maximum(done, q + 1))
+                return rows
+            a, b = int(done), int(q.max()) + 1   # a prompt: on the host, once
+            if b > a:
+                new = rk4(self.h, rows[a - 1] if a else self.p0, b - a + bool(a), self.steps, self.dt, max(a - 1, 0))
+                rows[a:b] = new[1:] if a else new
+                done.fill_(b)
+        return rows

@@ -70,7 +70,8 @@ def test_rnn_is_a_gru_cell_and_its_cache_holds_the_hidden_state():
 
 def test_floater_rk4_of_a_linear_field_is_the_matrix_exponential():
     from positional.floater import rk4
-    M, p0 = 0.3 * torch.randn(6, 6, dtype=torch.float64), torch.randn(6, dtype=torch.float64)
+    g = torch.Generator().manual_seed(0)   # its own draws: the bound below is for this field, whatever ran before
+    M, p0 = 0.3 * torch.randn(6, 6, dtype=torch.float64, generator=g), torch.randn(6, dtype=torch.float64, generator=g)
     A = M - M.T - 0.1 * torch.eye(6, dtype=torch.float64)                        # rotating and decaying
     got = rk4(lambda p, t: A @ p, p0, 12, steps=8)
     want = torch.stack([torch.linalg.matrix_exp(A * k) @ p0 for k in range(12)])
@@ -98,6 +99,22 @@ def test_floater_adds_the_solved_table_and_decodes_from_the_cached_one():
     x, pos = torch.randn(1, 4, 32), torch.tensor([2, 3, 4, 5])
     with torch.no_grad():
         torch.testing.assert_close(pe.embed(x, Ctx(pos, pos, n_positions=6)), x + pe.table(6)[2:])
+
+
+def test_floater_solves_a_generation_s_rows_as_it_reaches_them():
+    """A prompt solves the rows up to its last position, each one-token call its own row from the one before it
+    (nothing ahead: the rows past it are still zero); the rows are the whole table's."""
+    model = tiny_gpt("floater")
+    pe, cache = model.pe, model.new_cache(1, 12)
+    x, pos, table = torch.randn(1, 12, 32), torch.arange(12), pe.table(12).detach()
+    with torch.no_grad():
+        parts = [pe.embed(x[:, :5], Ctx(pos[:5], pos[:5], cache=cache, n_positions=12))]
+        for t in range(5, 9):
+            parts.append(pe.embed(x[:, t:t + 1], Ctx(pos[t:t + 1], pos[:t + 1], cache=cache, n_positions=12)))
+        rows = pe.solved(Ctx(pos[8:9], pos[:9], cache=cache, n_positions=12))
+    torch.testing.assert_close(torch.cat(parts, 1), x[:, :9] + table[:9])
+    torch.testing.assert_close(rows[:9], table[:9])
+    assert not rows[9:].any() and int(cache.state(pe, "done", None)) == 9
 
 
 def test_complex_order_is_r_e_to_the_i_omega_k_plus_theta():
