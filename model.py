@@ -328,14 +328,12 @@ class KVCache(nn.Module):
     position (EMPTY for none yet), so the mask, the window and the biases come from true positions and
     cached decoding equals the windowed forward exactly (keys are not re-numbered, unlike StreamingLLM).
     slot_doc: each slot's document id (GPT.forward's doc). A call may bring up to `chunk` tokens to a ring
-    without overwriting a key its queries see (longer calls are split). Keys are attended in slot order,
-    unless `ordered` (CoPE counts keys in order): a ring's slots are then handed over rotated into position
-    order. `filled`: the leading slots a call attends to (symbolic in a compiled step). k{i}, v{i}: (B, H, S, D),
+    without overwriting a key its queries see (longer calls are split). Keys are attended in slot order
+    (k_pos says their positions). `filled`: the leading slots a call attends to (symbolic in a compiled step). k{i}, v{i}: (B, H, S, D),
     a buffer per layer. What encodings keep for a generation is in `states` (state(owner, name, make)), dropped
     by reset()."""
 
-    def __init__(self, n_layer, batch, n_head, head_dim, max_len, sinks, period, dtype, device, ordered=False,
-                 chunk=16):
+    def __init__(self, n_layer, batch, n_head, head_dim, max_len, sinks, period, dtype, device, chunk=16):
         super().__init__()
         # one slot more than positions, never written: the attended count never equals the buffers' size
         # (a compiled step would otherwise recompile at the last step of a full cache)
@@ -348,11 +346,7 @@ class KVCache(nn.Module):
         self.register_buffer("slot_doc", torch.zeros(size, dtype=torch.long, device=device), persistent=False)
         self.max_len, self.n_positions = float("inf") if period else max_len, max_len   # a ring: any position
         self.sinks, self.period, self.size, self.chunk = sinks, period, size, chunk
-        self.slot, self.filled, self.order, self.length, self.states = None, size, None, 0, {}
-        self.ordered = ordered and bool(period)
-        if self.ordered:
-            self.register_buffer("sink_slots", torch.arange(sinks, device=device), persistent=False)
-            self.register_buffer("ring", torch.arange(period, device=device), persistent=False)
+        self.slot, self.filled, self.length, self.states = None, size, 0, {}
 
     def state(self, owner, name, make):
         """What an encoding keeps for this generation, made by make() on first use: a buffer (training/aot.py)."""
@@ -374,21 +368,16 @@ class KVCache(nn.Module):
         self.slot_pos.index_copy_(0, self.slot, pos)
         if doc is not None:
             self.slot_doc.index_copy_(0, self.slot, doc)
-        if self.ordered:  # the oldest ring slot is the one the next position will take
-            oldest = (pos[-1:] + 1 - self.sinks) % self.period
-            self.order = torch.cat([self.sink_slots, self.sinks + (oldest + self.ring) % self.period])
 
     def key_positions(self, T, of=None):  # or, given slot_doc, the attended keys' document ids
         of = self.slot_pos if of is None else of
-        return of.index_select(0, self.order) if self.ordered else of[:self.filled]
+        return of[:self.filled]
 
     def write(self, layer, k, v):
         """k, v (B, H, T, D) into this call's slots; returns the attended slots (B, H, S, D)."""
         ks, vs = getattr(self, f"k{layer}"), getattr(self, f"v{layer}")
         ks.index_copy_(2, self.slot, k.to(ks.dtype))
         vs.index_copy_(2, self.slot, v.to(vs.dtype))
-        if self.ordered:
-            return ks.index_select(2, self.order), vs.index_select(2, self.order)
         return ks[:, :, :self.filled], vs[:, :, :self.filled]
 
     def advance(self, T):
@@ -470,9 +459,8 @@ class GPT(nn.Module):
         windows = {layer.window for layer in self.schedule}
         window, chunk = windows.pop() if len(windows) == 1 else 0, 16
         ring = bool(window) and (cfg.sinks + window - 1 + chunk < max_len if ring is None else ring)
-        ordered = any(pe.ordered_keys for pe in self.encodings.values())
         return KVCache(cfg.n_layer, batch, H, D, max_len, cfg.sinks, window - 1 + chunk if ring else 0, dtype,
-                       p.device, ordered, chunk)
+                       p.device, chunk)
 
     def setup_cache(self, batch, max_len, dtype=None):
         """The cache GPT.forward continues a sequence with (a window: a ring, whatever max_len)."""

@@ -41,7 +41,6 @@ Capabilities, read by model/train/sample code instead of encoding names:
   needs_score_matrix   derived: the class overrides score_bias or attend (linear attention refuses it)
   length_dependent     the formula depends on the current length (dynamic NTK): keys are cached raw
                        and re-rotated at every call, and a decode step needs the host (no static step)
-  ordered_keys         attend needs the keys in position order (CoPE counts them)
   relative_bias        score_bias depends on q - k alone: the model may read it from one vector of distances
 """
 import dataclasses
@@ -146,7 +145,6 @@ class PositionalEncoding(nn.Module):
     max_positions = None
     excluded_param_names = ()
     length_dependent = False
-    ordered_keys = False
     relative_bias = False
     needs_score_matrix = False
 

@@ -29,9 +29,13 @@ class CoPESettings(Settings):
     cope_max_position: int = setting(0, at_least=0, why="0: block_size", length=True)   # P; 0: block_size
 
 
-def cope_positions(gates, max_position):
-    """p_ij = min(sum_{t >= j} g_it, P): gates (..., Tq, Tk), zero where hidden, keys in order."""
-    return gates.flip(-1).cumsum(-1).flip(-1).clamp(max=max_position)
+def cope_positions(gates, max_position, order=None):
+    """p_ij = min(sum of g_it over keys t at j's position or later, P): gates (..., Tq, Tk), zero where hidden;
+    order: the keys in position order (a cache's ring holds them rotated), None where they are in order."""
+    if order is not None:
+        gates = gates.index_select(-1, order)
+    p = gates.flip(-1).cumsum(-1).flip(-1).clamp(max=max_position)
+    return p if order is None else torch.empty_like(p).index_copy_(-1, order, p)   # back to the keys' own order
 
 
 def interpolate(table, p):
@@ -45,7 +49,6 @@ def interpolate(table, p):
 
 class CoPE(OwnLogits):
     name = "cope"
-    ordered_keys = True   # counts run over the keys in position order
     Settings = CoPESettings
 
     def __init__(self, n_layer: int, head_dim: int, max_position: int):
@@ -76,6 +79,7 @@ class CoPE(OwnLogits):
         s = (q @ k.transpose(-1, -2)) * scale                                   # (B, H, Tq, Tk)
         seen = ctx.visible()                                                    # (Tq, Tk): window, documents
         gates = torch.sigmoid(s.float()).masked_fill(~seen, 0.0)
-        p = cope_positions(gates, float(self.max_position))                     # (B, H, Tq, Tk)
+        order = None if ctx.cache is None else ctx.once((id(self), "order"), lambda: ctx.k_pos.argsort(stable=True))
+        p = cope_positions(gates, float(self.max_position), order)              # (B, H, Tq, Tk)
         table = (q @ self.emb[layer].to(q.dtype).T).float()                     # (B, H, Tq, P + 1)
         return s + interpolate(table, p) * scale
