@@ -53,24 +53,32 @@ class TransformerXL(OwnLogits):
     def rows(self, layer, dtype, ctx):
         """r_d = W_R R_d for d < n_positions (distances i - j never reach it), (n, C): projected once per
         forward and layer (ctx.once), or kept in the cache for a generation, where only new rows are projected."""
-        w = self.w_r[layer].to(dtype)
         if ctx.cache is not None:
-            return ctx.kept(self, layer, lambda a, b: self.table(a, b).to(dtype) @ w)
-        table = ctx.once((id(self), "table"), lambda: self.table(0, ctx.n_positions).to(dtype))
-        return ctx.once((id(self), layer), lambda: table @ w)
+            return ctx.kept(self, layer, lambda a, b: self.table(a, b).to(dtype) @ self.w_r[layer].to(dtype))
+        return ctx.once((id(self), layer), lambda: self.table_rows(layer, dtype, ctx))
 
-    def shifted(self, qv, r, Tk):
+    def table_rows(self, layer, dtype, ctx):
+        """(n, C) r_d for the forward's n_positions, the sinusoidal table made once for every layer."""
+        table = ctx.once((id(self), "table"), lambda: self.table(0, ctx.n_positions).to(dtype))
+        return table @ self.w_r[layer].to(dtype)
+
+    def reversed_rows(self, layer, dtype, ctx):
+        """(H, n + 1, D): r_{n-1}, .., r_0 and a zero row, per head, made once per forward and layer: the rows a
+        block of Tk keys reads, [r_{Tk-1}, .., r_0, 0], are its last Tk + 1, a view (no copy of r per block)."""
+        def make():
+            r = self.table_rows(layer, dtype, ctx)                                  # (n, C)
+            rev = torch.cat([r.flip(0), r.new_zeros(1, r.shape[1])])                  # (n + 1, C)
+            return rev.view(len(rev), self.n_head, -1).transpose(0, 1).contiguous()
+        return ctx.once((id(self), "reversed", layer), make)
+
+    def shifted(self, qv, rev, Tk):
         """(B, H, Tq, Tk) view whose [i, j] is qv_i . r_{a+i-j} for j <= a + i, for queries at the
         last Tq = Tk - a of Tk consecutive key positions (past the diagonal: other products,
         masked later). P = qv @ [r_{Tk-1}, ..., r_0, 0].T is (B, H, Tq, Tk + 1), P[i, m] =
         qv_i . r_{Tk-1-m}, so [i, j] is P's element (Tk - 1 - a) + i Tk + j: a view with row
         stride Tk, no copy, no gather (the paper's relative shift, done by the strides)."""
         B, H, Tq, D = qv.shape
-        r = r[:Tk].view(Tk, H, D).transpose(0, 1)                                    # (H, Tk, D): r_0 .. r_{Tk-1}
-        if Tq == 1:  # a decode step: [0, j] = qv . r_{Tk-1-j}, the product flipped (no copy of the rows)
-            return (qv @ r.transpose(-1, -2)).flip(-1)                                # (B, H, 1, Tk)
-        r = torch.cat([r.flip(1), r.new_zeros(H, 1, D)], dim=1)                    # (H, Tk + 1, D)
-        P = (qv @ r.transpose(-1, -2)).contiguous()                                 # (B, H, Tq, Tk + 1)
+        P = (qv @ rev[:, rev.shape[1] - Tk - 1:].transpose(-1, -2)).contiguous()   # (B, H, Tq, Tk + 1)
         return P.as_strided((B, H, Tq, Tk), (H * Tq * (Tk + 1), Tq * (Tk + 1), Tk, 1),
                             P.storage_offset() + Tk - 1 - (Tk - Tq))
 
@@ -86,7 +94,7 @@ class TransformerXL(OwnLogits):
         Tq, D, Tk = q.shape[2], q.shape[3], k.shape[2]
         a, scale = Tk - Tq, 1.0 / math.sqrt(D)
         flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu   # (out, log-sum-exp)
-        position = self.shifted((q + self.v[:, None].to(q.dtype)) * scale, self.rows(layer, q.dtype, ctx), Tk)
+        position = self.shifted((q + self.v[:, None].to(q.dtype)) * scale, self.reversed_rows(layer, q.dtype, ctx), Tk)
         qu = q + self.u[:, None].to(q.dtype)                                      # (B, H, Tq, D)
         future = torch.ones(Tq, Tq, dtype=torch.bool, device=q.device).triu(1)
         square = position[..., a:].masked_fill(future, float("-inf"))            # (B, H, Tq, Tq)
@@ -101,16 +109,17 @@ class TransformerXL(OwnLogits):
         qv = q + self.v[:, None].to(q.dtype)                                        # (B, H, Tq, D)
         H = qv.shape[1]       # the encoding's heads, also when q and k come with one head to broadcast
         k = k.expand(B, H, Tk, D)
-        r = self.rows(layer, q.dtype, ctx)                                          # (n, C)
-        dist = distance(ctx.q_pos, ctx.k_pos).clamp(0, len(r) - 1)                 # (Tq, Tk); hidden keys masked later
         if ctx.cache is None and queries_at_the_end(ctx.q_pos, ctx.k_pos):  # the shift as a strided view
-            position = self.shifted(qv, r, Tk)
-        elif dist.numel() < len(r):  # fewer pairs than rows (a window): the pairs' rows
-            rd = r.index_select(0, dist.view(-1)).view(Tq, Tk, H, D)                # (Tq, Tk, H, D)
-            position = torch.einsum("bhqd,qkhd->bhqk", qv, rd)                      # (B, H, Tq, Tk)
+            position = self.shifted(qv, self.reversed_rows(layer, q.dtype, ctx), Tk)
         else:
-            P = qv @ r.view(-1, H, D).permute(1, 2, 0)                              # (B, H, Tq, n)
-            position = P.gather(-1, dist.expand(B, H, -1, -1))
+            r = self.rows(layer, q.dtype, ctx)                                      # (n, C)
+            dist = distance(ctx.q_pos, ctx.k_pos).clamp(0, len(r) - 1)             # (Tq, Tk); hidden keys masked later
+            if dist.numel() < len(r):  # fewer pairs than rows (a window): the pairs' rows
+                rd = r.index_select(0, dist.view(-1)).view(Tq, Tk, H, D)            # (Tq, Tk, H, D)
+                position = torch.einsum("bhqd,qkhd->bhqk", qv, rd)                  # (B, H, Tq, Tk)
+            else:
+                P = qv @ r.view(-1, H, D).permute(1, 2, 0)                          # (B, H, Tq, n)
+                position = P.gather(-1, dist.expand(B, H, -1, -1))
         scale, qu = 1.0 / math.sqrt(D), q + self.u[:, None].to(q.dtype)           # (B, H, Tq, D)
         # one GEMM forms (q + u).k and adds the position term to it, both scaled: no separate sum
         scores = torch.baddbmm(position.reshape(B * H, Tq, Tk), qu.reshape(B * H, Tq, D),
