@@ -27,6 +27,7 @@ def claims():
     family_runs = [r for r in family if r["encoding"] != "ngram"]
     cpus = re.search(r"\((\d+) CPUs\)", read("reports/compare-family/report.md"))[1]
     eval_tokens = int(re.search(r"^eval_tokens = (\d+)", read("configs/compare.py"), re.M)[1])
+    headline = [r for r in rows("reports/compare-cpu/runs.csv") if r["label"] == r["encoding"]]   # as trained
     return {
         "0.8M parameters": f"{params / 1e6:.1f}M parameters",
         "1.02M tokens": f"{tokens / 1e6:.2f}M tokens",
@@ -38,6 +39,8 @@ def claims():
         "95%": f"{mastery_table.__defaults__[0]:.0%}",
         "3 seeds": f"{len({r['seed'] for r in rows('reports/tasks/runs.csv')})} seeds",
         "65,536 targets": f"{eval_tokens:,} targets",
+        "21 runs' training took 15.1 h": "{} runs' training took {:.1f} h".format(len(headline), sum(
+            float(r["wall_s"]) for r in headline) / 3600),
     }
 
 
