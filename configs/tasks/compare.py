@@ -22,5 +22,6 @@ task_recipes = {t: {k: getattr(_importlib.import_module(f"configs.tasks.{t}"), k
 seeds = 3
 jobs = 2
 out_root = "out-tasks"
+report_dir = "reports/tasks-suite"   # kept runs committed here: a fresh checkout trains only the rest
 samples = 200
 multiples = [1, 2, 4, 8, 16]
