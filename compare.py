@@ -513,8 +513,10 @@ def baselines(results, settings, cfg):
 def task_scores(run_dir, settings, overrides=None, name="task_scores.json"):
     """score.score_checkpoints' result for the checkpoint in run_dir (with overrides) and its time; cached in
     run_dir/name."""
-    key = dict(samples=settings["samples"], lengths=settings["lengths"],
-               iter_num=checkpoint.load(run_dir)["iter_num"], **({"overrides": overrides} if overrides else {}))
+    ckpt = checkpoint.load(run_dir)
+    sampled = score.scoring_positions(ckpt["config"]) is not None   # scored on sampled positions (new: rescored)
+    key = dict(samples=settings["samples"], lengths=settings["lengths"], iter_num=ckpt["iter_num"],
+               **({"overrides": overrides} if overrides else {}), **({"positions": "sampled"} if sampled else {}))
 
     def score_run():
         t0 = time.time()

@@ -329,8 +329,10 @@ def estimate_loss(model, data, cfg, rt):
         losses = torch.zeros(cfg.eval_iters)
         for k in range(cfg.eval_iters):
             x, y, *rows = batch(data, split, gen, cfg, rt)
+            pos = position_sampling.for_evaluation(cfg.position_sampling, x.shape[1], cfg.max_position or cfg.block_size,
+                                                   gen)   # None: contiguous
             with rt.ctx:
-                losses[k] = forward_loss(model, x, y, None, rows).item()
+                losses[k] = forward_loss(model, x, y, pos, rows).item()
         out[split] = losses.mean().item()
     model.train()
     out["val_bpb"] = bits_per_byte(out["val"], data.bytes_per_token("val") if isinstance(data, TokenData) else None)

@@ -32,6 +32,13 @@ def check(method, n, max_position, chunks=2):
     return None
 
 
+def for_evaluation(method, n, max_position, generator=None):
+    """(n,) positions a model trained with `method` is evaluated on, or None (0..n-1): a randomized model on
+    sampled positions, as it was trained (Ruoss et al.'s evaluation samples them too; their code adds the noisy
+    encodings at every call); PoSE's are the real positions of the longer input it was trained to reach."""
+    return randomized_positions(n, max_position, generator) if method == "randomized" and n <= max_position else None
+
+
 def randomized_positions(n, max_position, generator=None):
     """(n,) increasing positions: a uniform random n-subset of [0, max_position), sorted."""
     return torch.randperm(max_position, generator=generator)[:n].sort().values

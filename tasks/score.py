@@ -7,6 +7,7 @@ past it (docs/tasks.md). evaluate.py and compare.py call score_checkpoints.
 """
 import torch
 
+from positional import sampling
 from training import checkpoint
 import tasks
 
@@ -38,11 +39,25 @@ def examples(task, length, samples, **kw):
     return torch.tensor([ex.ids for ex in exs]), mask
 
 
+def scoring_positions(config):
+    """(n, batch) -> (n,) positions a checkpoint of training config `config` is scored on (sampling.for_evaluation,
+    drawn once per length and batch, seeded by both), or None: 0..n-1."""
+    method, m = config.get("position_sampling", ""), config.get("max_position") or config["block_size"]
+    if sampling.for_evaluation(method, 1, m) is None:
+        return None
+    return lambda n, b: sampling.for_evaluation(method, n, m, torch.Generator().manual_seed(n * 1_000_003 + b))
+
+
 @torch.no_grad()
-def greedy(model, ids, mask):
+def greedy(model, ids, mask, pos=None):
     """ids (B, n) with the answer positions (mask, (n,)) replaced by the model's greedy
-    predictions, each fed back before the next; one KV-cache pass over the sequence."""
+    predictions, each fed back before the next; one KV-cache pass over the sequence. pos: (n,) explicit
+    positions (scoring_positions), then each answer recomputes its prefix (a cache continues 0..n-1)."""
     out = ids.clone()
+    if pos is not None:
+        for a in mask.nonzero().squeeze(1).tolist():
+            out[:, a] = model(out[:, :a], pos=pos[:a])[0][:, -1].argmax(-1)
+        return out
     model.setup_cache(ids.shape[0], ids.shape[1])
     try:
         fed = 0
@@ -60,37 +75,39 @@ def fits(model, length):
     return limit is None or length - 1 <= limit
 
 
-def accuracy(model, task, length, samples=SAMPLES, batch_tokens=BATCH_TOKENS, **kw):
-    """(exact, per_token) accuracy at one length; (None, None) past a position table."""
+def accuracy(model, task, length, samples=SAMPLES, batch_tokens=BATCH_TOKENS, positions=None, **kw):
+    """(exact, per_token) accuracy at one length; (None, None) past a position table. positions:
+    scoring_positions' function, or None."""
     if not fits(model, length):
         return None, None
     ids, mask = examples(task, length, samples, **kw)
     device = next(model.parameters()).device
     per = max(1, batch_tokens // length)
-    right = torch.cat([greedy(model, ids[b:b + per].to(device), mask.to(device))[:, mask].cpu() == ids[b:b + per, mask]
-                       for b in range(0, samples, per)])                                  # (samples, answer)
+    pos = [None if positions is None else positions(length, b).to(device) for b in range(0, samples, per)]
+    right = torch.cat([greedy(model, ids[b:b + per].to(device), mask.to(device), p)[:, mask].cpu() == ids[b:b + per, mask]
+                       for b, p in zip(range(0, samples, per), pos)])                    # (samples, answer)
     return right.all(1).float().mean().item(), right.float().mean().item()
 
 
-def score_lengths(model, name, lengths, samples=SAMPLES):
+def score_lengths(model, name, lengths, samples=SAMPLES, positions=None):
     """Rows {length, exact, token, samples} of task `name` at each length (>= its MIN_LENGTH)."""
     task = tasks.get(name)
     for n in lengths:
         tasks.common.check_length(name, task.MIN_LENGTH, n)
     rows = []
     for n in lengths:
-        exact, token = accuracy(model, task, n, samples)
+        exact, token = accuracy(model, task, n, samples, positions=positions)
         rows.append(dict(length=n, exact=exact, token=token, samples=samples))
     return rows
 
 
-def passkey_grid(model, lengths, depths=DEPTHS, samples=SAMPLES):
+def passkey_grid(model, lengths, depths=DEPTHS, samples=SAMPLES, positions=None):
     """Rows {length, depth, distance, exact, token, samples}: passkey retrieval at each (length, depth)
     (lengths checked by score_lengths)."""
     task, rows = tasks.passkey, []
     for n in lengths:
         for d in depths:
-            exact, token = accuracy(model, task, n, samples, depth=d)
+            exact, token = accuracy(model, task, n, samples, positions=positions, depth=d)
             dist = task.distance(task.generate(0, n, depth=d).ids)
             rows.append(dict(length=n, depth=d, distance=dist, exact=exact, token=token, samples=samples))
     return rows
@@ -111,9 +128,10 @@ def effective_window(grid):
 def score_checkpoints(dirs, overrides=None, lengths=None, samples=SAMPLES, depths=DEPTHS, device="cpu", ckpts=None):
     """{task, train_len, overrides, samples, runs: {dir: {encoding, rows[, grid, effective_window]}}}
     for checkpoints of one task, scored at `lengths` (default MULTIPLES x the training length);
-    passkey also on the (length x depth) grid. Prints one line per checkpoint."""
-    ckpts = ckpts or {}
-    models = [(d, *load_task_model(d, overrides, device, ckpts.get(d))) for d in dirs]
+    passkey also on the (length x depth) grid, each on the positions it was trained on (scoring_positions).
+    Prints one line per checkpoint."""
+    ckpts = {d: (ckpts or {}).get(d) or checkpoint.load(d) for d in dirs}
+    models = [(d, *load_task_model(d, overrides, device, ckpts[d])) for d in dirs]
     names = {name for _, _, name, _ in models}
     if len(names) > 1:
         raise ValueError(f"these checkpoints were trained on different tasks ({', '.join(sorted(names))}); "
@@ -122,10 +140,11 @@ def score_checkpoints(dirs, overrides=None, lengths=None, samples=SAMPLES, depth
     lengths = lengths or [k * train_len for k in MULTIPLES]
     out = {"task": models[0][2], "train_len": train_len, "overrides": overrides or {}, "samples": samples, "runs": {}}
     for d, model, name, _ in models:
-        rows = score_lengths(model, name, lengths, samples)
+        positions = scoring_positions(ckpts[d]["config"])
+        rows = score_lengths(model, name, lengths, samples, positions)
         run = {"encoding": model.pe.name, "rows": rows}
         if name == "passkey":
-            run["grid"] = passkey_grid(model, lengths, depths, samples)
+            run["grid"] = passkey_grid(model, lengths, depths, samples, positions)
             run["effective_window"] = effective_window(run["grid"])
         out["runs"][d] = run
         print(f"{d} ({model.pe.name}, {name}): " + ", ".join(

@@ -155,6 +155,28 @@ def test_greedy_with_cache_equals_decoding_without():
     assert torch.equal(greedy(model, ids, mask), out) and model.kv_cache is None
 
 
+def test_a_model_trained_on_sampled_positions_is_scored_on_them():
+    """Ruoss et al.'s randomized positions: scoring_positions draws an increasing subset of [0, M) per length and
+    batch (reproducibly), and greedy then feeds them explicitly: a learned table read at those rows, not 0..n-1."""
+    from tasks.score import scoring_positions
+    assert scoring_positions({"block_size": 32}) is None and scoring_positions(
+        {"block_size": 32, "position_sampling": "pose", "max_position": 128}) is None   # PoSE: real positions
+    draw = scoring_positions({"block_size": 32, "position_sampling": "randomized", "max_position": 128})
+    pos = draw(30, 0)
+    assert len(pos) == 30 and bool((pos.diff() > 0).all()) and int(pos.max()) < 128 and not torch.equal(pos, torch.arange(30))
+    assert torch.equal(draw(30, 0), pos) and not torch.equal(draw(30, 8), pos)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=128, vocab_size=tasks.mqar.VOCAB_SIZE, n_layer=2, n_head=2, n_embd=32,
+                          pos_encoding="learned")).eval()
+    ids, mask = examples(tasks.mqar, 30, 4)
+    out = ids.clone()
+    for a in mask.nonzero().squeeze(1).tolist():
+        out[:, a] = model(out[:, :a], pos=pos[:a])[0][:, -1].argmax(-1)
+    assert torch.equal(greedy(model, ids, mask, pos), out) and model.kv_cache is None
+    assert torch.equal(greedy(model, ids, mask, torch.arange(30)), greedy(model, ids, mask))   # 0..n-1: the cache's
+    assert not torch.equal(model(ids, pos=pos)[0], model(ids)[0])                             # other rows of the table
+
+
 def test_effective_window_and_mrr_by_hand():
     grid = [dict(length=32, exact=1.0), dict(length=32, exact=0.9), dict(length=64, exact=0.2),
             dict(length=128, exact=0.1), dict(length=128, exact=0.9), dict(length=256, exact=0.9)]

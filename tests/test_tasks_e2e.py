@@ -79,3 +79,23 @@ def test_sample_reads_a_task_checkpoint(copy_run, capsys):
     sample.main([f"--out_dir={copy_run}", "--start=.0123|", "--max_new_tokens=4", "--top_k=1", "--device=cpu"])
     out = capsys.readouterr().out
     assert ".0123|" in out and all(c in tasks.common.CHARS for c in out.split(".0123|")[1][:4])
+
+
+def test_a_randomized_run_is_evaluated_on_sampled_positions(tmp_path, monkeypatch):
+    """Trained with position_sampling=randomized, a model is evaluated on sampled positions too, as Ruoss et al.'s
+    are (0..n-1 is out of its distribution: the suite's copy runs had training loss 0.16 there and 1.68 on 0..n-1):
+    every loss of the run, training steps and estimate_loss alike, reads positions drawn from [0, max_position), and
+    so does each scored answer."""
+    import train
+    from tasks import score
+    fed, real_loss = [], train.forward_loss
+    monkeypatch.setattr(train, "forward_loss", lambda model, x, y, pos, rows: fed.append(pos) or real_loss(model, x, y, pos, rows))
+    out = tmp_path / "rand"
+    args = [*COPY, "--pos_encoding=learned", "--position_sampling=randomized", "--max_position=48", "--max_iters=20",
+            "--lr_decay_iters=20", "--eval_interval=10", f"--out_dir={out}"]
+    assert run_train(args) == 0
+    assert len(fed) > 20 and all(p is not None and int(p.max()) < 48 for p in fed)   # 20 steps and 3 evaluations
+    seen, real = [], score.greedy
+    monkeypatch.setattr(score, "greedy", lambda m, ids, mask, pos=None: seen.append(pos) or real(m, ids, mask, pos))
+    score.score_checkpoints([str(out)], lengths=[12, 48], samples=8)
+    assert seen and all(p is not None and int(p.max()) < 48 for p in seen) and {len(p) for p in seen} == {12, 48}
