@@ -549,7 +549,7 @@ def task_run(run, settings, train_keys, cfg):
     got = kept.load(where, key)
     if got is not None:
         print(f"{run['say']} kept in {where}: skipped", flush=True)
-        return dict(run, **got)
+        return {**run, **got, "encoding": run["encoding"]}   # the run's label (a variant's), not its model's encoding
     train(run, settings, train_keys, run["iters"])
     scored = task_scores(run["dir"], settings)
     train_s = compare_report.read_log(run["dir"])["wall_s"]
@@ -559,7 +559,7 @@ def task_run(run, settings, train_keys, cfg):
     windows = task_windows(run, settings, train_keys, cfg) if settings["finetune_steps"] else []
     got = dict(scored, train_s=train_s, windows=windows)
     kept.save(where, key, got, run["dir"])
-    return dict(run, **kept.rounded(got))
+    return {**run, **kept.rounded(got), "encoding": run["encoding"]}
 
 
 # ---- the comparison -------------------------------------------------------------------

@@ -168,3 +168,14 @@ def test_a_kept_task_run_is_not_run_again_anywhere(tmp_path):
     compare.main([*args, "--kept_only=True", "--seeds=2"])   # seed 1338 not kept: left out, not trained
     assert (tmp_path / "report" / "runs.csv").read_text() == first
     assert not (tmp_path / "out" / "copy" / "rope-s1338").exists()
+
+
+def test_a_variant_is_reported_under_its_own_name(tmp_path):
+    """configs/tasks/compare.py's rope_randomized trains a rope model on sampled positions: the report and runs.csv
+    keep it apart from rope (its label), also when it comes back kept."""
+    args = [*SUITE, "--tasks=copy", "--encodings=rope,rope_randomized", f"--out_root={tmp_path / 'out'}",
+            f"--report_dir={tmp_path / 'report'}"]
+    for _ in range(2):   # trained and scored, then kept
+        compare.main(args)
+        with open(tmp_path / "report" / "runs.csv") as f:
+            assert {r["encoding"] for r in csv.DictReader(f)} == {"rope", "rope_randomized"}
