@@ -495,7 +495,7 @@ class GPT(nn.Module):
                 cache.filled = min(end, getattr(cache, "size", end))
             logits = self.run(idx, pos, end, cache, None if doc is None else doc.to(idx.device))   # (B, T, vocab)
             if cache is not None:
-                cache.advance(T)
+                cache.advance(end - cache.length)    # explicit positions may skip some: the next call starts past them
         loss = None if targets is None else F.cross_entropy(logits.float().flatten(0, 1), targets.view(-1), ignore_index=-1)
         return logits, loss
 
@@ -514,8 +514,10 @@ class GPT(nn.Module):
     def positions(self, T, cache, pos, doc, device):
         """(T,) positions of this call and the last one + 1, checked on the host."""
         start = cache.length if cache is not None else 0
-        if pos is not None and cache is not None:
-            raise ValueError("explicit positions are for training, without a KV cache: clear the cache")
+        if pos is not None and cache is not None and not (isinstance(cache, KVCache) and cache.period == 0 and len(pos) and int(pos[0]) >= start
+                                                          and bool((pos.diff() > 0).all())):
+            raise ValueError(f"explicit positions continue a KV cache in order, from position {start} on, without a "
+                             f"window's ring; got {pos.tolist()[:8]}...: clear the cache or pass increasing positions")
         if doc is not None and self.config.attention == "linear":
             raise ValueError("document ids need softmax attention (linear attention sums every earlier key)")
         check_positions(pos, doc, T)

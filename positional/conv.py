@@ -7,7 +7,7 @@ encode?", arXiv:2001.08248) show that a convolution leaks position through its z
 
 with x_{t-j} = 0 before the sequence (or the document) starts. w_0 starts at 1 and the other
 taps at 0 (identity). With a KV cache the last k-1 embeddings (and document ids) are kept in the
-cache, in a ring of k-1 slots indexed by position mod (k-1).
+cache, in the order they came (the tokens before, not the positions before: explicit positions may skip).
 """
 from dataclasses import dataclass
 
@@ -38,19 +38,16 @@ class Conv(PositionalEncoding):
         return cls(cfg.n_embd, s.conv_kernel)
 
     def embed(self, x, ctx):
-        k, T, pos, doc = self.kernel, x.shape[1], ctx.q_pos, ctx.doc
+        k, T, doc = self.kernel, x.shape[1], ctx.doc
         past_doc = None if doc is None else doc.new_full((k - 1,), -1)            # no document before the start
-        if ctx.cache is not None:  # the k-1 embeddings (and document ids) before this call, from the cache's rings
-            ring = ctx.cache.state(self, "ring", lambda: x.new_zeros(x.shape[0], k - 1, x.shape[2]))
-            back = pos[0] - torch.arange(k - 1, 0, -1, device=pos.device)           # (k-1,) positions, oldest first
-            seen = (back >= 0).to(x.dtype)[:, None]
-            full = torch.cat([ring.index_select(1, back % (k - 1)) * seen, x], 1)  # (B, k-1+T, C)
-            slots = torch.cat([back, pos])[-(k - 1):] % (k - 1)
-            ring.index_copy_(1, slots, full[:, -(k - 1):].detach())
+        if ctx.cache is not None:  # the k-1 embeddings (and document ids) before this call, kept in order
+            ring = ctx.cache.state(self, "ring", lambda: x.new_zeros(x.shape[0], k - 1, x.shape[2]))   # 0: no token
+            full = torch.cat([ring, x], 1)                                          # (B, k-1+T, C)
+            ring.copy_(full[:, -(k - 1):].detach())
             if doc is not None:
                 ring_doc = ctx.cache.state(self, "ring_doc", lambda: doc.new_full((k - 1,), -1))
-                past_doc = torch.where(back >= 0, ring_doc.index_select(0, back % (k - 1)), past_doc)
-                ring_doc.index_copy_(0, slots, torch.cat([past_doc, doc])[-(k - 1):])
+                past_doc = ring_doc.clone()
+                ring_doc.copy_(torch.cat([past_doc, doc])[-(k - 1):])
         else:
             full = torch.cat([x.new_zeros(x.shape[0], k - 1, x.shape[2]), x], 1)
         docs = None if doc is None else torch.cat([past_doc, doc])                 # (k-1+T,)

@@ -90,9 +90,16 @@ class FIRE(PositionalEncoding):
         return self.L_multiplier * self.init_L
 
     def score_bias(self, h, q, k):
-        """The MLP gives every head at once: h is picked from its (H, Tq, Tk) output, so a query block
-        works and a score_mod does not (issue #22: FlexAttention falls back to query blocks)."""
-        return self.dense_bias(q.view(-1), k.view(-1))[h.view(-1)]
+        """Elementwise, as a FlexAttention score_mod calls it (scalars, or tensors that broadcast): the MLP's
+        units summed one by one, f_h(x) = b2_h + sum_u w2_hu relu(w1_u x + b1_u). A dense caller reads
+        dense_bias (by pieces: one search and two reads a pair instead of the W units)."""
+        c, L = self.c, self.L.abs()
+        x = psi_ratio((q - k).clamp(min=0), torch.maximum(q.to(c.dtype), L), c)
+        w1, b1, w2, b2 = self.mlp[0].weight[:, 0], self.mlp[0].bias, self.mlp[2].weight, self.mlp[2].bias
+        out = b2[h]
+        for u in range(len(w1)):
+            out = out + w2[h, u] * torch.relu(w1[u] * x + b1[u])
+        return out
 
     def dense_bias(self, q_pos, k_pos):
         """(H, Tq, Tk): every head at once, as the MLP gives them (no copy picking the heads)."""

@@ -86,12 +86,13 @@ class Floater(PositionalEncoding):
         """The table's rows kept in the cache, solved as a generation reaches them (rows past `done` are not yet):
         a one-token call solves its own row from the row before it (one position of RK4 inside the decode step, so
         a compiled step does it in its graph and nothing is solved ahead), a longer call (a prompt) the rows from the
-        last one solved up to its last position. Positions arrive in order, as in every generation."""
+        last one solved up to its last position, as does a token past the next row (explicit positions that skip;
+        a compiled step's positions do not)."""
         rows = ctx.kept(self, "rows", lambda a, b: self.p0.new_zeros(b - a, self.n_embd))   # (n_positions, C)
         done = ctx.cache.state(self, "done", lambda: torch.zeros(1, dtype=torch.long, device=self.p0.device))
         q = ctx.q_pos
         with torch.no_grad():
-            if len(q) == 1:
+            if len(q) == 1 and (torch.compiler.is_compiling() or int(done) == int(q)):   # the next row (a decode step)
                 before = (q - 1).clamp(min=0)                                   # (1,); position 0 is p0 itself
                 p = rk4_unit(self.h, rows.index_select(0, before), before, self.steps, self.dt)   # (1, C)
                 rows.index_copy_(0, q, torch.where(q[:, None] == 0, self.p0, p))

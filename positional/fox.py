@@ -12,7 +12,7 @@ A data-dependent ALiBi: with f_t = exp(-m) everywhere it is ALiBi with slope m, 
 how the gates start here (b_h = log(e^-m_h / (1 - e^-m_h)) for ALiBi's slopes m_h,
 w ~ N(0, 0.02); our choice of initialisation, not the paper's). The scores depend on
 content, never on absolute positions. The gates read ctx.x (the layer input); with documents
-the sums start over at each one. The cache keeps c by position (ctx.kept, (B, H, n) per layer).
+the sums start over at each one. The cache keeps c by slot, as it keeps the keys ((B, H, slots) per layer), and the last token's.
 """
 import math
 
@@ -49,12 +49,12 @@ class FoX(OwnLogits):
             c = torch.cat([part.cumsum(-1) for part in log_f.split(counts, -1)], -1)
         c_k, cache = c, ctx.cache
         if cache is not None:
-            sums = ctx.kept(self, layer, lambda a, b: c.new_zeros(*c.shape[:2], b - a), -1)   # (B, H, n): c by position
-            first = ctx.q_pos[:1] - (ctx.rows.start or 0)  # the forward's first position, from any query block
-            pos = first + torch.arange(c.shape[-1], device=c.device)   # (T,): a cached forward's are contiguous
-            c = c + sums.index_select(-1, (first - 1).clamp(min=0)) * (first > 0)  # continued; 0 at the start
-            sums.index_copy_(-1, pos, c.detach())
-            c_k = sums.index_select(-1, ctx.k_pos.clamp(max=sums.shape[-1] - 1))   # empty slots: masked anyway
+            last = cache.state(self, f"last{layer}", lambda: c.new_zeros(*c.shape[:2], 1))   # c of the last token fed
+            sums = cache.state(self, f"sums{layer}", lambda: c.new_zeros(*c.shape[:2], cache.size))  # c by slot, as k
+            c = c + last                                                                # continued; 0 at the start
+            last.copy_(c[..., -1:].detach())
+            sums.index_copy_(-1, cache.slot, c.detach())
+            c_k = sums[..., :len(ctx.k_pos)]                       # the attended slots (k_pos: theirs); empty: masked
         return c, c_k
 
     def sums(self, ctx, layer):

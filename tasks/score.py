@@ -52,17 +52,13 @@ def scoring_positions(config):
 def greedy(model, ids, mask, pos=None):
     """ids (B, n) with the answer positions (mask, (n,)) replaced by the model's greedy
     predictions, each fed back before the next; one KV-cache pass over the sequence. pos: (n,) explicit
-    positions (scoring_positions), then each answer recomputes its prefix (a cache continues 0..n-1)."""
+    increasing positions (scoring_positions; the cache continues at them), None: 0..n-1."""
     out = ids.clone()
-    if pos is not None:
-        for a in mask.nonzero().squeeze(1).tolist():
-            out[:, a] = model(out[:, :a], pos=pos[:a])[0][:, -1].argmax(-1)
-        return out
-    model.setup_cache(ids.shape[0], ids.shape[1])
+    model.setup_cache(ids.shape[0], ids.shape[1] if pos is None else int(pos[-1]) + 1)
     try:
         fed = 0
-        for a in mask.nonzero().squeeze(1).tolist():   # the token at a is predicted from positions < a
-            logits, _ = model(out[:, fed:a])           # (B, a - fed, V): continues the cached sequence
+        for a in mask.nonzero().squeeze(1).tolist():   # the token at a is predicted from the tokens before it
+            logits, _ = model(out[:, fed:a], **({} if pos is None else {"pos": pos[fed:a]}))   # (B, a - fed, V)
             out[:, a] = logits[:, -1].argmax(-1)
             fed = a
     finally:

@@ -71,10 +71,10 @@ def test_compiled_flex_attention_on_cpu_equals_the_dense_path():
     torch.testing.assert_close(flex, dense, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["alibi", "kerple"])
+@pytest.mark.parametrize("name", ["alibi", "kerple", "fire"])
 def test_flex_attention_at_given_positions_and_documents(name):
     """Consecutive positions from an offset (read as index + first) and positions with gaps plus two
-    documents (read from the tables) both equal the dense path."""
+    documents (read from the tables) both equal the dense path (FIRE's queries past its L = 32 included)."""
     idx = torch.randint(0, 40, (1, 24), generator=torch.Generator().manual_seed(4))
     gaps = torch.cumsum(torch.randint(1, 4, (24,), generator=torch.Generator().manual_seed(5)), 0)
     doc = (torch.arange(24) >= 10).long()

@@ -114,6 +114,8 @@ def test_resonance_rounds_after_the_scaling_method(scaling):
 
 # ---- FoX --------------------------------------------------------------------------------------
 def fox_logits(pe, x, q, k, q_pos, k_pos, layer=0, cache=None):
+    if cache is not None:
+        cache.begin(q_pos)   # this call's slots, as the model places them
     return pe.logits(q, k, Ctx(q_pos, k_pos, cache=cache, x=x), layer)
 
 

@@ -185,7 +185,7 @@ def test_a_failing_flex_attention_falls_back_once_for_the_model(monkeypatch):
     assert model_mod.choose_kernel(p) == "sdpa"                  # the model's later forwards skip it
 
 
-@pytest.mark.parametrize("name", ["alibi", "t5"])
+@pytest.mark.parametrize("name", ["alibi", "t5", "fire"])
 def test_flex_attention_score_mod_matches_reference(name):
     """The flex path's score_mod (the encoding's score_bias at gathered positions) and block mask,
     run by FlexAttention's eager CPU version."""

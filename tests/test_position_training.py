@@ -4,6 +4,8 @@ the sampling; a learned table's rows beyond block_size are trained."""
 import pytest
 import torch
 
+import positional
+
 from training import checkpoint
 from positional import sampling as position_sampling
 from tests.conftest import TINY_ARGS, tiny_gpt
@@ -34,11 +36,33 @@ def test_bad_explicit_positions_are_refused(pos, message):
         tiny_gpt("learned")(torch.zeros(1, 4, dtype=torch.long), pos=pos)
 
 
-def test_explicit_positions_refuse_a_cache():
-    model = tiny_gpt("rope")
-    model.setup_cache(1, 16)
-    with pytest.raises(ValueError, match="explicit positions are for training, without a KV cache"):
-        model(torch.zeros(1, 4, dtype=torch.long), pos=torch.arange(4))
+SPARSE = torch.tensor([0, 2, 3, 7, 8, 9, 13, 20, 21, 26, 30, 31])   # increasing, with gaps (randomized positions)
+
+
+@pytest.mark.parametrize("name", sorted(positional.REGISTRY))
+def test_explicit_positions_continue_a_cache_as_the_full_forward_reads_them(name):
+    """A cache continued at sparse increasing positions (a randomized run's greedy scoring) gives the logits of one
+    forward over the same positions: a prompt of 5, then one token a call."""
+    model = tiny_gpt(name)
+    idx = torch.randint(0, 40, (2, len(SPARSE)))
+    with torch.no_grad():
+        full = model(idx, pos=SPARSE)[0]
+        model.setup_cache(2, 32)
+        try:
+            parts = [model(idx[:, :5], pos=SPARSE[:5])[0]]
+            parts += [model(idx[:, t:t + 1], pos=SPARSE[t:t + 1])[0] for t in range(5, len(SPARSE))]
+        finally:
+            model.clear_cache()
+    torch.testing.assert_close(torch.cat(parts, 1), full, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("first,window", [(3, 0), (0, 8)])
+def test_explicit_positions_refuse_to_rewrite_a_cache_or_a_ring(first, window):
+    model = tiny_gpt("rope", window=window)
+    model.setup_cache(1, 64)
+    model(torch.zeros(1, 4, dtype=torch.long), pos=torch.arange(4) if not window else None)
+    with pytest.raises(ValueError, match="explicit positions continue a KV cache in order"):
+        model(torch.zeros(1, 2, dtype=torch.long), pos=torch.arange(first, first + 2))
 
 
 def test_randomized_positions_train_the_learned_rows_beyond_block_size():
