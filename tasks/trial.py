@@ -1,0 +1,63 @@
+"""One recipe trial: train a task with some keys, score exact match at L on held-out examples, append a row
+to reports/tasks-recipes/trials.csv (docs/tasks.md's "Recipes that learn" table is generated from it).
+
+    python -m tasks.trial copy sinusoidal --max_iters=8000 --learning_rate=1e-3
+    python -m tasks.trial mqar rope --max_iters=8000 --n_head=1 --n_embd=128
+
+The task's config (configs/tasks/<task>.py) is the base; iterations also set lr_decay_iters, and warmup is 100
+unless given. Keys other than the iterations, learning rate and warmup go to the row's `other` column.
+"""
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+FIELDS = ["task", "encoding", "seed", "max_iters", "learning_rate", "warmup_iters", "exact_at_L", "samples",
+          "train_s", "other"]
+SHOWN = ("max_iters", "learning_rate", "warmup_iters", "seed")
+
+
+def main(argv):
+    if len(argv) < 2 or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    task, encoding, keys = argv[0], argv[1], dict(a[2:].split("=", 1) for a in argv[2:])
+    keys.setdefault("warmup_iters", "100")
+    keys.setdefault("seed", "1337")
+    config = __import__(f"configs.tasks.{task}", fromlist=["x"])
+    keys.setdefault("max_iters", str(config.max_iters))
+    keys.setdefault("learning_rate", str(config.learning_rate))
+    out_csv = keys.pop("trials", "reports/tasks-recipes/trials.csv")
+    samples = int(keys.pop("samples", "200"))
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [sys.executable, "train.py", f"configs/tasks/{task}.py", f"--pos_encoding={encoding}", f"--out_dir={out}",
+               f"--lr_decay_iters={keys['max_iters']}", "--wandb_log=False", *(f"--{k}={v}" for k, v in keys.items())]
+        start = time.time()
+        threads = os.environ.get("TRIAL_THREADS", "1")     # one thread: trials run beside other work
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": threads})
+        train_s = round(time.time() - start)
+        from tasks import get
+        from tasks.score import accuracy, load_task_model
+        model, name, L = load_task_model(out)
+        exact, _ = accuracy(model, get(name), L, samples)
+    other = " ".join(f"{k}={v}" for k, v in keys.items() if k not in SHOWN)
+    row = dict(task=task, encoding=encoding, seed=keys["seed"], max_iters=keys["max_iters"],
+               learning_rate=keys["learning_rate"], warmup_iters=keys["warmup_iters"], exact_at_L=exact,
+               samples=samples, train_s=train_s, other=other)
+    new = not os.path.exists(out_csv)
+    with open(out_csv, "a", newline="") as f:
+        w = csv.DictWriter(f, FIELDS, lineterminator="\n")
+        if new:
+            w.writeheader()
+        w.writerow(row)
+    print(row)
+    return 0
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(int(os.environ.get("TRIAL_THREADS", "1")))
+    sys.exit(main(sys.argv[1:]))
