@@ -179,3 +179,24 @@ def test_a_variant_is_reported_under_its_own_name(tmp_path):
         compare.main(args)
         with open(tmp_path / "report" / "runs.csv") as f:
             assert {r["encoding"] for r in csv.DictReader(f)} == {"rope", "rope_randomized"}
+
+
+def test_a_recipe_trial_trains_scores_and_appends_its_row(tmp_path, monkeypatch):
+    """python -m tasks.trial: its row holds the keys it trained with (model keys under `other`) and the exact
+    match at L of the checkpoint it trained, scored again here."""
+    import tasks.score
+    from tasks import trial
+    scored, real = [], tasks.score.accuracy
+    monkeypatch.setattr(tasks.score, "accuracy", lambda model, task, n, samples: scored.append(
+        (model.config.n_layer, model.config.n_embd, n, samples, real(model, task, n, samples))) or scored[-1][-1])
+    trials = tmp_path / "trials.csv"
+    args = ["copy", "rope", "--max_iters=6", "--block_size=12", "--n_layer=1", "--n_embd=16", "--n_head=2",
+            "--batch_size=4", "--eval_interval=6", "--eval_iters=1", "--samples=8", f"--trials={trials}"]
+    monkeypatch.chdir(compare.ROOT)
+    assert trial.main(args) == 0 and trial.main([*args[:2], "--max_iters=2", *args[3:]]) == 0
+    rows = list(csv.DictReader(open(trials)))
+    assert [(r["task"], r["encoding"], r["max_iters"], r["warmup_iters"], r["samples"]) for r in rows] == [
+        ("copy", "rope", "6", "100", "8"), ("copy", "rope", "2", "100", "8")]
+    assert rows[0]["other"] == "block_size=12 n_layer=1 n_embd=16 n_head=2 batch_size=4 eval_interval=6 eval_iters=1"
+    assert [s[:4] for s in scored] == [(1, 16, 12, 8)] * 2       # the model trained with the keys, scored at L
+    assert [float(r["exact_at_L"]) for r in rows] == [s[-1][0] for s in scored]
