@@ -41,9 +41,11 @@ def main(argv):
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": threads})
         train_s = round(time.time() - start)
         from tasks import get
-        from tasks.score import accuracy, load_task_model
-        model, name, L = load_task_model(out)
-        exact, _ = accuracy(model, get(name), L, samples)
+        from tasks.score import accuracy, load_task_model, scoring_positions
+        from training import checkpoint
+        ckpt = checkpoint.load(out)
+        model, name, L = load_task_model(out, ckpt=ckpt)
+        exact, _ = accuracy(model, get(name), L, samples, positions=scoring_positions(ckpt["config"]))   # as trained
     other = " ".join(f"{k}={v}" for k, v in keys.items() if k not in SHOWN)
     row = dict(task=task, encoding=encoding, seed=keys["seed"], max_iters=keys["max_iters"],
                learning_rate=keys["learning_rate"], warmup_iters=keys["warmup_iters"], exact_at_L=exact,

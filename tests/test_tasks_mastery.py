@@ -187,8 +187,9 @@ def test_a_recipe_trial_trains_scores_and_appends_its_row(tmp_path, monkeypatch)
     import tasks.score
     from tasks import trial
     scored, real = [], tasks.score.accuracy
-    monkeypatch.setattr(tasks.score, "accuracy", lambda model, task, n, samples: scored.append(
-        (model.config.n_layer, model.config.n_embd, n, samples, real(model, task, n, samples))) or scored[-1][-1])
+    monkeypatch.setattr(tasks.score, "accuracy", lambda model, task, n, samples, positions: scored.append(
+        (model.config.n_layer, model.config.n_embd, n, samples, real(model, task, n, samples, positions=positions),
+         positions)) or scored[-1][-2])
     trials = tmp_path / "trials.csv"
     args = ["copy", "rope", "--max_iters=6", "--block_size=12", "--n_layer=1", "--n_embd=16", "--n_head=2",
             "--batch_size=4", "--eval_interval=6", "--eval_iters=1", "--samples=8", f"--trials={trials}"]
@@ -199,4 +200,6 @@ def test_a_recipe_trial_trains_scores_and_appends_its_row(tmp_path, monkeypatch)
         ("copy", "rope", "6", "100", "8"), ("copy", "rope", "2", "100", "8")]
     assert rows[0]["other"] == "block_size=12 n_layer=1 n_embd=16 n_head=2 batch_size=4 eval_interval=6 eval_iters=1"
     assert [s[:4] for s in scored] == [(1, 16, 12, 8)] * 2       # the model trained with the keys, scored at L
-    assert [float(r["exact_at_L"]) for r in rows] == [s[-1][0] for s in scored]
+    assert [float(r["exact_at_L"]) for r in rows] == [s[-2][0] for s in scored] and scored[0][-1] is None
+    assert trial.main([*args, "--position_sampling=randomized", "--max_position=48"]) == 0   # scored as trained:
+    assert scored[-1][-1] is not None and scored[-1][-1](12, 0).max() < 48                 # on sampled positions
