@@ -17,8 +17,12 @@ encodings = ["none", "learned", "sinusoidal", "t5", "rope", "alibi", *variants]
 # that learn"); compare.py trains that task with these keys
 import importlib as _importlib
 _RECIPE_KEYS = ("max_iters", "lr_decay_iters", "learning_rate", "warmup_iters")
-task_recipes = {t: {k: getattr(_importlib.import_module(f"configs.tasks.{t}"), k) for k in _RECIPE_KEYS}
-                for t in ("copy", "reverse", "passkey", "duplicate")}
+_MODEL_KEYS = ("n_layer", "n_head", "n_embd")   # in a recipe where its model differs from the base one (addition)
+_base = _importlib.import_module("configs.tasks.base")
+task_recipes = {t: {k: getattr(m, k) for k in (*_RECIPE_KEYS, *_MODEL_KEYS)
+                    if k in _RECIPE_KEYS or getattr(m, k) != getattr(_base, k)}
+                for t, m in ((t, _importlib.import_module(f"configs.tasks.{t}"))
+                             for t in ("copy", "reverse", "passkey", "duplicate", "addition"))}
 seeds = 3
 jobs = 2
 out_root = "out-tasks"
