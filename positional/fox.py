@@ -12,7 +12,8 @@ A data-dependent ALiBi: with f_t = exp(-m) everywhere it is ALiBi with slope m, 
 how the gates start here (b_h = log(e^-m_h / (1 - e^-m_h)) for ALiBi's slopes m_h,
 w ~ N(0, 0.02); our choice of initialisation, not the paper's). The scores depend on
 content, never on absolute positions. The gates read ctx.x (the layer input); with documents
-the sums start over at each one. The cache keeps c by slot, as it keeps the keys ((B, H, slots) per layer), and the last token's.
+the sums start over at each one. The cache keeps c by slot, as it keeps the keys ((B, H, slots) per
+layer), and the last token's.
 """
 import math
 
