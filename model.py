@@ -514,8 +514,9 @@ class GPT(nn.Module):
     def positions(self, T, cache, pos, doc, device):
         """(T,) positions of this call and the last one + 1, checked on the host."""
         start = cache.length if cache is not None else 0
-        in_order = pos is not None and len(pos) > 0 and int(pos[0]) >= start and bool((pos.diff() > 0).all())
-        if pos is not None and cache is not None and not (isinstance(cache, KVCache) and cache.period == 0 and in_order):
+        if pos is not None and cache is not None and not (     # in order past the cache (training has no cache)
+                isinstance(cache, KVCache) and cache.period == 0 and len(pos) > 0 and int(pos[0]) >= start
+                and bool((pos.diff() > 0).all())):
             raise ValueError(f"explicit positions continue a KV cache in order, from position {start} on, without a "
                              f"window's ring; got {pos.tolist()[:8]}...: clear the cache or pass increasing positions")
         if doc is not None and self.config.attention == "linear":
