@@ -112,7 +112,7 @@ class AttentionPlan(Ctx):
         if dtype not in self.sdpa_masks:
             m = self.mask
             if m.dtype == torch.bool:
-                m = torch.zeros(m.shape, dtype=dtype, device=m.device).masked_fill(~m, float("-inf"))
+                m = torch.where(m, 0.0, float("-inf"))
             self.sdpa_masks[dtype] = m.to(dtype).view((1,) * (4 - m.dim()) + tuple(m.shape))
         return self.sdpa_masks[dtype]
 
@@ -137,17 +137,27 @@ def choose_kernel(p: AttentionPlan) -> str:
     return "explicit" if biased and learned and grad else "sdpa"
 
 
-@functools.lru_cache(maxsize=None)
-def flex_functions(compiled=True):
-    """FlexAttention's (create_block_mask, flex_attention), compiled (the block mask built eagerly is dense)."""
+def flex_functions(state, compiled=True):
+    """FlexAttention's (create_block_mask, flex_attention), compiled (the block mask built eagerly is dense) once per
+    model (state: its flex dict): every model's score_mod is new to dynamo, which allows a code object 8 graphs."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-    wrap = functools.partial(torch.compile, dynamic=False) if compiled else (lambda f: f)
-    return wrap(create_block_mask), wrap(flex_attention)
+    if not compiled:
+        return create_block_mask, flex_attention
+    if "compiled" not in state:
+        state["compiled"] = tuple(torch.compile(own_code(f), dynamic=False) for f in (create_block_mask, flex_attention))
+    return state["compiled"]
+
+
+def own_code(fn):
+    """fn with a copy of its code object: dynamo counts recompilations per code object."""
+    copy = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    return copy
 
 
 def flex_attention(q, k, v, plan, compiled=True):
     """FlexAttention, score_bias(h, q, k) in its score_mod (its gradient flows), hidden blocks skipped (sees)."""
-    block_mask, flex = flex_functions(compiled)
+    block_mask, flex = flex_functions(plan.flex, compiled)
     qp, kp, pe, doc = at_index(plan.q_pos), at_index(plan.k_pos), plan.pe, plan.doc
 
     def visible(b, h, qi, ki):
@@ -235,6 +245,11 @@ def attend(q, k, v, plan):
 
 # ---- blocks ---------------------------------------------------------------------------------
 
+def dropout(x, p, training):
+    """F.dropout, not called where it does nothing (p = 0 or eval): a decode step pays for every call it makes."""
+    return F.dropout(x, p, True) if training and p > 0 else x
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: GPTConfig, layer: int):
         super().__init__()
@@ -247,13 +262,12 @@ class CausalSelfAttention(nn.Module):
         self.ssmax = nn.Parameter(ssmax_init(cfg.n_head, trained)) if cfg.ssmax else None   # s_h: (H,)
         self.c_attn = nn.Linear(cfg.n_embd, cfg.n_embd + 2 * self.n_kv_head * D, bias=cfg.bias)   # q, k, v
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
-        self.resid_dropout = nn.Dropout(cfg.dropout)
+        self.dropout = cfg.dropout
 
     def forward(self, x, pe, plan):
         B, T, C = x.shape
-        pos, cache, D, G = plan.q_pos, plan.cache, C // self.n_head, self.n_head // self.n_kv_head
-        q, k, v = self.c_attn(x).split([C, C // G, C // G], dim=2)
-        q, k, v = (t.view(B, T, -1, D).transpose(1, 2) for t in (q, k, v))    # (B, H, T, D); k, v: (B, H / G, T, D)
+        pos, cache, D, H, Hkv = plan.q_pos, plan.cache, C // self.n_head, self.n_head, self.n_kv_head
+        q, k, v = self.c_attn(x).view(B, T, -1, D).transpose(1, 2).split([H, Hkv, Hkv], 1)   # (B, H or Hkv, T, D)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.logn_length:
@@ -269,16 +283,16 @@ class CausalSelfAttention(nn.Module):
         else:  # keys cached raw: rotate all of them at their positions, every call
             k, v = cache.write(self.layer, k, v)
             k = pe.rotate(k, plan, key=True)
-        if G > 1:  # grouped-query attention: key/value head j serves query heads jG .. jG + G - 1
-            k, v = k.repeat_interleave(G, dim=1), v.repeat_interleave(G, dim=1)       # (B, H, Tk, D)
+        if H > Hkv:  # grouped-query attention: key/value head j serves query heads jG .. jG + G - 1, G = H / Hkv
+            k, v = k.repeat_interleave(H // Hkv, dim=1), v.repeat_interleave(H // Hkv, dim=1)   # (B, H, Tk, D)
         if plan.kernel == "banded":  # its own logits on a band of near keys, the far ones by SDPA
             y = pe.attend_banded(q, k, v, plan, self.layer)
         elif pe.overrides("attend"):  # an encoding forming its own logits, by query blocks
             y = by_blocks(q, k, v, plan, lambda q, k, v, p: pe.attend(q, k, v, p, self.layer))
         else:
             y = attend(q, k, v, plan)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)                           # (B, T, C)
-        return self.resid_dropout(self.c_proj(y))
+        y = y.transpose(1, 2).reshape(B, T, C)                                     # (B, T, C)
+        return dropout(self.c_proj(y), self.dropout, self.training)
 
 
 class MLP(nn.Module):
@@ -288,11 +302,12 @@ class MLP(nn.Module):
         hidden = cfg.mlp_hidden or (256 * math.ceil(8 * cfg.n_embd // 3 / 256) if gated else 4 * cfg.n_embd)
         self.c_fc = nn.Linear(cfg.n_embd, (1 + gated) * hidden, bias=cfg.bias)
         self.c_proj = nn.Linear(hidden, cfg.n_embd, bias=cfg.bias)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = cfg.dropout
 
     def forward(self, x):
         h = self.c_fc(x)                                            # (B, T, hidden); gated: (B, T, 2 hidden)
-        return self.dropout(self.c_proj(F.silu(h.chunk(2, -1)[0]) * h.chunk(2, -1)[1] if self.gated else F.gelu(h)))
+        y = self.c_proj(F.silu(h.chunk(2, -1)[0]) * h.chunk(2, -1)[1] if self.gated else F.gelu(h))
+        return dropout(y, self.dropout, self.training)
 
 
 def norm(cfg):
@@ -363,8 +378,8 @@ class KVCache(nn.Module):
 
     def begin(self, pos, doc=None):
         """Place this call's positions pos (T,) in their slots, and its document ids doc (T,) if given."""
-        self.slot = pos if not self.period else torch.where(pos < self.sinks, pos,
-                                                            self.sinks + (pos - self.sinks) % self.period)
+        s, n = self.sinks, self.period
+        self.slot = pos if not n else pos % n if not s else torch.where(pos < s, pos, s + (pos - s) % n)
         self.slot_pos.index_copy_(0, self.slot, pos)
         if doc is not None:
             self.slot_doc.index_copy_(0, self.slot, doc)
@@ -399,14 +414,13 @@ class GPT(nn.Module):
         self.pe = encodings.pop(cfg.pos_encoding)        # the main encoding
         self.pe_layers = nn.ModuleDict(encodings) if encodings else None   # a schedule's other encodings
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
-        self.drop = nn.Dropout(cfg.dropout)
         self.h = nn.ModuleList([Block(cfg, i) for i in range(cfg.n_layer)])
         self.ln_f = norm(cfg)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.wte.weight
         self.kv_cache = None
-        self.flex = {"error": None, "cpu": cfg.attention_kernel == "flex"}  # given up for this model after a failure
+        self.flex = {"error": None, "cpu": cfg.attention_kernel == "flex"}  # given up after a failure; its compiled functions
         own = {m for pe in self.encodings.values() for m in pe.modules()}  # encodings initialise their own parameters
         for m in self.modules():
             if m not in own:
@@ -506,7 +520,7 @@ class GPT(nn.Module):
         if cache is not None:
             cache.begin(pos, doc)
         plans = self.plans(pos, cache, encodings, doc, n_positions)
-        x = self.drop(self.pe.embed(self.wte(idx), next(iter(plans.values()))))     # (B, T, C)
+        x = dropout(self.pe.embed(self.wte(idx), next(iter(plans.values()))), self.config.dropout, self.training)
         for block, layer in zip(self.h, self.schedule):
             x = block(x, encodings[layer.encoding], plans[layer])
         return self.lm_head(self.ln_f(x))                                          # (B, T, vocab)
@@ -594,9 +608,9 @@ def decode_step(model, idx, pos, cache, n_slots):
 
 @functools.lru_cache(maxsize=None)
 def compiled_step(config, dynamic):
-    """decode_step compiled whole, a copy of its code per model config (dynamo counts recompilations per code object),
+    """decode_step compiled whole, a copy of its code per model config (own_code),
     its wrapper in C++ without stride asserts: 1.19x tokens/s (benchmarks/decode_options.py, docs/speed.md)."""
-    step = types.FunctionType(decode_step.__code__.replace(), decode_step.__globals__, "decode_step")
+    step = own_code(decode_step)
     return torch.compile(step, fullgraph=True, dynamic=dynamic, options={"cpp_wrapper": True, "size_asserts": False})
 
 

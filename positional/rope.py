@@ -168,9 +168,10 @@ class RoPE(PositionalEncoding):
         if x.requires_grad:  # training: the custom autograd rotation, which saves only the tables
             cos, sin = ctx.once((id(self), key, "tables"), lambda: self.tables(pos, key, ctx))
             return rotate_half_split(x, cos, sin)
-        if len(pos) == 1 and not torch.compiler.is_compiling():  # one position: x @ M
-            m = ctx.once((id(self), "matrices"), lambda: self.matrices(pos, ctx))[int(key)]
-            return (x.reshape(-1, x.shape[-1]) @ m.to(x.dtype)).view(x.shape)
+        if x.shape[2] == 1 and not torch.compiler.is_compiling():  # one position: x @ M
+            m = ctx.once((id(self), "matrices"), lambda: self.matrices(pos, ctx).unbind(0))[key]
+            B, H, _, D = x.shape
+            return torch.mm(x.reshape(B * H, D), m.to(x.dtype)).view(B, H, 1, D)
         mul, add = ctx.once((id(self), key, "rows"), lambda: self.rows(pos, key, ctx)).unbind(1)   # (T, D) each
         return torch.addcmul(x * mul.to(x.dtype), x.index_select(-1, self.partner), add.to(x.dtype))
 

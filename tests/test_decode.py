@@ -125,12 +125,12 @@ def test_every_static_step_compiles_whole_and_draws_the_reference_tokens(name, k
     """fullgraph tracing with dynamo's eager backend: a step that reads a tensor back to the host
     (a graph break) fails here as it would under inductor, in a fraction of the time."""
     model = tiny_gpt(name, **kw)
-    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 256)
     real = torch.compile
     monkeypatch.setattr(torch, "compile", lambda fn, **kw: real(fn, backend="eager", **kw))
     prompt = torch.randint(0, 40, (1, 7))
     d = decode.Decoder(model, compile=True)
-    got = d.generate(prompt, 10, 0.9, 20, torch.Generator().manual_seed(3))
+    with torch._dynamo.config.patch(recompile_limit=256):   # a step per configuration, for the models of every test
+        got = d.generate(prompt, 10, 0.9, 20, torch.Generator().manual_seed(3))
     assert d.compiled_steps == 9
     assert torch.equal(got, model.generate(prompt, 10, 0.9, 20, torch.Generator().manual_seed(3), static=False))
 
