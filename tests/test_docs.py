@@ -23,6 +23,7 @@ import sys
 import pytest
 
 import positional
+from model import GPT, GPTConfig
 
 from tests.conftest import ROOT, TINY_TEXT, run_py
 
@@ -148,6 +149,37 @@ def train_memory_table(*bench_jsons):
     return "\n".join(lines) + "\n"
 
 
+def decode_table(bench_json):
+    """bench.py --sections=decode JSON: tokens/s per encoding and step, against nanoGPT's generate in the same process,
+    and whether issue #22's bounds hold (eager static >= 3x, the best compiled step >= 5x)."""
+    r = json.load(open(bench_json))
+    lines = []
+    for shape, block in r["decode"].items():
+        rows = block["rows"]
+        ng = rows["nanoGPT"]["nanogpt"]["tokens_per_s"]
+        lines += [f"| encoding ({shape}) | reference | static | compiled | aot | static / nanoGPT | best compiled / nanoGPT "
+                  "| >= 3x / >= 5x |", "|---" * 8 + "|"]
+        for enc, modes in rows.items():
+            if enc == "nanoGPT":
+                continue
+            tps = {m: modes[m]["tokens_per_s"] if m in modes else None for m in ("reference", "static", "compiled", "aot")}
+            best = max((tps[m] or 0) for m in ("compiled", "aot"))
+            cells = " | ".join(f"{v:,.0f}" if v else "-" for v in tps.values())
+            three, five = tps["static"] / ng, best / ng
+            known = GPT(GPTConfig(n_layer=1, n_head=4, n_embd=32, block_size=int(shape.split(":")[1].split()[0]),
+                                  vocab_size=8, pos_encoding=enc)).max_positions
+            cached = known is None or known > r["args"]["gen_tokens"]   # else past them it re-encodes, as nanoGPT
+            bounds = (f"{'yes' if three >= 3 else 'no'} / {('yes' if five >= 5 else 'no') if best else '-'}" if cached
+                      else "n/a: no cache past the block")
+            lines.append(f"| {enc} | {cells} | {three:.1f}x | {f'{five:.1f}x' if best else '-'} | {bounds} |")
+        lines.append(f"| nanoGPT generate | | | | | {ng:,.0f} tokens/s | | |")
+    a, m = r["args"], r["machine"]
+    lines.append(f"\n{m.get('name', 'unnamed machine')}, torch {m['torch']}, {m['threads']} thread(s), {a['gen_tokens']} tokens "
+                 f"from one, window {a['decode_window']}, median of {a['rounds']} rounds; every step drew the reference's "
+                 f"tokens: {all(v.get('same_tokens') is not False for b in r['decode'].values() for e in b['rows'].values() for v in e.values())}.")
+    return "\n".join(lines) + "\n"
+
+
 def paired_block(eval_csv):
     """compare_report's paired table of the report folder holding eval_csv (and eval_chunks.csv, if any)."""
     from measure.compare_report import paired_rows, paired_table, read_eval
@@ -172,7 +204,7 @@ GENERATORS = {"reports/compare/runs.csv": ppl_table, "reports/compare-family/run
               "reports/compare-cpu/eval_chunks.csv": published_block,
               "reports/compare/eval.csv": paired_block, "reports/compare/report.md": recipe_lines,
               "reports/tasks/runs.csv": mastery_table, "reports/tasks-suite/runs.csv": mastery_table, "reports/tasks-recipes/trials.csv": recipe_trials_table,
-              "benchmarks/raw/issue22_64k/": long_table, "benchmarks/raw/issue22_16384_32768_default/": long_table, "benchmarks/raw/issue22_train_memory": train_memory_table,
+              "benchmarks/raw/issue22_decode": decode_table, "benchmarks/raw/issue22_64k/": long_table, "benchmarks/raw/issue22_16384_32768_default/": long_table, "benchmarks/raw/issue22_train_memory": train_memory_table,
               "benchmarks/raw/": train_step_table}
 
 
