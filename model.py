@@ -141,15 +141,13 @@ def flex_functions(state, compiled=True):
     """FlexAttention's (create_block_mask, flex_attention), compiled (the block mask built eagerly is dense) once per
     model (state: its flex dict): every model's score_mod is new to dynamo, which allows a code object 8 graphs."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-    if not compiled:
-        return create_block_mask, flex_attention
-    if "compiled" not in state:
+    if compiled and "compiled" not in state:
         state["compiled"] = tuple(torch.compile(own_code(f), dynamic=False) for f in (create_block_mask, flex_attention))
-    return state["compiled"]
+    return state["compiled"] if compiled else (create_block_mask, flex_attention)
 
 
 def own_code(fn):
-    """fn with a copy of its code object: dynamo counts recompilations per code object."""
+    """fn with a copy of its code object (and its keyword defaults): dynamo counts recompilations per code object."""
     copy = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     copy.__kwdefaults__ = fn.__kwdefaults__
     return copy
@@ -202,8 +200,7 @@ def explicit_attention(q, k, v, mask, dropout=0.0, training=False, causal=False)
     """softmax(q k^T / sqrt(D) + mask) v written out, the bias added in place and broadcast over the
     batch (no (B, H, Tq, Tk) copy of it). causal: queries and keys at the same positions, so keys past a
     query block's last row are left out (causal_blocks). mask: (H, Tq, Tk) additive, -inf where hidden."""
-    D, Tk = q.shape[-1], k.shape[2]
-    ys = []
+    D, Tk, ys = q.shape[-1], k.shape[2], []
     for a, b in causal_blocks(q.shape[2]) if causal else [(0, q.shape[2])]:
         end = b if causal else Tk
         scores = (q[:, :, a:b] * (1.0 / math.sqrt(D))) @ k[:, :, :end].transpose(-1, -2)   # (B, H, b - a, end)
@@ -301,8 +298,7 @@ class MLP(nn.Module):
         self.gated = gated = cfg.mlp == "swiglu"     # c_fc's rows: the gate's, then the up projection's
         hidden = cfg.mlp_hidden or (256 * math.ceil(8 * cfg.n_embd // 3 / 256) if gated else 4 * cfg.n_embd)
         self.c_fc = nn.Linear(cfg.n_embd, (1 + gated) * hidden, bias=cfg.bias)
-        self.c_proj = nn.Linear(hidden, cfg.n_embd, bias=cfg.bias)
-        self.dropout = cfg.dropout
+        self.c_proj, self.dropout = nn.Linear(hidden, cfg.n_embd, bias=cfg.bias), cfg.dropout
 
     def forward(self, x):
         h = self.c_fc(x)                                            # (B, T, hidden); gated: (B, T, 2 hidden)
@@ -608,10 +604,10 @@ def decode_step(model, idx, pos, cache, n_slots):
 
 @functools.lru_cache(maxsize=None)
 def compiled_step(config, dynamic):
-    """decode_step compiled whole, a copy of its code per model config (own_code),
-    its wrapper in C++ without stride asserts: 1.19x tokens/s (benchmarks/decode_options.py, docs/speed.md)."""
-    step = own_code(decode_step)
-    return torch.compile(step, fullgraph=True, dynamic=dynamic, options={"cpp_wrapper": True, "size_asserts": False})
+    """decode_step compiled whole, its own code per model config (own_code), its wrapper in C++ without stride
+    asserts: 1.19x tokens/s (benchmarks/decode_options.py, docs/speed.md)."""
+    return torch.compile(own_code(decode_step), fullgraph=True, dynamic=dynamic,
+                         options={"cpp_wrapper": True, "size_asserts": False})
 
 
 class Decoder:
