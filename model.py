@@ -62,7 +62,8 @@ class GPTConfig:
 #   sdpa      no bias (a mask), or a bias needing no gradient: SDPA with a 4-D (1, H, Tq, Tk) mask
 #   explicit  a bias needing a gradient (T5 training): q k^T, bias added in place, by causal query blocks
 #   flex      a bias over own keys, no dropout, on CUDA [unmeasured] or on CPU without gradients if asked (flex)
-#   blocks    a bias or own logits, no gradients, > ATTENTION_BLOCK queries: by query blocks (O(H block Tk))
+#   blocks    a bias or own logits, no gradients, > ATTENTION_BLOCK queries: by query blocks (O(H block Tk)); a bias at
+#             positions in order goes by GPT.by_chunks instead (each chunk's bias made once for every layer)
 #   relative  as blocks, a causal bias by distance alone (relative_bias) at consecutive positions: a view (O(H T))
 # Measured on CPU (benchmarks/): SDPA takes its flash kernel with a 4-D float mask, math with a 3-D one or one
 # needing a gradient (slower than explicit). FlexAttention has no backward on CPU, and is dense uncompiled.
@@ -110,9 +111,7 @@ class AttentionPlan(Ctx):
     def sdpa_mask(self, dtype):
         """The mask as SDPA's attn_mask, (1, H or 1, Tq, Tk) additive, made once per forward for all layers."""
         if dtype not in self.sdpa_masks:
-            m = self.mask
-            if m.dtype == torch.bool:
-                m = torch.where(m, 0.0, float("-inf"))
+            m = torch.where(self.mask, 0.0, float("-inf")) if self.mask.dtype == torch.bool else self.mask
             self.sdpa_masks[dtype] = m.to(dtype).view((1,) * (4 - m.dim()) + tuple(m.shape))
         return self.sdpa_masks[dtype]
 
@@ -125,7 +124,8 @@ def choose_kernel(p: AttentionPlan) -> str:
     plain = p.causal and not p.window and p.doc is None and p.groups is None   # hidden: the future keys alone
     if not (own or biased):
         return "causal" if plain else "sdpa"
-    flex_ok = p.flex is not None and p.flex["error"] is None and (p.q_pos.is_cuda or (p.flex.get("cpu") and not grad))
+    flex_ok = p.flex is not None and p.flex["error"] is None and (p.q_pos.is_cuda or (  # CPU from 128 queries: below,
+        p.flex.get("cpu") and not grad and len(p.q_pos) >= 128))   # torch 2.13's AVX2 kernel errs at T = 8 mod 16
     if flex_ok and biased and not own and p.dropout == 0.0 and p.causal and p.groups is None:
         return "flex"
     if not grad and len(p.q_pos) > ATTENTION_BLOCK:
@@ -161,7 +161,6 @@ def flex_attention(q, k, v, plan, compiled=True):
     def visible(b, h, qi, ki):
         seen = sees(qp(qi), kp(ki), plan.window, plan.sinks)
         return seen if doc is None else seen & (doc[qi] == doc[ki])
-
     if plan.block_mask is None:
         plan.block_mask = block_mask(visible, None, None, len(plan.q_pos), len(plan.k_pos), device=q.device)
     return flex(q, k, v, score_mod=lambda s, b, h, qi, ki: s + pe.score_bias(h, qp(qi), kp(ki)).to(s.dtype),
@@ -329,30 +328,21 @@ EMPTY = 2 ** 30   # the position of a slot not yet written: after every query, s
 
 
 class KVCache(nn.Module):
-    """gpt-fast's cache, plus a ring for windows: keys and values in fixed slots addressed by a tensor of
-    positions, so a decode step has the same shapes at every token (compiled once). It serves GPT.forward (a
-    host counter, `length`) and the static step (Decoder: positions in a tensor).
-
-    Slot of position p: p itself (period 0), or under a ring (a window, StreamingLLM's sinks,
-    https://arxiv.org/abs/2309.17453) the sinks keep slots 0..sinks-1 and p >= sinks goes to
-    sinks + (p - sinks) % period: memory bounded however long the text. slot_pos (S,) holds each slot's
-    position (EMPTY for none yet), so the mask, the window and the biases come from true positions and
-    cached decoding equals the windowed forward exactly (keys are not re-numbered, unlike StreamingLLM).
-    slot_doc: each slot's document id (GPT.forward's doc). A call may bring up to `chunk` tokens to a ring
-    without overwriting a key its queries see (longer calls are split). Keys are attended in slot order
-    (k_pos says their positions). `filled`: the leading slots a call attends to (symbolic in a compiled step). k{i}, v{i}: (B, H, S, D),
-    a buffer per layer. What encodings keep for a generation is in `states` (state(owner, name, make)), dropped
-    by reset()."""
+    """gpt-fast's cache plus a ring for windows: keys and values in fixed slots addressed by a tensor of positions, so a
+    decode step has one shape at every token (compiled once). It serves GPT.forward (a host counter, `length`) and the
+    static step (Decoder). Position p's slot: p (period 0), or under a ring (a window, StreamingLLM's sinks,
+    https://arxiv.org/abs/2309.17453) p below `sinks`, else sinks + (p - sinks) % period: bounded memory. slot_pos (S,)
+    holds each slot's position (EMPTY: none yet) and slot_doc its document id, so masks, windows and biases come from true
+    positions and cached decoding equals the windowed forward exactly (no re-numbering, unlike StreamingLLM). A call
+    brings a ring at most `chunk` tokens (longer calls are split). `filled`: the leading slots a call attends (symbolic
+    when compiled). k{i}, v{i}: (B, H, S, D) per layer; `states`: what encodings keep for a generation
+    (state(owner, name, make)), dropped by reset()."""
 
     def __init__(self, n_layer, batch, n_head, head_dim, max_len, sinks, period, dtype, device, chunk=16):
         super().__init__()
-        # one slot more than positions, never written: the attended count never equals the buffers' size
-        # (a compiled step would otherwise recompile at the last step of a full cache)
-        size = sinks + period if period else max_len + 1
-        for i in range(n_layer):
-            for name in "kv":
-                self.register_buffer(f"{name}{i}", torch.zeros(batch, n_head, size, head_dim, dtype=dtype,
-                                                               device=device), persistent=False)
+        size = sinks + period if period else max_len + 1   # a slot never written: no recompiling at a full cache's end
+        for name in (f"{kv}{i}" for i in range(n_layer) for kv in "kv"):
+            self.register_buffer(name, torch.zeros(batch, n_head, size, head_dim, dtype=dtype, device=device), persistent=False)
         self.register_buffer("slot_pos", torch.full((size,), EMPTY, dtype=torch.long, device=device), persistent=False)
         self.register_buffer("slot_doc", torch.zeros(size, dtype=torch.long, device=device), persistent=False)
         self.max_len, self.n_positions = float("inf") if period else max_len, max_len   # a ring: any position
@@ -469,8 +459,7 @@ class GPT(nn.Module):
         windows = {layer.window for layer in self.schedule}
         window, chunk = windows.pop() if len(windows) == 1 else 0, 16
         ring = bool(window) and (cfg.sinks + window - 1 + chunk < max_len if ring is None else ring)
-        return KVCache(cfg.n_layer, batch, H, D, max_len, cfg.sinks, window - 1 + chunk if ring else 0, dtype,
-                       p.device, chunk)
+        return KVCache(cfg.n_layer, batch, H, D, max_len, cfg.sinks, window - 1 + chunk if ring else 0, dtype, p.device, chunk)
 
     def setup_cache(self, batch, max_len, dtype=None):
         """The cache GPT.forward continues a sequence with (a window: a ring, whatever max_len)."""
@@ -516,10 +505,24 @@ class GPT(nn.Module):
         if cache is not None:
             cache.begin(pos, doc)
         plans = self.plans(pos, cache, encodings, doc, n_positions)
+        if cache is None and any(p.kernel == "blocks" and not p.pe.overrides("attend") for p in plans.values()) and (
+                self.static_decoding and bool((pos.diff() > 0).all())):   # keys cacheable, positions in order
+            return self.by_chunks(idx, pos, n_positions, doc)
         x = dropout(self.pe.embed(self.wte(idx), next(iter(plans.values()))), self.config.dropout, self.training)
         for block, layer in zip(self.h, self.schedule):
             x = block(x, encodings[layer.encoding], plans[layer])
         return self.lm_head(self.ln_f(x))                                          # (B, T, vocab)
+
+    def by_chunks(self, idx, pos, n_positions, doc):
+        """run() through a KV cache by chunks of query rows where blocks would make a bias per block and layer (FIRE's
+        past L): each chunk's bias is made once, for all layers (they share the plan). Exact; O(H rows T) memory."""
+        B, T = idx.shape
+        rows, ys = min(ATTENTION_BLOCK, max(16, BLOCK_SCORES // (B * self.config.n_head * T))), []
+        cache = self.new_cache(B, n_positions, ring=False)                         # a slot per position
+        for a in range(0, T, rows):
+            cache.filled = int(pos[min(a + rows, T) - 1]) + 1
+            ys.append(self.run(idx[:, a:a + rows], pos[a:a + rows], n_positions, cache, None if doc is None else doc[a:a + rows]))
+        return torch.cat(ys, 1)                                                     # (B, T, vocab)
 
     def positions(self, T, cache, pos, doc, device):
         """(T,) positions of this call and the last one + 1, checked on the host."""
@@ -552,9 +555,8 @@ class GPT(nn.Module):
         for layer in self.schedule:
             if layer in plans:
                 continue
-            plan = AttentionPlan(pos, k_pos, layer.window, cfg.sinks, causal=cache is None, doc=doc, k_doc=k_doc,
-                                 cache=cache, groups=groups,
-                                 n_positions=n_positions, pe=encodings[layer.encoding], bias=biases.get(layer.encoding),
+            plan = AttentionPlan(pos, k_pos, layer.window, cfg.sinks, causal=cache is None, doc=doc, k_doc=k_doc, cache=cache,
+                                 groups=groups, n_positions=n_positions, pe=encodings[layer.encoding], bias=biases.get(layer.encoding),
                                  dropout=cfg.dropout if self.training else 0.0, flex=self.flex)
             biases.setdefault(layer.encoding, plan.bias)                         # (H, Tq, Tk) made once, or None
             plan.key_counts = plan.count_visible(ATTENTION_BLOCK) if cfg.ssmax else None
@@ -566,10 +568,9 @@ class GPT(nn.Module):
         parameter of the encoding (decay would pull a bias table towards "no position", not slopes)."""
         pe_params = {id(p) for pe in self.encodings.values() for p in pe.parameters()}
         params = [p for p in self.parameters() if p.requires_grad]
-        decay = [p for p in params if p.dim() >= 2 and id(p) not in pe_params]
-        decay_ids = {id(p) for p in decay}
-        groups = [{"params": decay, "weight_decay": weight_decay},
-                  {"params": [p for p in params if id(p) not in decay_ids], "weight_decay": 0.0}]
+        decay = [p.dim() >= 2 and id(p) not in pe_params for p in params]
+        groups = [{"params": [p for p, d in zip(params, decay) if d], "weight_decay": weight_decay},
+                  {"params": [p for p, d in zip(params, decay) if not d], "weight_decay": 0.0}]
         # fused (torch >= 2.4 on CPU): one pass over every tensor, 0.7 ms vs 1.7 ms (benchmarks/cpu-2core-training-step.md)
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type in ("cuda", "cpu"))
 
@@ -591,8 +592,7 @@ def sample_next(logits, temperature=1.0, top_k=None, generator=None):
     """(B, vocab) logits -> (B, 1) sampled ids (nanoGPT's rule: temperature, top_k, softmax, multinomial)."""
     logits = logits / max(temperature, 1e-8)
     if top_k is not None and top_k < logits.size(-1):
-        v, _ = torch.topk(logits, top_k)
-        logits = logits.masked_fill(logits < v[:, [-1]], -float("inf"))
+        logits = logits.masked_fill(logits < torch.topk(logits, top_k).values[:, [-1]], -float("inf"))
     return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
 
 

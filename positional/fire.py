@@ -30,8 +30,9 @@ EPS = 1e-6
 
 def fire_input(q_pos, k_pos, c, L):
     """(Tq, Tk) normalised distances psi(i - j) / psi(max(L, i)); future keys give 0."""
-    dist = (q_pos[:, None] - k_pos[None, :]).clamp(min=0)                 # (Tq, Tk)
-    return psi_ratio(dist, torch.maximum(q_pos.to(c.dtype), L.abs())[:, None], c)   # normaliser (Tq, 1)
+    q = q_pos.to(c.dtype)
+    dist = (q[:, None] - k_pos.to(c.dtype)[None, :]).clamp_(min=0)        # (Tq, Tk), exact below 2^24
+    return psi_ratio(dist, torch.maximum(q, L.abs())[:, None], c)        # normaliser (Tq, 1)
 
 
 def psi_ratio(dist, norm, c):
@@ -58,8 +59,15 @@ def pieces(mlp):
 def by_pieces(mlp, x):
     """mlp(x[..., None]) moved to the front, (H, *x.shape), by pieces: equal to it up to float rounding."""
     knots, slope, intercept = pieces(mlp)
-    s = torch.searchsorted(knots, x.detach()).view(1, -1).expand(len(slope.T), -1)     # x's piece, every head
-    return torch.addcmul(intercept.T.gather(1, s), slope.T.gather(1, s), x.reshape(1, -1)).view(-1, *x.shape)
+    s, flat = torch.searchsorted(knots, x.detach()).view(-1), x.reshape(-1)           # x's piece
+    def head(h, out=None):   # a head at a time: 1-D reads
+        return torch.addcmul(intercept[:, h].index_select(0, s), slope[:, h].index_select(0, s), flat, out=out)
+    if torch.is_grad_enabled():
+        return torch.stack([head(h) for h in range(slope.shape[1])]).view(-1, *x.shape)
+    out = flat.new_empty(slope.shape[1], len(flat))   # no gradient: written in place, not copied by stack
+    for h in range(len(out)):
+        head(h, out[h])
+    return out.view(-1, *x.shape)
 
 
 @dataclass

@@ -115,19 +115,22 @@ def long_table(folder):
     rows = sorted(((int(T), e, r, c) for r in runs for e, by_T in r["long"].items() for T, c in by_T.items()),
                   key=lambda x: x[:2])
     ref = {T: c for T, e, _, c in rows if e == "rope"}
-    lines = ["| encoding | kernel | tokens | seconds | vs rope | process peak MiB | vs rope | within 2x / 3x |",
-             "|---" * 8 + "|"]
+    machines = sorted({r["machine"].get("name", "unnamed machine") for r in runs})   # > 1: a column names each row's
+    lines = ["| encoding | kernel | tokens | seconds | vs rope | process peak MiB | vs rope | within 2x / 3x |"
+             + " machine |" * (len(machines) > 1), "|---" * (8 + (len(machines) > 1)) + "|"]
     for T, e, r, c in rows:
         cls = positional.REGISTRY[e]   # model.choose_kernel's choice for one long causal forward without gradients
         path = ("relative" if cls.relative_bias else "banded" if cls.overrides("far") else
-                "own, by blocks" if cls.overrides("attend") else "blocks")
+                "own, by blocks" if cls.overrides("attend") else "chunks")
         kernel = (r["args"]["long_kernel"] or path) if cls.needs_score_matrix else "sdpa causal"
         t, m = c["s"] / c.get("rope_s", ref[T]["s"]), c["peak_bytes"] / ref[T]["peak_bytes"]   # rope_s: just before
         lines.append(f"| {e} | {kernel} | {T:,} | {c['s']:.1f} | {t:.2f} | {c['peak_bytes'] / 2 ** 20:.0f} | {m:.2f} | "
-                     f"{'yes' if m <= 2 else 'no'} / {'yes' if t <= 3 else 'no'} |")
+                     f"{'yes' if m <= 2 else 'no'} / {'yes' if t <= 3 else 'no'} |"
+                     + f" {r['machine'].get('name', 'unnamed').split(',')[0].replace('(R)', '').replace(' Processor', '')} |" * (len(machines) > 1))
     m = runs[0]["machine"]
-    lines.append(f"\n{m.get('name', 'unnamed machine')}, torch {m['torch']}, {m['threads']} thread(s), one process per "
-                 f"encoding, 4 layers x 4 heads x 128, one sequence.")
+    lines.append(f"\n{' and '.join(machines)}, torch {m['torch']}, {m['threads']} thread(s), one process per "
+                 f"encoding, 4 layers x 4 heads x 128, one sequence"
+                 + (" (time against a RoPE run on the same machine just before)." if len(machines) > 1 else "."))
     short = sorted(e for r in runs for e, by_T in r["long"].items() if not by_T)
     if short:
         lines.append(f"No row for {', '.join(short)}: fewer positions than this (max_positions; learned is not run).")

@@ -58,12 +58,15 @@ def test_documents_by_query_blocks(monkeypatch):
 
 
 def test_compiled_flex_attention_on_cpu_equals_the_dense_path():
-    """attention_kernel=flex: ALiBi's bias computed inside the score_mod, the block mask compiled."""
-    idx = torch.randint(0, 40, (1, 30), generator=torch.Generator().manual_seed(3))
+    """attention_kernel=flex: ALiBi's bias computed inside the score_mod, the block mask compiled, from 128 queries
+    (136 = 8 mod 16: torch 2.13's CPU kernel gave wrong rows at such lengths below 128 on an AVX2 EPYC, which keep
+    SDPA)."""
+    idx = torch.randint(0, 40, (1, 136), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         dense = tiny_gpt("alibi", window=9, sinks=2)(idx)[0]
         model = tiny_gpt("alibi", window=9, sinks=2, attention_kernel="flex")
-        kernels = {p.kernel for p in model.plans(torch.arange(30), None, model.encodings).values()}
+        kernels = {p.kernel for p in model.plans(torch.arange(136), None, model.encodings).values()}
+        assert {p.kernel for p in model.plans(torch.arange(120), None, model.encodings).values()} == {"sdpa"}
         with warnings.catch_warnings():
             warnings.simplefilter("error", UserWarning)  # no fallback
             flex = model(idx)[0]
@@ -75,12 +78,12 @@ def test_compiled_flex_attention_on_cpu_equals_the_dense_path():
 def test_flex_attention_at_given_positions_and_documents(name):
     """Consecutive positions from an offset (read as index + first) and positions with gaps plus two
     documents (read from the tables) both equal the dense path (FIRE's queries past its L = 32 included)."""
-    idx = torch.randint(0, 40, (1, 24), generator=torch.Generator().manual_seed(4))
-    gaps = torch.cumsum(torch.randint(1, 4, (24,), generator=torch.Generator().manual_seed(5)), 0)
-    doc = (torch.arange(24) >= 10).long()
+    idx = torch.randint(0, 40, (1, 136), generator=torch.Generator().manual_seed(4))
+    gaps = torch.cumsum(torch.randint(1, 4, (136,), generator=torch.Generator().manual_seed(5)), 0)
+    doc = (torch.arange(136) >= 50).long()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # no fallback
-        for pos, d in ((torch.arange(24) + 7, None), (gaps, doc)):
+        for pos, d in ((torch.arange(136) + 7, None), (gaps, doc)):
             dense = tiny_gpt(name, window=9, sinks=2)(idx, pos=pos, doc=d)[0]
             model = tiny_gpt(name, window=9, sinks=2, attention_kernel="flex")
             assert {p.kernel for p in model.plans(pos, None, model.encodings, doc=d).values()} == {"flex"}
@@ -164,6 +167,36 @@ def test_a_bias_by_distance_is_read_as_a_view(name, monkeypatch):
     with torch.no_grad(), LargestTensor() as seen:
         big(torch.zeros(1, T, dtype=torch.long))
     assert seen.largest <= 64 * T, seen.largest   # the embeddings and logits, (T, 16) and (T, 40): no block of scores
+
+
+def test_a_bias_made_by_blocks_goes_by_chunks_through_a_cache(monkeypatch):
+    """FIRE past its L (its bias reads the query position: no view) over more than ATTENTION_BLOCK queries without
+    gradients: the forward runs by chunks of 8 query rows through a KV cache (GPT.by_chunks), each chunk's bias made
+    once for both layers (blocks: once per layer), and equals the dense path with a window and sinks, and at gapped positions with documents;
+    positions restarting per document cannot be cached and keep the blocks (a bias per block and layer)."""
+    from positional.fire import FIRE
+    made, dense_bias = [], FIRE.dense_bias
+    monkeypatch.setattr(FIRE, "dense_bias", lambda self, q, k: made.append(len(q)) or dense_bias(self, q, k))
+    g = torch.Generator().manual_seed(11)
+    idx = torch.randint(0, 40, (2, 48), generator=g)
+    gaps, doc = torch.cumsum(torch.randint(1, 4, (48,), generator=g), 0), (torch.arange(48) >= 20).long()
+    restart = torch.cat([torch.arange(20), torch.arange(28)])
+    cases = [(tiny_gpt("fire", window=9, sinks=2), None, None), (tiny_gpt("fire"), gaps, doc), (tiny_gpt("fire"), restart, doc)]
+    with torch.no_grad():
+        dense = [model(idx, pos=pos, doc=d)[0] for model, pos, d in cases]
+        assert made == [48] * 3 and cases[0][0].pe.L.abs() < 8   # one bias a forward; most queries past L
+        made.clear()
+        monkeypatch.setattr(model_mod, "ATTENTION_BLOCK", 8)
+        for (model, pos, d), reference, bias_calls in zip(cases, dense, ([8] * 6, [8] * 6, [8] * 12)):
+            torch.testing.assert_close(model(idx, pos=pos, doc=d)[0], reference, rtol=1e-4, atol=1e-5)
+            assert made == bias_calls and model.kv_cache is None, made
+            made.clear()
+    T = 4096
+    big = tiny_gpt("fire", n_layer=1, n_head=2, n_embd=16)
+    monkeypatch.setattr(model_mod, "ATTENTION_BLOCK", 1024)
+    with torch.no_grad(), LargestTensor() as seen:
+        big(torch.zeros(1, T, dtype=torch.long))
+    assert made == [512] * 8 and seen.largest <= model_mod.BLOCK_SCORES, seen.largest   # a chunk's (2, 512, <= T) bias
 
 
 BANDED = [n for n, cls in positional.REGISTRY.items() if cls.overrides("far")]
