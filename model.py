@@ -79,7 +79,6 @@ class AttentionPlan(Ctx):
     dropout: float = 0.0                # attention dropout of this forward (0 when not training)
     flex: dict = None                   # the model's FlexAttention state {"error", "cpu"}; None: never flex
     key_counts: torch.Tensor = None     # (Tq,) keys each query sees, for SSMax; None unless asked
-    mask: torch.Tensor = field(init=False, default=None)  # None: causal, blocks, flex; (Tq, Tk) bool; bias, -inf hidden
     kernel: str = field(init=False)
     block_mask: object = field(init=False, default=None)       # FlexAttention's BlockMask
     sdpa_masks: dict = field(init=False, default_factory=dict)  # dtype -> the mask as SDPA takes it
@@ -635,7 +634,7 @@ class Decoder:
         self.pos = torch.zeros(1, dtype=torch.long, device=device)            # the next token's position
         self.positions = torch.arange(n_positions, device=device)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def prefill(self, idx):
         """Logits (B, vocab) after the prompt idx (B, T)."""
         if not self.static:
@@ -648,7 +647,7 @@ class Decoder:
         self.pos.fill_(T)
         return logits
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def next(self, tok):
         """Logits (B, vocab) after one more token tok (B, 1)."""
         if not self.static:

@@ -93,6 +93,7 @@ class Ctx:
     x: torch.Tensor = None              # (B, T, C) the input of the layer attending now (set by the model)
     rows: slice = field(default_factory=lambda: slice(None))   # the forward's query rows it covers (a block: a:b)
     scratch: dict = field(default_factory=dict)   # what hooks compute once per forward, for every layer
+    mask: torch.Tensor = field(init=False, default=None)   # a plan's: None, (Tq, Tk) bool, or bias with -inf hidden
 
     def __post_init__(self):
         if not self.n_positions:  # a ctx made by hand (tests, plots): on the host, once
@@ -131,6 +132,10 @@ class Ctx:
             t = torch.cat([t, more], dim)
             setattr(self.cache, self.cache.states[(id(owner), name)], t)
         return t
+
+    def seen(self):
+        """visible(), or the mask a plan made of it once for its layers."""
+        return self.mask if self.mask is not None and self.mask.dtype == torch.bool else self.visible()
 
     def once(self, key, make):
         """make() the first time `key` is asked in this forward (scratch), shared by the layers."""
@@ -234,7 +239,19 @@ class OwnLogits(PositionalEncoding):
         decides it (CoPE), else None (always): q the queries of ctx.q_pos, k their band's keys (ctx.k_pos)."""
         return None
 
+    def one_query(self, q, k, v, ctx, layer):
+        """For one query with a cache (a decode step; ctx's rows then share its keys), (qa, ka, va, bias) with logits(q, k)_j = qa . ka_j + bias_j (scale
+        included; bias (B, H, 1, Tk) or None) and the output sum_j p_j va_j (value_term's part included), so that
+        attend() is SDPA's fused kernel; None where the encoding has no such form."""
+        return None
+
     def attend(self, q, k, v, ctx, layer):
+        one = self.one_query(q, k, v, ctx, layer) if q.shape[2] == 1 and ctx.cache is not None else None
+        if one is not None:
+            qa, ka, va, bias = one
+            seen = ctx.seen()
+            mask = seen if bias is None else bias.to(qa.dtype).masked_fill(~seen, float("-inf"))
+            return F.scaled_dot_product_attention(qa, ka, va, attn_mask=mask, scale=1.0)
         y, probs = ctx.softmax(self.logits(q, k, ctx, layer), v)
         t = self.value_term(probs, ctx, layer)
         return y if t is None else y + t

@@ -44,7 +44,7 @@ def interpolate(table, p):
     w = p - lo                                              # gradient flows through p here
     lo = lo.long()
     hi = (lo + 1).clamp(max=table.shape[-1] - 1)
-    return table.gather(-1, lo) * (1 - w) + table.gather(-1, hi) * w
+    return torch.lerp(table.gather(-1, lo), table.gather(-1, hi), w)
 
 
 class CoPE(OwnLogits):
@@ -74,12 +74,19 @@ class CoPE(OwnLogits):
         gates = torch.sigmoid((q @ k.transpose(-1, -2)).float() / math.sqrt(q.shape[-1]))
         return gates.masked_fill((d < 0) | (d >= self.band), 0.0).sum(-1) >= self.max_position
 
-    def logits(self, q, k, ctx, layer):
-        scale = 1.0 / math.sqrt(q.shape[-1])
-        s = (q @ k.transpose(-1, -2)) * scale                                   # (B, H, Tq, Tk)
-        seen = ctx.visible()                                                    # (Tq, Tk): window, documents
-        gates = torch.sigmoid(s.float()).masked_fill(~seen, 0.0)
+    def position_term(self, q, s, ctx, layer):
+        """q_i . e[p_ij] / sqrt(D) (B, H, Tq, Tk) from the scaled scores s = q.k / sqrt(D)."""
+        gates = torch.sigmoid(s.float()).masked_fill(~ctx.seen(), 0.0)         # seen (Tq, Tk): window, documents
         order = None if ctx.cache is None else ctx.once((id(self), "order"), lambda: ctx.k_pos.argsort(stable=True))
         p = cope_positions(gates, float(self.max_position), order)              # (B, H, Tq, Tk)
         table = (q @ self.emb[layer].to(q.dtype).T).float()                     # (B, H, Tq, P + 1)
-        return s + interpolate(table, p) * scale
+        return interpolate(table, p) / math.sqrt(q.shape[-1])
+
+    def one_query(self, q, k, v, ctx, layer):
+        """q . k_j / sqrt(D), the position term a bias over the keys."""
+        qa = q * (1.0 / math.sqrt(q.shape[-1]))
+        return qa, k, v, self.position_term(q, qa @ k.transpose(-1, -2), ctx, layer)
+
+    def logits(self, q, k, ctx, layer):
+        s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))         # (B, H, Tq, Tk)
+        return s + self.position_term(q, s, ctx, layer)

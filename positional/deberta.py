@@ -72,6 +72,14 @@ class Deberta(OwnLogits):
         ka = torch.cat([k, (k @ qr[:, :, None])], -1)                                       # (B, H, T, D + 1)
         return qa, ka, v, (q @ kr[:, :, None])[..., 0] * scale
 
+    def one_query(self, q, k, v, ctx, layer):
+        """q . (k_j + K^r[b_j]) plus the bias k_j . Q^r[b_j], over sqrt(3 D)."""
+        b = ctx.once((id(self), "b", ctx.rows.start), lambda: log_bucket(
+            distance(ctx.q_pos, ctx.k_pos)[0].clamp(min=0), self.buckets, self.max_distance))   # (Tk,)
+        kr, qr = self.projected(layer, ctx).to(q.dtype).index_select(2, b)                 # (H, Tk, D) each
+        scale = 1.0 / math.sqrt(3 * q.shape[-1])
+        return q * scale, k + kr, v, ((k * qr).sum(-1) * scale)[:, :, None]              # bias (B, H, 1, Tk)
+
     def logits(self, q, k, ctx, layer):
         B, H, Tq, D = q.shape
         Tk = k.shape[2]

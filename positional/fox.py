@@ -74,6 +74,11 @@ class FoX(OwnLogits):
         ka = torch.cat([k.float(), (c[..., a:a + 1] - c_k[..., :Tk])[..., None]], -1)        # (B, H, Tk, D + 1)
         return qa, ka, v.float(), c[..., a:a + Tq] - c[..., a:a + 1]
 
+    def one_query(self, q, k, v, ctx, layer):
+        """q . k_j / sqrt(D), the decay c_i - c_j a bias over the keys (float32)."""
+        c, c_k = self.sums(ctx, layer)
+        return q * (1.0 / math.sqrt(q.shape[-1])), k, v, c[..., ctx.rows, None] - c_k[..., None, :k.shape[2]]
+
     def logits(self, q, k, ctx, layer):
         """The gates read the layer input ctx.x once per forward and layer (every query block shares them)."""
         B, H, Tq, D = q.shape

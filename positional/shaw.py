@@ -63,6 +63,13 @@ class Shaw(OwnLogits):
         va = v if self.value_emb is None else v + self.value_emb[layer, -1].to(v.dtype)
         return q * scale, k, va, r
 
+    def one_query(self, q, k, v, ctx, layer):
+        """q . (k_j + w^K[d_j]) / sqrt(D) and v_j + w^V[d_j]: the embeddings added to the keys and values."""
+        d = ctx.once((id(self), "d", ctx.rows.start), lambda: self.distances(ctx.q_pos, ctx.k_pos)[0])   # (Tk,)
+        ka = k + self.key_emb[layer].index_select(0, d).to(k.dtype)                 # (B, H, Tk, D)
+        va = v if self.value_emb is None else v + self.value_emb[layer].index_select(0, d).to(v.dtype)
+        return q * (1.0 / math.sqrt(q.shape[-1])), ka, va, None
+
     def logits(self, q, k, ctx, layer):
         q_pos, k_pos = ctx.q_pos, ctx.k_pos
         B, H, Tq, D = q.shape

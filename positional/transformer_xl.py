@@ -103,6 +103,16 @@ class TransformerXL(OwnLogits):
             y = join(y, lse, *flash(qu, k[:, :, :a], v[:, :, :a], attn_mask=position[..., :a], scale=scale))[0]
         return y.to(v.dtype)
 
+    def one_query(self, q, k, v, ctx, layer):
+        """(q + u) . k_j / sqrt(D) with the position term (q + v) . r_{i-j} / sqrt(D) as a bias over the keys."""
+        H, D, scale = self.n_head, q.shape[-1], 1.0 / math.sqrt(q.shape[-1])
+        r = self.rows(layer, q.dtype, ctx)                                          # (n, C)
+        dist = ctx.once((id(self), "d", ctx.rows.start),
+                        lambda: distance(ctx.q_pos, ctx.k_pos)[0].clamp(0, len(r) - 1))   # (Tk,); hidden keys masked
+        rd = r.index_select(0, dist).view(-1, H, D).permute(1, 2, 0)                # (H, D, Tk)
+        qv, qu = ((q + w[:, None].to(q.dtype)) * scale for w in (self.v, self.u))
+        return qu, k, v, qv @ rd                                                    # bias (B, H, 1, Tk)
+
     def logits(self, q, k, ctx, layer):
         B, _, Tq, D = q.shape
         Tk = k.shape[2]

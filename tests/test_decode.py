@@ -49,6 +49,28 @@ def test_static_generation_draws_the_reference_tokens(name, kw):
     assert torch.equal(gen(True), gen(False))
 
 
+ONE_QUERY = [n for n in ALL if positional.REGISTRY[n].overrides("one_query")]
+
+
+@pytest.mark.parametrize("name", ONE_QUERY)
+def test_a_decode_step_of_own_logits_goes_by_sdpa_over_moved_keys(name, monkeypatch):
+    """One query with a cache: one_query's keys, values and bias through SDPA equal the logits' softmax (the full
+    forward), with a window, sinks and a ring, and logits() is never called in a step."""
+    assert {"shaw", "transformer_xl", "fox", "cope", "deberta"} <= set(ONE_QUERY)
+    model = tiny_gpt(name, window=5, sinks=2)
+    idx = torch.randint(0, 40, (2, 30))
+    with torch.no_grad():
+        full = model(idx)[0][:, 4:]
+        d = decode.Decoder(model)
+        d.open(2, 30, idx.device)
+        out = [d.prefill(idx[:, :5])]
+        cls = type(model.pe)
+        monkeypatch.setattr(cls, "logits", lambda *a: (_ for _ in ()).throw(AssertionError("logits called")))
+        out += [d.next(idx[:, t:t + 1]) for t in range(5, 30)]
+        d.close()
+    torch.testing.assert_close(torch.stack(out, 1), full, rtol=1e-5, atol=1e-5)
+
+
 def test_static_path_is_taken_where_the_encodings_allow_it(monkeypatch):
     """The capability decides, not the name: a length_dependent encoding gets the reference path."""
     model = tiny_gpt("alibi")
