@@ -16,7 +16,8 @@ An encoding can act in four places of a GPT, and each hook defaults to "do nothi
                              OwnLogits adds far(), where every key `band` or more behind a query takes
                              one form qa . ka + r_i (Shaw, DeBERTa, FoX, CoPE where far_holds): long
                              evaluations then form logits for the near band alone, SDPA's kernel the
-                             rest (attend_banded).
+                             rest (attend_banded); and one_query(), the same for one query with a cache
+                             (a decode step): keys, values and a bias that SDPA's kernel takes.
 
 ctx (Ctx below, its fields commented) is the one per-forward object. What an encoding keeps across
 the calls of a generation lives in the cache (ctx.cache.state, ctx.kept) and is gone with it; a
