@@ -241,9 +241,9 @@ class OwnLogits(PositionalEncoding):
         return None
 
     def one_query(self, q, k, v, ctx, layer):
-        """For one query with a cache (a decode step; ctx's rows then share its keys), (qa, ka, va, bias) with logits(q, k)_j = qa . ka_j + bias_j (scale
-        included; bias (B, H, 1, Tk) or None) and the output sum_j p_j va_j (value_term's part included), so that
-        attend() is SDPA's fused kernel; None where the encoding has no such form."""
+        """For one query with a cache (a decode step; ctx's rows then share its keys): (qa, ka, va, bias) with
+        logits(q, k)_j = qa . ka_j + bias_j (scale included; bias (B, H, 1, Tk) or None) and the output
+        sum_j p_j va_j (value_term's part included), so that attend() is SDPA's fused kernel; None: no such form."""
         return None
 
     def attend(self, q, k, v, ctx, layer):
