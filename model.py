@@ -352,8 +352,9 @@ class KVCache(nn.Module):
         """What an encoding keeps for this generation, made by make() on first use: a buffer (training/aot.py)."""
         key = (id(owner), name)
         if key not in self.states:
-            self.register_buffer(f"state{len(self.states)}", make(), persistent=False)
+            value = make()   # first: make() may keep states of its own
             self.states[key] = f"state{len(self.states)}"
+            self.register_buffer(self.states[key], value, persistent=False)
         return getattr(self, self.states[key])
 
     def drop_states(self):

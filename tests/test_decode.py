@@ -71,6 +71,16 @@ def test_a_decode_step_of_own_logits_goes_by_sdpa_over_moved_keys(name, monkeypa
     torch.testing.assert_close(torch.stack(out, 1), full, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", ALL)
+def test_generation_from_one_token_on_either_path(name):
+    """A one-token prompt: the first forward with a cache is a decode step (what encodings keep is made there, one
+    kept state from another's make), on the reference path and the static one, drawing the same tokens."""
+    model = tiny_gpt(name, window=5, sinks=2)
+    gen = lambda static: model.generate(torch.zeros(1, 1, dtype=torch.long), 12, 0.9, 20,  # noqa: E731
+                                        torch.Generator().manual_seed(5), static=static)
+    assert torch.equal(gen(True), gen(False))
+
+
 def test_static_path_is_taken_where_the_encodings_allow_it(monkeypatch):
     """The capability decides, not the name: a length_dependent encoding gets the reference path."""
     model = tiny_gpt("alibi")
