@@ -166,7 +166,8 @@ def bench_forward(args, batch, lengths, loss=False, kernel=""):
             idx = torch.randint(args.vocab_size, (batch, T + 1), device=args.device)
             x, y = idx[:, :-1], idx[:, 1:] if loss else None
             with torch.no_grad(), autocast(args.device, args.dtype):
-                model(x if args.compile or kernel else x[:, :64])  # warm up (compiled: at this length)
+                model(x if args.compile or kernel or x.is_cuda else x[:, :64])  # warm up (compiled: at this length;
+                # CUDA: FlexAttention compiles per length)
                 reset_peak(args.device)
                 sync(args.device)
                 t = time.perf_counter()
@@ -174,6 +175,7 @@ def bench_forward(args, batch, lengths, loss=False, kernel=""):
                 sync(args.device)
             dt = time.perf_counter() - t
             out[name][T] = dict(s=dt, tokens_per_s=batch * T / dt, peak_bytes=peak_bytes(args.device))
+            print(f"  {name} at {T}: {dt:.2f} s, peak {out[name][T]['peak_bytes'] / 2 ** 20:.0f} MiB", flush=True)
     return out
 
 

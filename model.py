@@ -148,8 +148,7 @@ def flex_functions(state, compiled=True):
 def own_code(fn):
     """fn with a copy of its code object (and its keyword defaults): dynamo counts recompilations per code object."""
     copy = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-    copy.__kwdefaults__ = fn.__kwdefaults__
-    return copy
+    return setattr(copy, "__kwdefaults__", fn.__kwdefaults__) or copy
 
 
 def flex_attention(q, k, v, plan, compiled=True):
@@ -162,8 +161,9 @@ def flex_attention(q, k, v, plan, compiled=True):
         return seen if doc is None else seen & (doc[qi] == doc[ki])
     if plan.block_mask is None:
         plan.block_mask = block_mask(visible, None, None, len(plan.q_pos), len(plan.k_pos), device=q.device)
-    return flex(q, k, v, score_mod=lambda s, b, h, qi, ki: s + pe.score_bias(h, qp(qi), kp(ki)).to(s.dtype),
-                block_mask=plan.block_mask)
+    with torch._functorch.config.patch(force_non_lazy_backward_lowering=torch.is_grad_enabled()):  # its backward
+        return flex(q, k, v, score_mod=lambda s, b, h, qi, ki: s + pe.score_bias(h, qp(qi), kp(ki)).to(s.dtype),
+                    block_mask=plan.block_mask)   # compiled now: a failure is caught by attend (FIRE's, CUDA, torch 2.11)
 
 
 def at_index(pos):
@@ -226,7 +226,7 @@ def attend(q, k, v, plan):
             return flex_attention(q, k, v, plan)
         except Exception as e:  # the other kernels still work: fall back for this model, with one warning
             plan.flex["error"] = e
-            warnings.warn(f"FlexAttention failed ({type(e).__name__}: {e}); using SDPA for this model")
+            warnings.warn(f"FlexAttention failed ({type(e).__name__}: {str(e).strip()[:200]}); using SDPA for this model")
             plan.choose()
             return attend(q, k, v, plan)
     if kernel == "blocks":

@@ -57,19 +57,19 @@ class Kerple(PositionalEncoding):
     def from_config(cls, cfg, s):
         return cls(cfg.n_head, s.kerple_variant)
 
-    def params(self):
-        """(r1, r2), clamped to the kernel's valid range."""
+    def params(self, h=slice(None)):
+        """(r1, r2) of heads h, read and then clamped to the kernel's valid range (a score_mod must index a
+        tensor needing a gradient once and directly: FlexAttention's backward on CUDA)."""
         r2_max = 2.0 if self.variant == "power" else None
-        return self.r1.clamp(min=EPS), self.r2.clamp(min=EPS, max=r2_max)
+        return self.r1[h].clamp(min=EPS), self.r2[h].clamp(min=EPS, max=r2_max)
 
     def score_bias(self, h, q, k):
         """Several queries: the kernel once per distance 0 .. max |i - j|, read at each pair. One query
         (a decode step, a score_mod's scalars): at each pair, nothing read back to the host."""
         d = (q - k).abs()
-        r1, r2 = self.params()
         if q.numel() > 1 and d.numel() > (n := int(d.max()) + 1):  # more pairs than distances
-            return kerple_bias(torch.arange(n, device=d.device), r1, r2, self.variant)[h, d]   # table (H, n)
-        return kernel(d, r1[h], r2[h], self.variant)
+            return kerple_bias(torch.arange(n, device=d.device), *self.params(), self.variant)[h, d]   # table (H, n)
+        return kernel(d, *self.params(h), self.variant)
 
     def extra_repr(self):
         return f"name={self.name!r}, variant={self.variant!r}"

@@ -152,6 +152,35 @@ def train_memory_table(*bench_jsons):
     return "\n".join(lines) + "\n"
 
 
+def gpu_table(folder):
+    """benchmarks/gpu.sh's figures on a GPU (run1/, run2/ in order: a later row of an encoding and window replaces an
+    earlier one): benchmarks/gpu_check.py's rows, and bench.py's training step peak at block 1024 per encoding."""
+    checks, memory, names = {}, {}, set()
+    for run in sorted(glob.glob(os.path.join(folder, "run*"))):
+        for path in sorted(glob.glob(os.path.join(run, "*.json"))):
+            r = json.load(open(path))
+            for row in r.get("rows", []):
+                checks[row["encoding"], row["window"]] = row
+            memory.update(r.get("train_memory", {}))
+            names.add(f"{r['machine']['name']}, torch {r['machine']['torch']}" if "machine" in r
+                      else f"{r['device']}, torch {r['torch']}")
+    lines = ["| encoding | window | kernels (evaluation; training) | logits, rel. | gradients, rel. | static decode = "
+             "forward | training step peak MiB | vs rope |", "|---" * 8 + "|"]
+    order = list(positional.REGISTRY)
+    for (enc, window), c in sorted(checks.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1])):
+        mem = memory.get(enc) if window == 0 else None
+        cells = ([f"failed: {c['error'][:60]}", "", "", ""] if "error" in c else
+                 ["; ".join(",".join(c[k]) for k in ("eval_kernels", "train_kernels")), f"{c['eval_logits_rel']:.1e}",
+                  f"{c['train_grad_rel']:.1e}", "yes" if c["decode_static_eq_forward"] else "no"])
+        cells += [f"{mem['peak_bytes'] / 2 ** 20:.0f}", f"{mem['peak_bytes'] / memory['rope']['peak_bytes']:.2f}"] if mem \
+            else ["", ""]
+        lines.append(f"| {enc} | {window} | " + " | ".join(cells) + " |")
+    lines.append(f"\n{' / '.join(sorted(names))}; differences relative to the largest magnitude, float32, "
+                 f"against the same model on the CPU; the training step (4 layers x 4 heads x 128, batch 8, bfloat16) "
+                 f"as its peak allocated on the GPU.")
+    return "\n".join(lines) + "\n"
+
+
 def decode_table(bench_json):
     """bench.py --sections=decode JSON: tokens/s per encoding and step, against nanoGPT's generate in the same process,
     and whether issue #22's bounds hold (eager static >= 3x, the best compiled step >= 5x)."""
@@ -207,7 +236,7 @@ GENERATORS = {"reports/compare/runs.csv": ppl_table, "reports/compare-family/run
               "reports/compare-cpu/eval_chunks.csv": published_block,
               "reports/compare/eval.csv": paired_block, "reports/compare/report.md": recipe_lines,
               "reports/tasks/runs.csv": mastery_table, "reports/tasks-suite/runs.csv": mastery_table, "reports/tasks-recipes/trials.csv": recipe_trials_table,
-              "benchmarks/raw/issue22_decode": decode_table, "benchmarks/raw/issue22_64k/": long_table, "benchmarks/raw/issue22_16384_32768_default/": long_table, "benchmarks/raw/issue22_train_memory": train_memory_table,
+              "benchmarks/raw/issue22_decode": decode_table, "benchmarks/raw/gpu_h200/": gpu_table, "benchmarks/raw/issue22_64k/": long_table, "benchmarks/raw/issue22_16384_32768_default/": long_table, "benchmarks/raw/issue22_train_memory": train_memory_table,
               "benchmarks/raw/": train_step_table}
 
 

@@ -90,6 +90,60 @@ def test_flex_attention_at_given_positions_and_documents(name):
             torch.testing.assert_close(model(idx, pos=pos, doc=d)[0], dense, rtol=1e-4, atol=1e-5)
 
 
+BIASES = [n for n, cls in positional.REGISTRY.items() if cls.overrides("score_bias")]
+
+
+def score_mod_backward_check(name):
+    """Inductor's check of a score_mod's joint graph before it lowers FlexAttention's backward (CUDA), run on the
+    encoding's score_mod on CPU: its parameters lifted as inputs, as torch.compile lifts them."""
+    import sys
+    from torch._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex
+    from torch._inductor.kernel.flex.flex_attention import validate_joint_graph
+    from torch.nn.utils.stateless import _reparametrize_module
+    hop = sys.modules["torch._higher_order_ops.flex_attention"]
+    pe = next(m for m in tiny_gpt(name).modules() if isinstance(m, positional.PositionalEncoding)
+              and type(m).overrides("score_bias") and not isinstance(m, positional.combined.Combined))
+    names, values = zip(*pe.named_parameters()) if list(pe.parameters()) else ((), ())
+
+    def score_mod(s, b, h, qi, ki, *vals):
+        with _reparametrize_module(pe, dict(zip(names, vals))):
+            return s + pe.score_bias(h, qi, ki).to(s.dtype)
+    scalars = (torch.zeros((), requires_grad=True),) + tuple(torch.zeros((), dtype=torch.int) for _ in range(4))
+    with TransformGetItemToIndex():
+        joint = hop.create_fw_bw_graph(score_mod, scalars, tuple(v.detach().requires_grad_() for v in values))[1]
+    validate_joint_graph(joint.graph)
+
+
+@pytest.mark.parametrize("name", BIASES)
+def test_the_biases_score_mods_pass_flex_attentions_backward_check(name):
+    """Training on CUDA takes FlexAttention with the bias's gradient, and inductor refuses a score_mod that indexes a
+    tensor needing a gradient other than once and directly (Kerple clamped before indexing, and failed on an H200,
+    torch 2.11). FIRE's MLP reads its units one by one and is refused: on CUDA its training falls back (below)."""
+    if name == "fire":
+        with pytest.raises(NotImplementedError, match="multiple indexing"):
+            score_mod_backward_check(name)
+    else:
+        score_mod_backward_check(name)
+
+
+def test_flex_attention_compiles_its_backward_with_its_forward(monkeypatch):
+    """With gradients the compiled FlexAttention lowers its backward at the forward, where attend's fallback
+    catches a failure (lazily, it would fail in loss.backward(), out of reach)."""
+    seen = []
+
+    def flex(q, k, v, score_mod, block_mask):
+        seen.append(torch._functorch.config.force_non_lazy_backward_lowering)
+        return q
+    monkeypatch.setattr(model_mod, "flex_functions", lambda state, compiled=True: (lambda *a, **k: None, flex))
+    model = tiny_gpt("alibi")
+    plan = next(iter(model.plans(torch.arange(8), None, model.encodings).values()))
+    q = torch.randn(1, 4, 8, 8)
+    model_mod.flex_attention(q, q, q, plan)
+    with torch.no_grad():
+        model_mod.flex_attention(q, q, q, plan)
+    assert seen == [True, False]
+
+
 def test_unknown_attention_kernel_is_refused():
     with pytest.raises(ValueError, match="attention_kernel must be"):
         tiny_gpt("alibi", attention_kernel="dense")
