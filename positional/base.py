@@ -95,6 +95,7 @@ class Ctx:
     rows: slice = field(default_factory=lambda: slice(None))   # the forward's query rows it covers (a block: a:b)
     scratch: dict = field(default_factory=dict)   # what hooks compute once per forward, for every layer
     mask: torch.Tensor = field(init=False, default=None)   # a plan's: None, (Tq, Tk) bool, or bias with -inf hidden
+    unseen: torch.Tensor = field(init=False, default=None, repr=False)   # ~seen(), once for this object's layers
 
     def __post_init__(self):
         if not self.n_positions:  # a ctx made by hand (tests, plots): on the host, once
@@ -137,6 +138,12 @@ class Ctx:
     def seen(self):
         """visible(), or the mask a plan made of it once for its layers."""
         return self.mask if self.mask is not None and self.mask.dtype == torch.bool else self.visible()
+
+    def hidden(self):
+        """~seen(): the keys a query does not see, made once for the layers of this ctx (a block's is its own)."""
+        if self.unseen is None:
+            self.unseen = ~self.seen()
+        return self.unseen
 
     def once(self, key, make):
         """make() the first time `key` is asked in this forward (scratch), shared by the layers."""
@@ -250,8 +257,7 @@ class OwnLogits(PositionalEncoding):
         one = self.one_query(q, k, v, ctx, layer) if q.shape[2] == 1 and ctx.cache is not None else None
         if one is not None:
             qa, ka, va, bias = one
-            seen = ctx.seen()
-            mask = seen if bias is None else bias.to(qa.dtype).masked_fill(~seen, float("-inf"))
+            mask = ctx.seen() if bias is None else bias.to(qa.dtype).masked_fill(ctx.hidden(), float("-inf"))
             return F.scaled_dot_product_attention(qa, ka, va, attn_mask=mask, scale=1.0)
         y, probs = ctx.softmax(self.logits(q, k, ctx, layer), v)
         t = self.value_term(probs, ctx, layer)

@@ -29,19 +29,20 @@ class CoPESettings(Settings):
     cope_max_position: int = setting(0, at_least=0, why="0: block_size", length=True)   # P; 0: block_size
 
 
-def cope_positions(gates, max_position, order=None):
+def cope_positions(gates, max_position, latest_first=None):
     """p_ij = min(sum of g_it over keys t at j's position or later, P): gates (..., Tq, Tk), zero where hidden;
-    order: the keys in position order (a cache's ring holds them rotated), None where they are in order."""
-    if order is not None:
-        gates = gates.index_select(-1, order)
-    p = gates.flip(-1).cumsum(-1).flip(-1).clamp(max=max_position)
-    return p if order is None else torch.empty_like(p).index_copy_(-1, order, p)   # back to the keys' own order
+    latest_first: the keys from the latest position back (a cache's ring holds them rotated), None where they are
+    in order."""
+    if latest_first is None:
+        return gates.flip(-1).cumsum(-1).flip(-1).clamp(max=max_position)
+    p = gates.index_select(-1, latest_first).cumsum(-1).clamp_(max=max_position)
+    return torch.empty_like(p).index_copy_(-1, latest_first, p)   # back to the keys' own order
 
 
 def interpolate(table, p):
     """table (..., Tq, P + 1) of q . e[n] at integers n; p (..., Tq, Tk) -> q . e[p] (..., Tq, Tk)."""
-    lo = p.detach().floor()
-    w = p - lo                                              # gradient flows through p here
+    lo = p.floor()                                          # floor's gradient is zero:
+    w = p - lo                                              # it flows through p here
     lo = lo.long()
     hi = (lo + 1).clamp(max=table.shape[-1] - 1)
     return torch.lerp(table.gather(-1, lo), table.gather(-1, hi), w)
@@ -74,19 +75,22 @@ class CoPE(OwnLogits):
         gates = torch.sigmoid((q @ k.transpose(-1, -2)).float() / math.sqrt(q.shape[-1]))
         return gates.masked_fill((d < 0) | (d >= self.band), 0.0).sum(-1) >= self.max_position
 
-    def position_term(self, q, s, ctx, layer):
-        """q_i . e[p_ij] / sqrt(D) (B, H, Tq, Tk) from the scaled scores s = q.k / sqrt(D)."""
-        gates = torch.sigmoid(s.float()).masked_fill(~ctx.seen(), 0.0)         # seen (Tq, Tk): window, documents
-        order = None if ctx.cache is None else ctx.once((id(self), "order"), lambda: ctx.k_pos.argsort(stable=True))
-        p = cope_positions(gates, float(self.max_position), order)              # (B, H, Tq, Tk)
-        table = (q @ self.emb[layer].to(q.dtype).T).float()                     # (B, H, Tq, P + 1)
-        return interpolate(table, p) / math.sqrt(q.shape[-1])
+    def position_term(self, qa, s, ctx, layer):
+        """q_i . e[p_ij] / sqrt(D) (B, H, Tq, Tk) from qa = q / sqrt(D) and the scaled scores s = qa . k."""
+        gates = torch.sigmoid(s.float()).masked_fill(ctx.hidden(), 0.0)        # hidden (Tq, Tk): window, documents
+        latest_first = None if ctx.cache is None else ctx.once(
+            (id(self), "latest_first"), lambda: ctx.k_pos.argsort(stable=True).flip(0))
+        p = cope_positions(gates, float(self.max_position), latest_first)       # (B, H, Tq, Tk)
+        make = lambda: self.emb[layer].to(qa.dtype).T   # noqa: E731  (D, P + 1): a generation keeps it in its cache
+        emb = make() if ctx.cache is None else ctx.cache.state(self, ("emb", layer), lambda: make().detach())
+        return interpolate((qa @ emb).float(), p)                               # from q.e[n] / sqrt(D) (B, H, Tq, P + 1)
 
     def one_query(self, q, k, v, ctx, layer):
         """q . k_j / sqrt(D), the position term a bias over the keys."""
         qa = q * (1.0 / math.sqrt(q.shape[-1]))
-        return qa, k, v, self.position_term(q, qa @ k.transpose(-1, -2), ctx, layer)
+        return qa, k, v, self.position_term(qa, qa @ k.transpose(-1, -2), ctx, layer)
 
     def logits(self, q, k, ctx, layer):
-        s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))         # (B, H, Tq, Tk)
-        return s + self.position_term(q, s, ctx, layer)
+        qa = q * (1.0 / math.sqrt(q.shape[-1]))
+        s = qa @ k.transpose(-1, -2)                                            # (B, H, Tq, Tk)
+        return s + self.position_term(qa, s, ctx, layer)

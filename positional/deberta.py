@@ -76,10 +76,11 @@ class Deberta(OwnLogits):
         """q . (k_j + K^r[b_j]) plus the bias k_j . Q^r[b_j], over sqrt(3 D)."""
         b = ctx.once((id(self), "b", ctx.rows.start), lambda: log_bucket(
             distance(ctx.q_pos, ctx.k_pos)[0].clamp(min=0), self.buckets, self.max_distance))   # (Tk,)
-        rows = ctx.cache.state(self, ("rows", layer), lambda: self.projected(layer, ctx).permute(2, 0, 1, 3).flatten(1))
-        kr, qr = rows.index_select(0, b).view(len(b), 2, self.n_head, -1).permute(1, 2, 0, 3).to(q.dtype)   # (H, Tk, D)
         scale = 1.0 / math.sqrt(3 * q.shape[-1])
-        return q * scale, k + kr, v, ((k * qr).sum(-1) * scale)[:, :, None]              # bias (B, H, 1, Tk)
+        rows = ctx.cache.state(self, ("rows", layer), lambda: (self.projected(layer, ctx) * torch.tensor(   # Q^r scaled
+            [1.0, scale], device=q.device)[:, None, None, None]).permute(2, 0, 1, 3).flatten(1))
+        kr, qr = rows.index_select(0, b).view(len(b), 2, self.n_head, -1).permute(1, 2, 0, 3).to(q.dtype)   # (H, Tk, D)
+        return q * scale, k + kr, v, (k * qr).sum(-1)[:, :, None]                        # bias (B, H, 1, Tk)
 
     def logits(self, q, k, ctx, layer):
         B, H, Tq, D = q.shape

@@ -176,9 +176,9 @@ def test_cope_positions_count_the_gates_from_each_key_to_the_query():
     torch.testing.assert_close(cope_positions(g, 5.0), want)
     torch.testing.assert_close(cope_positions(g, 1.0), want.clamp(max=1.0))   # counts past P share e[P]
     # keys held rotated, as a ring holds them (slots of positions 2, 0, 1): counted in position order all the same
-    order = torch.tensor([1, 2, 0])                                   # the slots in position order
+    latest_first = torch.tensor([0, 2, 1])                            # the slots from the latest position back
     held = g[:, [2, 0, 1]]
-    torch.testing.assert_close(cope_positions(held, 5.0, order), want[:, [2, 0, 1]])
+    torch.testing.assert_close(cope_positions(held, 5.0, latest_first), want[:, [2, 0, 1]])
 
 
 def test_cope_interpolates_between_integer_positions():
