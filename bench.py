@@ -196,18 +196,22 @@ def bench_train_memory(args):
     for name in args.encodings.split(","):
         model = build(args, name, args.compile)
         opt = model.configure_optimizers(0.1, 1e-4, (0.9, 0.99), args.device.split(":")[0])
-        for warm in (True, False):
-            if not warm:
-                reset_peak(args.device)
-                sync(args.device)
-                t = time.perf_counter()
-            with autocast(args.device, args.dtype):
-                loss = model(x, y)[1]
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        sync(args.device)
-        out[name] = dict(s=time.perf_counter() - t, peak_bytes=peak_bytes(args.device))
+        try:
+            for warm in (True, False):
+                if not warm:
+                    reset_peak(args.device)
+                    sync(args.device)
+                    t = time.perf_counter()
+                with autocast(args.device, args.dtype):
+                    loss = model(x, y)[1]
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            sync(args.device)
+            out[name] = dict(s=time.perf_counter() - t, peak_bytes=peak_bytes(args.device))
+        except Exception as e:   # noqa: BLE001  recorded, and the other encodings go on (a GPU run is not repeated)
+            out[name] = dict(error=f"{type(e).__name__}: {str(e).strip()[:300]}")
+            print(f"  {name}: failed, {out[name]['error'][:120]}", flush=True)
         del model, opt
     return out
 
@@ -215,9 +219,11 @@ def bench_train_memory(args):
 def train_memory_table(r, args):
     lines = [f"\ntraining step peak memory: {args.n_layer}L {args.n_head}H {args.n_embd}C, block {args.block_size}, "
              f"batch {args.batch_size}", f"{'encoding':<18}{'peak MiB':>10}{'vs rope':>9}{'seconds':>9}"]
-    base = r.get("rope", next(iter(r.values())))["peak_bytes"]
+    ok = {name: f for name, f in r.items() if "error" not in f}
+    base = ok.get("rope", next(iter(ok.values()), {"peak_bytes": 1}))["peak_bytes"]
     for name, f in r.items():
-        lines.append(f"{name:<18}{f['peak_bytes'] / 2 ** 20:10.0f}{f['peak_bytes'] / base:9.2f}{f['s']:9.2f}")
+        lines.append(f"{name:<18}  failed: {f['error'][:80]}" if "error" in f else
+                     f"{name:<18}{f['peak_bytes'] / 2 ** 20:10.0f}{f['peak_bytes'] / base:9.2f}{f['s']:9.2f}")
     return lines
 
 

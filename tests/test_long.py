@@ -196,6 +196,25 @@ def test_bench_train_memory_section(tmp_path, capsys):
     assert f"machine: {r['machine']['name']}" in printed and "vs rope" in printed
 
 
+def test_bench_train_memory_records_a_failing_encoding_and_goes_on(tmp_path, capsys, monkeypatch):
+    """An encoding whose training step raises (as Kerple's FlexAttention backward did on a GPU) is written down as
+    failed, and the encodings after it are still measured."""
+    build = bench.build
+
+    def failing(args, pos, compile=False, **kw):
+        model = build(args, pos, compile, **kw)
+        if pos == "alibi":
+            model.forward = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no kernel for this score_mod"))
+        return model
+    monkeypatch.setattr(bench, "build", failing)
+    out = tmp_path / "b.json"
+    bench.main(["--sections=train_memory", "--encodings=alibi,rope", "--n_layer=1", "--n_head=2", "--n_embd=16",
+                "--block_size=32", "--batch_size=2", f"--json={out}"])
+    r = json.loads(out.read_text())["train_memory"]
+    assert r["alibi"] == {"error": "RuntimeError: no kernel for this score_mod"} and r["rope"]["peak_bytes"] > 0
+    assert "alibi               failed: RuntimeError: no kernel" in capsys.readouterr().out
+
+
 RELATIVE = [n for n, cls in positional.REGISTRY.items() if cls.relative_bias]
 
 
