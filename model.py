@@ -495,7 +495,7 @@ class GPT(nn.Module):
             logits = self.run(idx, pos, end, cache, None if doc is None else doc.to(idx.device))   # (B, T, vocab)
             if cache is not None:
                 cache.advance(end - cache.length)    # explicit positions may skip some: the next call starts past them
-        loss = None if targets is None else F.cross_entropy(logits.float().flatten(0, 1), targets.view(-1), ignore_index=-1)
+        loss = None if targets is None else F.cross_entropy(logits.float().flatten(0, 1), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
     def run(self, idx, pos, n_positions, cache=None, doc=None):

@@ -126,6 +126,28 @@ def test_the_biases_score_mods_pass_flex_attentions_backward_check(name):
         score_mod_backward_check(name)
 
 
+def test_a_training_step_whose_flex_attention_fails_falls_back_with_the_same_gradients(monkeypatch):
+    """FlexAttention chosen for a training step (as on CUDA) and failing at the forward (here the CPU's refusal of a
+    backward, standing in for FIRE's refused score_mod on CUDA): one warning, the explicit path, the gradients of a
+    model that never tried it."""
+    idx = torch.randint(0, 40, (2, 33), generator=torch.Generator().manual_seed(6))
+    grads = []
+    for try_flex in (False, True):
+        model = tiny_gpt("fire").train()
+        if try_flex:
+            choose = model_mod.choose_kernel
+            monkeypatch.setattr(model_mod, "choose_kernel", lambda p: "flex" if choose(p) == "explicit"
+                                and p.flex["error"] is None else choose(p))
+            with pytest.warns(UserWarning, match="FlexAttention failed"):
+                model(idx[:, :-1], idx[:, 1:])[1].backward()
+            assert model.flex["error"] is not None
+        else:
+            model(idx[:, :-1], idx[:, 1:])[1].backward()
+        grads.append([p.grad for p in model.parameters()])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)
+
+
 def test_flex_attention_compiles_its_backward_with_its_forward(monkeypatch):
     """With gradients the compiled FlexAttention lowers its backward at the forward, where attend's fallback
     catches a failure (lazily, it would fail in loss.backward(), out of reach)."""
