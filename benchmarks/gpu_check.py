@@ -20,7 +20,8 @@ import torch
 
 import model as model_mod
 import positional
-from training.cli import fail, help_text, parse
+from training.cli import fail, help_text, parse, pick_device
+from training.config import ConfigError
 
 
 def options():
@@ -86,6 +87,10 @@ def main(argv=None):
     doc = lambda: help_text(__doc__, "python benchmarks/gpu_check.py [--key=value ...]", options(), [options])  # noqa: E731
     try:
         args = SimpleNamespace(**parse(sys.argv[1:] if argv is None else argv, options(), doc=doc)[0])
+        args.device = pick_device(args.device)
+        unknown = [n for n in args.encodings.split(",") if n not in positional.REGISTRY]
+        if unknown:
+            raise ConfigError(f"unknown encoding {unknown[0]!r}; valid: {', '.join(positional.REGISTRY)}")
     except ValueError as e:
         fail(e)
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else args.device
