@@ -237,6 +237,19 @@ def test_bench_train_memory_records_a_failing_encoding_and_goes_on(tmp_path, cap
     assert "alibi               failed: RuntimeError: no kernel" in capsys.readouterr().out
 
 
+def test_gpu_check_script_runs_on_the_cpu(tmp_path):
+    """benchmarks/gpu_check.py (what gpu.sh runs first on a GPU) on the CPU against itself: every row written, the
+    kernels of its plans named, no difference, the static step's tokens the forward's."""
+    from benchmarks import gpu_check
+    out = tmp_path / "check.json"
+    gpu_check.main(["--device=cpu", "--encodings=alibi,shaw", "--eval_T=40", "--train_T=24", "--gen=4", "--window=9",
+                    "--n_layer=1", "--n_embd=16", "--block_size=32", f"--json={out}"])
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["encoding"], r["window"]) for r in rows] == [("alibi", 0), ("alibi", 9), ("shaw", 0), ("shaw", 9)]
+    assert all(r["eval_kernels"] and r["train_kernels"] and r["eval_logits_rel"] == 0 == r["train_grad_rel"]
+               and r["decode_static_eq_forward"] for r in rows)
+
+
 RELATIVE = [n for n, cls in positional.REGISTRY.items() if cls.relative_bias]
 
 
