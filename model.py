@@ -176,14 +176,15 @@ def by_blocks(q, k, v, plan, attend_block):
     """attend_block(q rows a:b, their keys, values, plan) by query blocks: ATTENTION_BLOCK rows or fewer (kernel
     "blocks"), else causal_blocks over own keys (each up to its last row: own logits in training), else all rows."""
     B, H, T, _ = q.shape
+    if T == 1:  # a decode step: one block, nothing to slice (a step pays for every call it makes)
+        return attend_block(q, k, v, plan)
     rows = min(ATTENTION_BLOCK, max(16, BLOCK_SCORES // (B * H * k.shape[2])))   # 16 MB of float32 scores at most
-    fixed = [(a, min(a + rows, T)) for a in range(0, T, rows)]
-    blocks = fixed if plan.kernel == "blocks" else causal_blocks(T) if plan.causal else [(0, T)]
+    blocks = [(a, min(a + rows, T)) for a in range(0, T, rows)] if plan.kernel == "blocks" else \
+        causal_blocks(T) if plan.causal else [(0, T)]
     ys = []
     for a, b in reversed(blocks):   # the most keys first: each block's scores then fit where the last one's were
         p = plan if len(blocks) == 1 else plan.block(a, b)
-        Tk = len(p.k_pos)
-        ys.append(attend_block(q[:, :, a:b], k[:, :, :Tk], v[:, :, :Tk], p))      # (B, H, b - a, D)
+        ys.append(attend_block(q[:, :, a:b], k[:, :, :len(p.k_pos)], v[:, :, :len(p.k_pos)], p))   # (B, H, b - a, D)
     return torch.cat(ys[::-1], dim=2) if len(ys) > 1 else ys[0]                    # (B, H, Tq, D)
 
 
@@ -574,8 +575,7 @@ class GPT(nn.Module):
         # fused (torch >= 2.4 on CPU): one pass over every tensor, 0.7 ms vs 1.7 ms (benchmarks/cpu-2core-training-step.md)
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type in ("cuda", "cpu"))
 
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, on_token=None,
-                 static=True, compile=False):
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, on_token=None, static=True, compile=False):
         """Continue idx (B, T) by max_new_tokens with the KV cache (Decoder: static step, compiled with
         compile=True; static=False: forward's). on_token(id) streams the first sequence's new tokens."""
         return Decoder(self, static, compile).generate(idx, max_new_tokens, temperature, top_k, generator, on_token)
