@@ -29,21 +29,31 @@ class CoPESettings(Settings):
     cope_max_position: int = setting(0, at_least=0, why="0: block_size", length=True)   # P; 0: block_size
 
 
-def cope_positions(gates, max_position, latest_first=None):
+def cope_positions(gates, max_position, ring=None):
     """p_ij = min(sum of g_it over keys t at j's position or later, P): gates (..., Tq, Tk), zero where hidden;
-    latest_first: the keys from the latest position back (a cache's ring holds them rotated), None where they are
-    in order."""
-    if latest_first is None:
+    ring: (the keys from the latest position back, the permutation back to the keys' own order) where a cache's
+    ring holds them rotated, None where they are in order."""
+    if ring is None:
         return gates.flip(-1).cumsum(-1).flip(-1).clamp(max=max_position)
-    p = gates.index_select(-1, latest_first).cumsum(-1).clamp_(max=max_position)
-    return torch.empty_like(p).index_copy_(-1, latest_first, p)   # back to the keys' own order
+    latest_first, back = ring
+    return gates.index_select(-1, latest_first).cumsum(-1).clamp_(max=max_position).index_select(-1, back)
+
+
+def latest_first(k_pos):
+    """(the keys from the latest position back, the permutation back to their own order)."""
+    order = k_pos.argsort(stable=True).flip(0)
+    return order, order.argsort()
+
+
+def f32(x):
+    """x in float32 (the gates and the table under autocast), without a call where it is already."""
+    return x if x.dtype == torch.float32 else x.float()
 
 
 def interpolate(table, p):
     """table (..., Tq, P + 1) of q . e[n] at integers n; p (..., Tq, Tk) -> q . e[p] (..., Tq, Tk)."""
-    lo = p.floor()                                          # floor's gradient is zero:
-    w = p - lo                                              # it flows through p here
-    lo = lo.long()
+    lo = p.long()                                           # p >= 0: its floor, with no gradient
+    w = p - lo                                              # the gradient flows through p here
     hi = (lo + 1).clamp(max=table.shape[-1] - 1)
     return torch.lerp(table.gather(-1, lo), table.gather(-1, hi), w)
 
@@ -77,13 +87,12 @@ class CoPE(OwnLogits):
 
     def position_term(self, qa, s, ctx, layer):
         """q_i . e[p_ij] / sqrt(D) (B, H, Tq, Tk) from qa = q / sqrt(D) and the scaled scores s = qa . k."""
-        gates = torch.sigmoid(s.float()).masked_fill(ctx.hidden(), 0.0)        # hidden (Tq, Tk): window, documents
-        latest_first = None if ctx.cache is None else ctx.once(
-            (id(self), "latest_first"), lambda: ctx.k_pos.argsort(stable=True).flip(0))
-        p = cope_positions(gates, float(self.max_position), latest_first)       # (B, H, Tq, Tk)
+        gates = torch.sigmoid(f32(s)).masked_fill(ctx.hidden(), 0.0)           # hidden (Tq, Tk): window, documents
+        ring = None if ctx.cache is None else ctx.once((id(self), "ring"), lambda: latest_first(ctx.k_pos))
+        p = cope_positions(gates, float(self.max_position), ring)               # (B, H, Tq, Tk)
         make = lambda: self.emb[layer].to(qa.dtype).T   # noqa: E731  (D, P + 1): a generation keeps it in its cache
         emb = make() if ctx.cache is None else ctx.cache.state(self, ("emb", layer), lambda: make().detach())
-        return interpolate((qa @ emb).float(), p)                               # from q.e[n] / sqrt(D) (B, H, Tq, P + 1)
+        return interpolate(f32(qa @ emb), p)                                    # from q.e[n] / sqrt(D) (B, H, Tq, P + 1)
 
     def one_query(self, q, k, v, ctx, layer):
         """q . k_j / sqrt(D), the position term a bias over the keys."""

@@ -178,7 +178,8 @@ def test_cope_positions_count_the_gates_from_each_key_to_the_query():
     # keys held rotated, as a ring holds them (slots of positions 2, 0, 1): counted in position order all the same
     latest_first = torch.tensor([0, 2, 1])                            # the slots from the latest position back
     held = g[:, [2, 0, 1]]
-    torch.testing.assert_close(cope_positions(held, 5.0, latest_first), want[:, [2, 0, 1]])
+    ring = latest_first, latest_first.argsort()
+    torch.testing.assert_close(cope_positions(held, 5.0, ring), want[:, [2, 0, 1]])
 
 
 def test_cope_interpolates_between_integer_positions():
