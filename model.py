@@ -378,9 +378,9 @@ class KVCache(nn.Module):
     def write(self, layer, k, v):
         """k, v (B, H, T, D) into this call's slots; returns the attended slots (B, H, S, D)."""
         ks, vs = getattr(self, f"k{layer}"), getattr(self, f"v{layer}")
-        ks.index_copy_(2, self.slot, k.to(ks.dtype))
-        vs.index_copy_(2, self.slot, v.to(vs.dtype))
-        return ks[:, :, :self.filled], vs[:, :, :self.filled]
+        for held, new in ((ks, k), (vs, v)):   # cast where autocast made them differ (a step pays for every call)
+            held.index_copy_(2, self.slot, new if new.dtype == held.dtype else new.to(held.dtype))
+        return (ks, vs) if self.filled == ks.shape[2] else (ks[:, :, :self.filled], vs[:, :, :self.filled])
 
     def advance(self, T):
         self.length += T
