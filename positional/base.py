@@ -257,7 +257,8 @@ class OwnLogits(PositionalEncoding):
         one = self.one_query(q, k, v, ctx, layer) if q.shape[2] == 1 and ctx.cache is not None else None
         if one is not None:
             qa, ka, va, bias = one
-            mask = ctx.seen() if bias is None else bias.to(qa.dtype).masked_fill(ctx.hidden(), float("-inf"))
+            bias = bias if bias is None or bias.dtype == qa.dtype else bias.to(qa.dtype)   # no call where it is already
+            mask = ctx.seen() if bias is None else bias.masked_fill(ctx.hidden(), float("-inf"))
             return F.scaled_dot_product_attention(qa, ka, va, attn_mask=mask, scale=1.0)
         y, probs = ctx.softmax(self.logits(q, k, ctx, layer), v)
         t = self.value_term(probs, ctx, layer)
