@@ -30,18 +30,19 @@ class CoPESettings(Settings):
 
 
 def cope_positions(gates, max_position, ring=None):
-    """p_ij = min(sum of g_it over keys t at j's position or later, P): gates (..., Tq, Tk), zero where hidden;
-    ring: (the keys from the latest position back, the permutation back to the keys' own order) where a cache's
-    ring holds them rotated, None where they are in order."""
+    """p_ij = min(sum of g_it over keys t at j's position or later, P): gates (..., Tq, Tk), zero where hidden
+    (or, by ring, summed after every key the query sees); ring: (the keys from the latest position back, the
+    permutation back to the keys' own order) where a cache's ring holds them rotated, None where they are in order."""
     if ring is None:
         return gates.flip(-1).cumsum(-1).flip(-1).clamp(max=max_position)
-    latest_first, back = ring
-    return gates.index_select(-1, latest_first).cumsum(-1).clamp_(max=max_position).index_select(-1, back)
+    latest_first, back = (i.expand_as(gates) for i in ring)    # gather: a fraction of index_select's time here
+    return gates.gather(-1, latest_first).cumsum(-1).clamp_(max=max_position).gather(-1, back)
 
 
-def latest_first(k_pos):
-    """(the keys from the latest position back, the permutation back to their own order)."""
-    order = k_pos.argsort(stable=True).flip(0)
+def latest_first(k_pos, hidden=None):
+    """(the keys from the latest position back, and last those hidden (Tk,) from the one query there is: their
+    gates then add to no count it reads; the permutation back to the keys' own order)."""
+    order = (k_pos if hidden is None else k_pos.masked_fill(hidden, -1)).argsort(descending=True, stable=True)
     return order, order.argsort()
 
 
@@ -51,11 +52,10 @@ def f32(x):
 
 
 def interpolate(table, p):
-    """table (..., Tq, P + 1) of q . e[n] at integers n; p (..., Tq, Tk) -> q . e[p] (..., Tq, Tk)."""
+    """table (..., Tq, P + 2) of q . e[n] at integers n, e[P + 1] = e[P]; p (..., Tq, Tk) in [0, P] -> q . e[p]."""
     lo = p.long()                                           # p >= 0: its floor, with no gradient
     w = p - lo                                              # the gradient flows through p here
-    hi = (lo + 1).clamp(max=table.shape[-1] - 1)
-    return torch.lerp(table.gather(-1, lo), table.gather(-1, hi), w)
+    return torch.lerp(table.gather(-1, lo), table.gather(-1, lo + 1), w)
 
 
 class CoPE(OwnLogits):
@@ -87,12 +87,22 @@ class CoPE(OwnLogits):
 
     def position_term(self, qa, s, ctx, layer):
         """q_i . e[p_ij] / sqrt(D) (B, H, Tq, Tk) from qa = q / sqrt(D) and the scaled scores s = qa . k."""
-        gates = torch.sigmoid(f32(s)).masked_fill(ctx.hidden(), 0.0)           # hidden (Tq, Tk): window, documents
-        ring = None if ctx.cache is None else ctx.once((id(self), "ring"), lambda: latest_first(ctx.k_pos))
+        gates, hidden = torch.sigmoid(f32(s)), ctx.hidden()                    # hidden (Tq, Tk): window, documents
+        one = hidden.shape[:-1].numel() == 1    # one row (a decode step): its hidden keys last in ring, no mask
+        ring = None if ctx.cache is None else ctx.once(   # the forward's, or a one-row block's own
+            (id(self), "ring", ctx.rows.start if one else "all"),
+            lambda: latest_first(ctx.k_pos, hidden.reshape(-1) if one else None))
+        if ring is None or not one:
+            gates = gates.masked_fill(hidden, 0.0)
         p = cope_positions(gates, float(self.max_position), ring)               # (B, H, Tq, Tk)
-        make = lambda: self.emb[layer].to(qa.dtype).T   # noqa: E731  (D, P + 1): a generation keeps it in its cache
-        emb = make() if ctx.cache is None else ctx.cache.state(self, ("emb", layer), lambda: make().detach())
-        return interpolate(f32(qa @ emb), p)                                    # from q.e[n] / sqrt(D) (B, H, Tq, P + 1)
+        emb = self.table(layer, qa.dtype) if ctx.cache is None else ctx.cache.state(     # kept for a generation
+            self, ("emb", layer), lambda: self.table(layer, qa.dtype).detach())
+        return interpolate(f32(qa @ emb), p)                                # from q.e[n] / sqrt(D) (B, H, Tq, P + 2)
+
+    def table(self, layer, dtype):
+        """(D, P + 2): e[0..P] and e[P] once more, for interpolate."""
+        e = self.emb[layer]
+        return torch.cat([e, e[-1:]]).to(dtype).T
 
     def one_query(self, q, k, v, ctx, layer):
         """q . k_j / sqrt(D), the position term a bias over the keys."""

@@ -40,11 +40,15 @@ class FoX(OwnLogits):
 
     def sums_of(self, x, ctx, layer):
         """(c, c_k): the cumulative log gates of the queries (B, H, T) and of the keys (B, H, Tk)."""
-        with torch.autocast(x.device.type, enabled=False):  # gates and their sums in float32
-            logit = F.linear(x.float(), self.weight[layer], self.bias[layer])          # (B, T, H)
+        w, b = self.weight[layer], self.bias[layer]
+        if torch.is_autocast_enabled(x.device.type):   # gates and their sums in float32
+            with torch.autocast(x.device.type, enabled=False):
+                logit = F.linear(x.float(), w, b)                                       # (B, T, H)
+        else:   # (a decode step pays for the context and for a call on float32)
+            logit = F.linear(x if x.dtype == torch.float32 else x.float(), w, b)
         log_f = F.logsigmoid(logit).transpose(1, 2)                                   # (B, H, T)
         if ctx.doc is None:
-            c = log_f.cumsum(-1)
+            c = log_f if log_f.shape[-1] == 1 else log_f.cumsum(-1)
         else:  # the sums start over at each document: its logits do not depend on the documents before it
             counts = torch.unique_consecutive(ctx.doc, return_counts=True)[1].tolist()
             c = torch.cat([part.cumsum(-1) for part in log_f.split(counts, -1)], -1)

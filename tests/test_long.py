@@ -30,7 +30,7 @@ def blocked_calls(monkeypatch, block):
 @pytest.mark.parametrize("window, sinks", [(0, 0), (9, 2)])
 def test_query_blocks_equal_the_dense_path(name, window, sinks, monkeypatch):
     """Blocks of 8 queries over 30 tokens, with and without a window and sinks, and a cached prefill in
-    two calls (the second, 12 queries over 30 keys, by blocks too), give the dense path's logits."""
+    two calls (17 queries: blocks of 8, 8 and one row; then 13 queries over 30 keys), give the dense path's logits."""
     model = tiny_gpt(name, window=window, sinks=sinks)
     idx = torch.randint(0, 40, (2, 30), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
@@ -38,7 +38,7 @@ def test_query_blocks_equal_the_dense_path(name, window, sinks, monkeypatch):
         calls = blocked_calls(monkeypatch, 8)
         blocked = model(idx)[0]
         model.setup_cache(2, 30)
-        cached = torch.cat([model(idx[:, :18])[0], model(idx[:, 18:])[0]], 1)
+        cached = torch.cat([model(idx[:, :17])[0], model(idx[:, 17:])[0]], 1)
     torch.testing.assert_close(blocked, dense, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(cached, dense, rtol=1e-4, atol=1e-5)
     assert ("blocks" in calls) == (name in SCORED), calls

@@ -183,7 +183,7 @@ def test_cope_positions_count_the_gates_from_each_key_to_the_query():
 
 
 def test_cope_interpolates_between_integer_positions():
-    table = torch.tensor([[10.0, 20.0, 40.0]])                                   # q.e[0], q.e[1], q.e[2]
+    table = torch.tensor([[10.0, 20.0, 40.0, 40.0]])                             # q.e[0], q.e[1], q.e[2] (P), q.e[P]
     p = torch.tensor([[0.0, 0.6, 1.25, 2.0]])
     torch.testing.assert_close(interpolate(table, p), torch.tensor([[10.0, 16.0, 25.0, 40.0]]))
 
