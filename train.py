@@ -30,6 +30,7 @@ from data.tokenizer import bits_per_byte, tokenizer_entry
 from model import GPT, GPTConfig
 from positional import sampling as position_sampling
 from tasks import TaskData
+from tasks.data import curriculum_length
 from training import checkpoint, longlora
 from training.cli import fail, fmt_time, help_text
 from training.config import ConfigError, gather, load_config, upgrade_model_args
@@ -214,7 +215,7 @@ def train(argv, cfg, ckpt, data, model, stop):
         if st.iter_num >= cfg.max_iters or cfg.eval_only:
             break
 
-        loss, bad, signum = step(model, optimizer, data, data_gen, cfg, rt, stop)
+        loss, bad, signum = step(model, optimizer, data, data_gen, cfg, rt, stop, st.iter_num)
         if bad and cfg.on_nonfinite == "stop":
             code = stop_nonfinite(f"the training loss is {loss}", st.iter_num + 1, st, rt)
             break
@@ -268,10 +269,13 @@ def restore(ckpt, optimizer, data_gen, cfg, rt):
 
 # ---- the pieces of one iteration ------------------------------------------------------------
 
-def batch(data, split, gen, cfg, rt):
+def batch(data, split, gen, cfg, rt, it=None):
     """A batch on the run's device: inputs and targets (B, T), and with documents=masked each
-    token's position in its document and its document's index in the row (B, T) (data/loader.py)."""
+    token's position in its document and its document's index in the row (B, T) (data/loader.py).
+    it: the training iteration, for a task's length curriculum (None: evaluation, every length)."""
     kw = {} if cfg.documents == "stream" else {"documents": cfg.documents}
+    if cfg.curriculum_iters and it is not None:
+        kw["longest"] = curriculum_length(it, cfg.curriculum_iters, data.task.MIN_LENGTH, cfg.block_size)
     tensors = data.get_batch(split, cfg.batch_size, cfg.block_size, gen, **kw)
     cuda = rt.device_type == "cuda"   # from pinned memory, the copy overlaps the compute
     return tuple((t.pin_memory() if cuda else t).to(rt.device, non_blocking=cuda) for t in tensors)
@@ -285,7 +289,7 @@ def forward_loss(model, x, y, pos=None, rows=()):
     return sum(model(x[i:i + 1], y[i:i + 1], pos=p, doc=d)[1] for i, (p, d) in enumerate(zip(*rows))) / len(x)
 
 
-def step(model, optimizer, data, data_gen, cfg, rt, stop):
+def step(model, optimizer, data, data_gen, cfg, rt, stop, it):
     """One optimizer step over gradient_accumulation_steps micro-batches -> (loss, bad, signum): whether the
     loss is non-finite on any rank (then the weights stay as they were), and any rank's signal (0: none)."""
     n = cfg.gradient_accumulation_steps
@@ -293,7 +297,7 @@ def step(model, optimizer, data, data_gen, cfg, rt, stop):
     for micro in range(n):
         if rt.ddp:  # sync gradients on the last micro step only
             model.require_backward_grad_sync = micro == n - 1
-        x, y, *rows = batch(data, "train", data_gen, cfg, rt)
+        x, y, *rows = batch(data, "train", data_gen, cfg, rt, it)
         pos = position_sampling.sample(cfg.position_sampling, x.shape[1], cfg.max_position or cfg.block_size,
                                        cfg.pose_chunks, data_gen)   # (T,) on the host, or None: contiguous
         with rt.ctx:

@@ -10,6 +10,13 @@ import torch
 from tasks.common import PAD, char_meta
 
 
+def curriculum_length(it, iters, shortest, block_size):
+    """The longest training length at iteration it of a length curriculum: from the task's shortest at the first
+    iteration, linearly, to block_size at iteration iters - 1 and after. Easy examples first; our schedule (for
+    parity, Abbe, Cornacchia & Lotfi 2023, https://arxiv.org/abs/2306.16921, put sparse inputs first)."""
+    return block_size if it >= iters - 1 else shortest + (block_size - shortest) * it // (iters - 1)
+
+
 class TaskData:
     def __init__(self, name):
         import tasks
@@ -22,13 +29,15 @@ class TaskData:
             raise ValueError(f"task {self.name} cannot fill block_size={block_size}: its shortest sequence has "
                              f"{self.task.MIN_LENGTH} tokens; use --block_size>={self.task.MIN_LENGTH}")
 
-    def get_batch(self, split, batch_size, block_size, generator):
-        """x: (B, block_size - 1) token ids, PAD on the right; y: (B, block_size - 1), -1 except at answers."""
+    def get_batch(self, split, batch_size, block_size, generator, longest=None):
+        """x: (B, block_size - 1) token ids, PAD on the right; y: (B, block_size - 1), -1 except at answers.
+        longest: the longest length drawn (a curriculum's bound; None: block_size)."""
         if split not in ("train", "val"):
             raise ValueError(f"split must be train or val, got {split!r}")
         self.check(block_size)
         seeds = torch.randint(2 ** 62, (batch_size,), generator=generator).tolist()
-        lengths = torch.randint(self.task.MIN_LENGTH, block_size + 1, (batch_size,), generator=generator).tolist()
+        lengths = torch.randint(self.task.MIN_LENGTH, (longest or block_size) + 1, (batch_size,),
+                                generator=generator).tolist()
         x = torch.full((batch_size, block_size - 1), PAD, dtype=torch.long)
         y = torch.full((batch_size, block_size - 1), -1, dtype=torch.long)
         for i, (seed, n) in enumerate(zip(seeds, lengths)):

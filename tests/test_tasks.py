@@ -6,7 +6,7 @@ import torch
 import tasks
 from model import GPT, GPTConfig
 from tasks.common import PAD, QRY, SEP, SYM
-from tasks.data import TaskData
+from tasks.data import TaskData, curriculum_length
 from tasks.report import mrr
 from tasks.score import accuracy, effective_window, examples, fits, greedy
 from tests.inproc import train_error
@@ -89,7 +89,21 @@ def test_train_refuses_bad_task_and_short_block(capsys, tmp_path):
     assert "unknown task 'cpy'" in err
     err = train_error(["configs/tasks/passkey.py", "--block_size=8", f"--out_dir={tmp_path}"], capsys)
     assert "task passkey cannot fill block_size=8" in err
+    err = train_error(["configs/rope.py", "--curriculum_iters=100", f"--out_dir={tmp_path}"], capsys)
+    assert "curriculum_iters must be >= 0 and needs a task" in err
     assert not (tmp_path / "ckpt.pt").exists()
+
+
+def test_a_length_curriculum_bounds_the_training_lengths():
+    # from the shortest (6) to block_size (32) over 5 iterations: 6, 12, 19, 25, then 32 (6 + 26 * it // 4)
+    assert [curriculum_length(it, 5, 6, 32) for it in range(7)] == [6, 12, 19, 25, 32, 32, 32]
+    assert curriculum_length(0, 1, 6, 32) == 32
+    data, gen = TaskData("copy"), torch.Generator().manual_seed(0)
+    _, y = data.get_batch("train", 64, 24, gen, longest=10)
+    last = (y != -1).long().cumsum(1).argmax(1)           # each row's last target: length - 2 (copy ends on it)
+    assert last.max().item() == 8 and last.min().item() >= tasks.copy.MIN_LENGTH - 2
+    _, y = data.get_batch("train", 64, 24, gen)
+    assert last.max().item() < (y != -1).long().cumsum(1).argmax(1).max().item() <= 22
 
 
 @pytest.mark.parametrize("name", ["copy", "mqar"])
@@ -190,11 +204,13 @@ def test_effective_window_and_mrr_by_hand():
     assert mrr({"a": {"x": None}}) == {"x": (None, 0)}
 
 
-def test_task_run_resumes_exactly_and_records_its_task(tmp_path):
+@pytest.mark.parametrize("curriculum", [0, 5])
+def test_task_run_resumes_exactly_and_records_its_task(tmp_path, curriculum):
     from training import checkpoint
     from tests.inproc import run_train
     args = ["configs/tasks/mqar.py", "--block_size=16", "--n_layer=1", "--n_head=2", "--n_embd=16", "--batch_size=4",
-            "--eval_interval=3", "--eval_iters=1", "--warmup_iters=1", "--lr_decay_iters=6", "--device=cpu"]
+            "--eval_interval=3", "--eval_iters=1", "--warmup_iters=1", "--lr_decay_iters=6", "--device=cpu",
+            f"--curriculum_iters={curriculum}"]   # 5: the resume lands inside the length curriculum
     # lr_decay_iters set: b's first 3 iterations are the start of a's 6, not a shortened run of their own
     assert run_train([*args, "--max_iters=6", f"--out_dir={tmp_path / 'a'}"]) == 0
     assert run_train([*args, "--max_iters=3", f"--out_dir={tmp_path / 'b'}"]) == 0

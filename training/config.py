@@ -43,6 +43,8 @@ class Config(GPTConfig):
     dataset: str = "shakespeare_char"      # a folder of data/ with prepare.py
     data_dir: str = "data"                 # datasets live in data_dir/dataset/{train,val}.bin
     task: str = ""                         # a synthetic task of tasks/ instead of the dataset (e.g. copy)
+    curriculum_iters: int = 0              # a task's longest training length grows from its shortest to block_size
+                                           # over these iterations (a length curriculum); 0: every length at once
     documents: str = "stream"              # rows: 'stream' (any offset), 'aligned' (at document starts) or
                                            # 'masked' (aligned, positions restart and attention stays in each document)
     gradient_accumulation_steps: int = 1   # micro-batches per optimizer step
@@ -101,6 +103,8 @@ class Config(GPTConfig):
             (self.documents not in DOCUMENTS, f"documents must be one of {', '.join(DOCUMENTS)}, got {self.documents!r}"),
             (self.documents != "stream" and self.task,
              f"documents={self.documents} needs a prepared dataset; a task's rows have no documents"),
+            (self.curriculum_iters < 0 or (self.curriculum_iters and not self.task),
+             f"curriculum_iters must be >= 0 and needs a task (a length curriculum), got {self.curriculum_iters}"),
             (self.documents == "masked" and self.position_sampling,
              "documents=masked sets the positions itself (they restart at each document); drop position_sampling"),
         ]
