@@ -36,4 +36,6 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2 or {"-h", "--help"} & set(sys.argv):
+        sys.exit(print(__doc__) if {"-h", "--help"} & set(sys.argv) else "usage: greedy_positions.py <checkpoint dir>")
     main(sys.argv[1])

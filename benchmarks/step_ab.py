@@ -9,6 +9,9 @@ import statistics
 import sys
 import time
 
+if len(sys.argv) != 3 or {"-h", "--help"} & set(sys.argv):
+    print(__doc__)
+    sys.exit(0 if {"-h", "--help"} & set(sys.argv) else "usage: python benchmarks/step_ab.py <checkout> <encodings>")
 sys.path.insert(0, sys.argv[1])
 import torch  # noqa: E402
 

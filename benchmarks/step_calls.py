@@ -42,6 +42,8 @@ def counts(name):
 
 
 if __name__ == "__main__":
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        sys.exit(print(__doc__))
     torch.set_num_threads(1)
     print(f"{'encoding':16s} {'python calls':>12s} {'aten calls':>10s}")
     for name in sys.argv[1:] or ["rope"]:
