@@ -32,17 +32,24 @@ def rk4(h, p0, n, steps=4, unit=1.0, start=0):
     return torch.stack(out)
 
 
-def rk4_unit(h, p, k, steps, unit):
-    """p at time (k + 1) unit from p at k unit: `steps` RK4 steps (k an int, or a tensor inside a decode step)."""
+def rk4_unit(h, p, k, steps, unit, fractions=None):
+    """p at time (k + 1) unit from p at k unit: `steps` RK4 steps (k an int; or a tensor inside a decode step, with
+    fractions, stage_fractions(steps) as a tensor: its stages' times then come from one product)."""
     dt = unit / steps
+    times = [(k + f) * unit for f in stage_fractions(steps)] if fractions is None else ((k + fractions) * unit).unbind()
     for s in range(steps):   # one op per sum (alpha scales the added term)
-        t = (k + s / steps) * unit
+        t, mid, end = times[3 * s:3 * s + 3]
         k1 = h(p, t)
-        k2 = h(torch.add(p, k1, alpha=dt / 2), t + dt / 2)
-        k3 = h(torch.add(p, k2, alpha=dt / 2), t + dt / 2)
-        k4 = h(torch.add(p, k3, alpha=dt), t + dt)
+        k2 = h(torch.add(p, k1, alpha=dt / 2), mid)
+        k3 = h(torch.add(p, k2, alpha=dt / 2), mid)
+        k4 = h(torch.add(p, k3, alpha=dt), end)
         p = torch.add(p, torch.add(k1, k2, alpha=2).add_(k3, alpha=2).add_(k4), alpha=dt / 6)
     return p
+
+
+def stage_fractions(steps):
+    """Where RK4's stages fall in a unit of time: each of the `steps` steps' start, middle and end, in that order."""
+    return [(s + f) / steps for s in range(steps) for f in (0.0, 0.5, 1.0)]
 
 
 @dataclass
@@ -64,6 +71,7 @@ class Floater(PositionalEncoding):
         self.w2 = nn.Linear(width, n_embd)
         nn.init.normal_(self.w2.weight, std=0.02 / width ** 0.5)
         nn.init.zeros_(self.w2.bias)
+        self.register_buffer("stages", torch.tensor(stage_fractions(steps)), persistent=False)   # for a decode step
 
     @classmethod
     def from_config(cls, cfg, s):
@@ -72,7 +80,7 @@ class Floater(PositionalEncoding):
     def h(self, p, t):
         """W2 tanh(W1 p + u t + b1) + b2, in three ops besides tanh (no module calls: rk4 runs it 16 times a position);
         t a float, or a tensor in a decode step."""
-        b = torch.add(self.w1.bias, self.u, alpha=t) if isinstance(t, float) else self.w1.bias + self.u * t
+        b = torch.add(self.w1.bias, self.u, alpha=t) if isinstance(t, float) else torch.addcmul(self.w1.bias, self.u, t)
         return F.linear(torch.tanh(F.linear(p, self.w1.weight, b)), self.w2.weight, self.w2.bias)
 
     def table(self, n):
@@ -94,7 +102,7 @@ class Floater(PositionalEncoding):
         with torch.no_grad():
             if len(q) == 1 and (torch.compiler.is_compiling() or int(done) == int(q)):   # the next row (a decode step)
                 before = (q - 1).clamp(min=0)                                   # (1,); position 0 is p0 itself
-                p = rk4_unit(self.h, rows.index_select(0, before), before, self.steps, self.dt)   # (1, C)
+                p = rk4_unit(self.h, rows.index_select(0, before), before, self.steps, self.dt, self.stages)   # (1, C)
                 rows.index_copy_(0, q, torch.where(q[:, None] == 0, self.p0, p))
                 done.copy_(torch.maximum(done, q + 1))
                 return rows
