@@ -12,16 +12,18 @@ tokens agree. Nothing is asserted: the rows are the record (benchmarks/raw/gpu/)
 """
 import copy
 import json
+import os
 import sys
 import time
 from types import SimpleNamespace
 
-import torch
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the repository root
+import torch  # noqa: E402
 
-import model as model_mod
-import positional
-from training.cli import fail, help_text, parse, pick_device
-from training.config import ConfigError
+import model as model_mod  # noqa: E402
+import positional  # noqa: E402
+from training.cli import fail, help_text, parse, pick_device  # noqa: E402
+from training.config import ConfigError  # noqa: E402
 
 
 def options():

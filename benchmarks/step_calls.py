@@ -2,16 +2,18 @@
 load): Python function calls (cProfile) and aten operator calls (a dispatch mode), per encoding, at the recipe
 shape (4 layers x 4 heads x 128, block and window 128), one token after a 100-token prompt.
 
-    PYTHONPATH=. python benchmarks/step_calls.py rope alibi
+    python benchmarks/step_calls.py rope alibi
 """
 import cProfile
+import os
 import pstats
 import sys
 
-import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the repository root
+import torch  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
-from model import GPT, GPTConfig, Decoder
+from model import GPT, GPTConfig, Decoder  # noqa: E402
 
 
 class CountOps(TorchDispatchMode):
