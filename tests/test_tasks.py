@@ -204,6 +204,18 @@ def test_effective_window_and_mrr_by_hand():
     assert mrr({"a": {"x": None}}) == {"x": (None, 0)}
 
 
+def test_train_py_passes_the_curriculum_to_the_batches(tmp_path):
+    """The same seed with and without --curriculum_iters trains on other batches: train.py hands the bound on."""
+    from training import checkpoint
+    from tests.inproc import run_train
+    args = ["configs/tasks/copy.py", "--block_size=16", "--n_layer=1", "--n_head=2", "--n_embd=16", "--batch_size=4",
+            "--eval_interval=3", "--eval_iters=1", "--warmup_iters=1", "--max_iters=3", "--device=cpu"]
+    assert run_train([*args, f"--out_dir={tmp_path / 'a'}"]) == 0
+    assert run_train([*args, "--curriculum_iters=100", f"--out_dir={tmp_path / 'b'}"]) == 0
+    a, b = checkpoint.load(str(tmp_path / "a"))["model"], checkpoint.load(str(tmp_path / "b"))["model"]
+    assert not all(torch.equal(a[k], b[k]) for k in a)
+
+
 @pytest.mark.parametrize("curriculum", [0, 5])
 def test_task_run_resumes_exactly_and_records_its_task(tmp_path, curriculum):
     from training import checkpoint
