@@ -5,13 +5,12 @@ v, ctx, layer) for the few encodings that form their own logits. No encoding-spe
 are absolute and explicit (GPT.forward derives them from the cache offset, or takes them), so training, long
 evaluation and cached decoding share one code path.
 """
-import dataclasses
 import functools
 import math
 import time
 import types
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn as nn
@@ -103,7 +102,7 @@ class AttentionPlan(Ctx):
     def block(self, a, b):
         """The plan of the queries a:b over the keys up to row b (own keys) or all keys, sharing the scratch."""
         end = b if self.causal else len(self.k_pos)
-        return dataclasses.replace(self, q_pos=self.q_pos[a:b], k_pos=self.k_pos[:end], causal=False, rows=slice(a, b),
+        return replace(self, q_pos=self.q_pos[a:b], k_pos=self.k_pos[:end], causal=False, rows=slice(a, b),
                                    bias=None if self.bias is None else self.bias[..., a:b, :end], scratch=self.scratch,
                                    key_counts=None if self.key_counts is None else self.key_counts[a:b])
 
@@ -148,7 +147,8 @@ def flex_functions(state, compiled=True):
 def own_code(fn):
     """fn with a copy of its code object (and its keyword defaults): dynamo counts recompilations per code object."""
     copy = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-    return setattr(copy, "__kwdefaults__", fn.__kwdefaults__) or copy
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    return copy
 
 
 def flex_attention(q, k, v, plan, compiled=True):
