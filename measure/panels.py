@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 MAX_ENTRIES = 8   # lines per panel: what a two-column legend under a 4-inch panel holds
+MAX_Y_TICKS = 10  # labelled ticks on a log y axis
 COLORS = [c for i, c in enumerate(plt.get_cmap("tab10").colors) if i != 7]   # tab10 less its grey (the baselines')
 FAMILIES = {"absolute": "none and absolute (added to the input)", "relative": "relative (score bias or own logits)",
             "rotary": "rotary (rotates q and k)", "other": "other (variants, unknown names)"}
@@ -87,14 +88,20 @@ def length_axis(ax, lengths):
 
 
 def log_y(ax):
-    """Log y labelled with plain numbers: 1-2-5 ticks over a decade or more, 1, 1.5, 2, 2.5, 3, ... 9 times a
-    power of ten over a factor of 1.5 to 10, about five even steps in less."""
+    """Log y labelled with plain numbers: the densest of 1-1.5-2-2.5-3-...-9, 1-1.5-2-3-5-7, 1-2-5 and 1 per decade
+    that puts at most MAX_Y_TICKS in the range (so the low end of a panel over one or two decades is labelled too),
+    about five even steps over less than a factor of 3."""
     ax.set_yscale("log")
     lo, hi = ax.get_ylim()
     ticker = matplotlib.ticker
-    ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1, 2, 5)) if hi / lo >= 10 else
-                               ticker.LogLocator(subs=(1, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)) if hi / lo >= 1.5 else
-                               ticker.MaxNLocator(5, steps=[1, 2, 2.5, 5, 10]))
+    if hi / lo < 3:
+        locator = ticker.MaxNLocator(5, steps=[1, 2, 2.5, 5, 10])
+    else:
+        for subs in ((1, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9), (1, 1.5, 2, 3, 5, 7), (1, 2, 5), (1,)):
+            locator = ticker.LogLocator(subs=subs, numticks=100)
+            if sum(lo <= t <= hi for t in locator.tick_values(lo, hi)) <= MAX_Y_TICKS:
+                break
+    ax.yaxis.set_major_locator(locator)
     ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda y, _: f"{y:g}"))
     ax.yaxis.set_minor_formatter(ticker.NullFormatter())
 

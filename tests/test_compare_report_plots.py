@@ -36,6 +36,23 @@ def test_fit_panels_splits_and_repeats_the_reference():
         panels.panel_grid("unused.png", {"a": entries}, lambda ax, e: None, "", "", "")
 
 
+@pytest.mark.parametrize("lo,hi", [(2.3, 30), (3, 20), (2.2, 6.5), (1.05, 50), (3.1, 50), (4.2, 210), (1.6, 2.6)])
+def test_log_y_labels_both_ends_of_a_panel(lo, hi):
+    """Over up to two decades a labelled tick lies within a factor 1.7 of each end of the range (1-2-5 alone
+    left 2.3-30 labelled 5, 10, 20: the low end, where the best models are, unlabelled), at most MAX_Y_TICKS."""
+    fig = matplotlib.figure.Figure()
+    ax = fig.add_subplot()
+    ax.plot([1, 2], [lo, hi])
+    ax.set_yscale("log")
+    ax.set_ylim(lo, hi)
+    panels.log_y(ax)
+    fig.draw_without_rendering()
+    ticks = [t.get_position()[1] for t in ax.get_yticklabels() if t.get_text() and lo <= t.get_position()[1] <= hi]
+    assert 3 <= len(ticks) <= panels.MAX_Y_TICKS, ticks
+    assert min(ticks) <= 1.7 * lo and max(ticks) >= hi / 1.7, ticks
+    assert all(t.get_text() == f"{t.get_position()[1]:g}" for t in ax.get_yticklabels() if t.get_text())
+
+
 def overlap(a, b):
     return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
 
