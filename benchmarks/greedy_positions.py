@@ -2,16 +2,18 @@
 positions (tasks/score.py greedy) against recomputing each answer's prefix (its way before 2026-11-26); prints the
 seconds and (exact, per-token) accuracy of each at 64 and 256 tokens, 200 examples, one thread.
 
-    PYTHONPATH=. python benchmarks/greedy_positions.py out-tasks/reverse/rope_randomized-s1337
+    python benchmarks/greedy_positions.py out-tasks/reverse/rope_randomized-s1337
 """
+import os
 import sys
 import time
 
-import torch
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the repository root
+import torch  # noqa: E402
 
-import tasks
-import tasks.score as S
-from training import checkpoint
+import tasks  # noqa: E402
+import tasks.score as S  # noqa: E402
+from training import checkpoint  # noqa: E402
 
 
 def recompute(model, ids, mask, pos=None):

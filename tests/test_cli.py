@@ -249,6 +249,14 @@ def test_every_cli_prints_its_keys_with_defaults_and_meanings(script, says):
     assert r.returncode == 0 and all(s in r.stdout for s in says), r.stdout[-3000:]
 
 
+@pytest.mark.parametrize("script", sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "benchmarks", "*.py"))))
+def test_every_benchmark_script_answers_help_without_pythonpath(script):
+    """Run as a new user runs them (`python benchmarks/x.py --help` from the root, no PYTHONPATH): each finds the
+    repository's modules itself and prints its docstring (greedy_positions.py did not: ModuleNotFoundError)."""
+    r = run_py(script, "--help", env={"PYTHONPATH": None}, check=False, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip(), f"{script}: exit {r.returncode}\n{r.stderr[-2000:]}"
+
+
 def test_help_lists_only_evaluation_time_keys_where_the_model_is_the_checkpoints():
     text = run_py("sample.py", "--help").stdout
     keys = set(re.findall(r"^  --(\w+)=", text.split("evaluation-time model keys")[1], re.M))
