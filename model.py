@@ -103,8 +103,8 @@ class AttentionPlan(Ctx):
         """The plan of the queries a:b over the keys up to row b (own keys) or all keys, sharing the scratch."""
         end = b if self.causal else len(self.k_pos)
         return replace(self, q_pos=self.q_pos[a:b], k_pos=self.k_pos[:end], causal=False, rows=slice(a, b),
-                                   bias=None if self.bias is None else self.bias[..., a:b, :end], scratch=self.scratch,
-                                   key_counts=None if self.key_counts is None else self.key_counts[a:b])
+                       bias=None if self.bias is None else self.bias[..., a:b, :end], scratch=self.scratch,
+                       key_counts=None if self.key_counts is None else self.key_counts[a:b])
 
     def sdpa_mask(self, dtype):
         """The mask as SDPA's attn_mask, (1, H or 1, Tq, Tk) additive, made once per forward for all layers."""
