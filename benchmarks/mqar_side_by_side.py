@@ -4,6 +4,7 @@ nanoGPT's GPT (a karpathy/nanoGPT checkout) trained side by side on the same bat
 accuracy on the answers of 256 held-out examples every 500 iterations.
 
     python benchmarks/mqar_side_by_side.py ../nanogpt --length=10 --iters=3000 --lr=1e-3
+    python benchmarks/mqar_side_by_side.py ../nanogpt --length=32 --iters=30000 --models=rope   # Zoology's step budget
 """
 import argparse
 import importlib.util
@@ -32,8 +33,11 @@ def models(nanogpt, a):
     shape = dict(n_layer=a.layers, n_head=4, n_embd=64, block_size=a.length, vocab_size=mqar.VOCAB_SIZE, dropout=0.0,
                  bias=False)
     for enc in ("rope", "learned"):
-        torch.manual_seed(0)
-        yield f"posgpt {enc}", GPT(GPTConfig(pos_encoding=enc, **shape))
+        if enc in a.models:
+            torch.manual_seed(0)
+            yield f"posgpt {enc}", GPT(GPTConfig(pos_encoding=enc, **shape))
+    if "nanogpt" not in a.models:
+        return
     spec = importlib.util.spec_from_file_location("nanogpt_model", os.path.join(nanogpt, "model.py"))
     ng = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ng)
@@ -48,7 +52,12 @@ def main():
     p.add_argument("--iters", type=int, default=3000)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--models", default="rope,learned,nanogpt", help="which of rope, learned, nanogpt (in that order)")
     a = p.parse_args()
+    a.models = a.models.split(",")
+    unknown = set(a.models) - {"rope", "learned", "nanogpt"}
+    if unknown:
+        sys.exit(f"--models: unknown {sorted(unknown)}; choose from rope, learned, nanogpt")
     torch.set_num_threads(1)
     xv, yv = batch(256, 10 ** 6, a.length, 1)
     for name, m in models(a.nanogpt, a):
