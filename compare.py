@@ -34,7 +34,7 @@ from positional import rope_scaling
 from tasks import report as task_report, score
 from training import checkpoint
 from training.cli import as_arg, autocast, check_lows, fail, fmt_time, help_text, pick_device, pick_dtype, typed
-from training.config import FIELDS, Config, ConfigError, coerce, gather
+from training.config import FIELDS, Config, ConfigError, coerce, gather, make_config
 from training.wandb_util import start_wandb
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -105,7 +105,7 @@ def parse(argv):
     if settings["finetune_steps"] and settings["suite"] != "tasks":
         raise ConfigError("finetune_steps is the task suite's (PI's Table 4); the lm suite fine-tunes with "
                           "finetune_iters")
-    cfg = Config(**train_keys).validate()  # every training key checked before anything runs
+    cfg = make_config(train_keys)  # every training key checked before anything runs
     settings["out_root"] = settings["out_root"] or SUITES[settings["suite"]]
     settings["report_dir"] = settings["report_dir"] or os.path.join(settings["out_root"], "report")
     check_lows(settings, {"seeds": 1, "jobs": 1, "threads": 0})
@@ -140,13 +140,13 @@ def check_tasks(settings, train_keys, cfg):
     for name in settings["tasks"]:
         tasks.TaskData(name).check(cfg.block_size)   # unknown task, or one block_size cannot hold
     for keys in settings["variants"].values():
-        Config(**dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()})).validate()
+        make_config(dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()}))
     for task, keys in settings["task_recipes"].items():
         tasks.TaskData(task)   # an unknown task
         if not isinstance(keys, dict) or set(keys) & set(PER_RUN):
             raise ConfigError(f"task_recipes[{task!r}] must be a dict of training keys other than "
                               f"{', '.join(PER_RUN)}, e.g. {{'max_iters': 2500, 'learning_rate': 1e-3}}; got {keys!r}")
-        Config(**dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()})).validate()
+        make_config(dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()}))
     if settings["samples"] < 1 or 1 not in settings["multiples"]:
         raise ConfigError(f"samples must be >= 1 and multiples must hold 1 (a run counts as learned by its exact "
                           f"match at the training length); got samples={settings['samples']}, "
@@ -171,7 +171,7 @@ def check_lm(settings, train_keys, cfg):
     check_lows(settings, {"context_targets": 1})
     add_reference(settings, cfg)
     for keys in settings["variants"].values():
-        Config(**dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()})).validate()
+        make_config(dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()}))
     known = [*positional.REGISTRY, *settings["variants"]]
     if any(e not in known for e in settings["scaled_encodings"]):
         raise ConfigError(f"scaled_encodings: unknown name in {settings['scaled_encodings']}; valid: {', '.join(known)}")
@@ -452,7 +452,7 @@ def lm_run(run, settings, train_keys, cfg):
     folder (measure/kept.py): a run kept with these settings, here or on another machine, is not run again."""
     enc, key, where = run["encoding"], kept_key(run, settings, train_keys, cfg), kept.folder(settings["report_dir"],
                                                                                              run["tag"])
-    got = kept.load(where, key)
+    got = kept.load(where, key, NOT_MEASURED)
     if got is not None:
         print(f"{run['say']} kept in {where}: skipped", flush=True)
         return dict(run, **got, dir=run["dir"] if os.path.exists(checkpoint.path_in(run["dir"])) else where)
@@ -478,10 +478,11 @@ def lm_run(run, settings, train_keys, cfg):
     return dict(run, **kept.rounded(got))   # the report reads the same numbers as from a kept result
 
 
-# compare keys that do not change what an lm run measures. Every other key is in the kept runs' key, so a key
-# added to DEFAULTS must come here unless it does (else every kept run stops matching)
+# compare keys that do not change what a run measures (which runs a call makes; a run's own task, variant and
+# recipe are in its training keys). Every other key is in the kept runs' key, so a key added to DEFAULTS must come
+# here unless it does (else every kept run stops matching); kept.load leaves these out of a kept run's settings
 NOT_MEASURED = ("encodings", "only", "seeds", "out_root", "report_dir", "jobs", "threads", "plots", "eval_device",
-                "eval_dtype", "kept_only", "task_recipes")
+                "eval_dtype", "kept_only", "task_recipes", "tasks", "variants")
 
 
 def kept_key(run, settings, train_keys, cfg):
@@ -546,7 +547,7 @@ def task_run(run, settings, train_keys, cfg):
     """Train (or resume) and score one task run (and PI's Table 4 with finetune_steps); -> its scores and timings,
     also kept in the report folder (measure/kept.py), as an lm run's: a kept run is not run again, anywhere."""
     key, where = kept_key(run, settings, train_keys, cfg), kept.folder(settings["report_dir"], run["tag"])
-    got = kept.load(where, key)
+    got = kept.load(where, key, NOT_MEASURED)
     if got is not None:
         print(f"{run['say']} kept in {where}: skipped", flush=True)
         return {**run, **got, "encoding": run["encoding"]}   # the run's label (a variant's), not its model's encoding
@@ -611,7 +612,7 @@ def main(argv):
 
     if settings["kept_only"]:   # an interim report: the finished runs, the rest left for later
         runs = [r for r in runs if kept.load(kept.folder(settings["report_dir"], r["tag"]),
-                                             kept_key(r, settings, train_keys, cfg)) is not None]
+                                             kept_key(r, settings, train_keys, cfg), NOT_MEASURED) is not None]
         print(f"compare: {len(runs)} runs kept in {settings['report_dir']}/runs", flush=True)
     with ThreadPoolExecutor(settings["jobs"]) as pool:
         list(pool.map(one, range(len(runs))))

@@ -15,10 +15,13 @@ def folder(report_dir, tag):
     return os.path.join(report_dir, "runs", tag)
 
 
-def load(path, key):
-    """The kept {rows, context, command} in folder `path` if it was made with `key` (compared as JSON), else None."""
+def load(path, key, ignore=()):
+    """The kept {rows, context, command} in folder `path` if it was made with `key` (compared as JSON), else None.
+    Keys named in `ignore` are left out of the kept settings first: keys that do not change what a run measures
+    (kept by an older compare.py, or a call over a subset of the tasks) do not orphan it."""
     got = read_json(os.path.join(path, "result.json"))
-    return got["value"] if got.get("settings") == as_json(key) else None
+    settings = {k: v for k, v in got.get("settings", {}).items() if k not in ignore}
+    return got["value"] if "value" in got and settings == as_json(key) else None
 
 
 def read_json(path):

@@ -275,15 +275,44 @@ def test_compare_without_arguments_prints_the_usage_and_runs_nothing():
     assert r.returncode == 2 and r.stderr.startswith("usage: python compare.py CONFIG_FILE") and r.stdout == ""
 
 
-def test_the_committed_kept_runs_still_match_their_config():
-    """Every run kept in reports/compare-cpu/runs/ matches configs/compare_cpu.py's key for it, so a later call
-    anywhere takes it instead of training it again (a compare key added to DEFAULTS without NOT_MEASURED, or a
-    changed default, would silently orphan hours of training)."""
+@pytest.mark.parametrize("config", ["configs/compare_cpu.py", "configs/compare_code.py", "configs/tasks/compare.py",
+                                    "configs/tasks/passkey_pi.py"])
+def test_the_committed_kept_runs_still_match_their_config(config):
+    """Every run kept in the config's report folder matches its key there, so a later call anywhere takes it
+    instead of training it again (a compare key added to DEFAULTS without NOT_MEASURED, or a changed default,
+    would silently orphan hours of training)."""
     from measure import kept
-    settings, train_keys, cfg = compare.parse(["configs/compare_cpu.py"])
+    settings, train_keys, cfg = compare.parse([config])
     runs = [r for r in compare.plan(settings, train_keys)
             if os.path.exists(os.path.join(kept.folder(settings["report_dir"], r["tag"]), "result.json"))]
-    assert runs, "no kept run in reports/compare-cpu/runs/"
+    assert runs, f"no kept run in {settings['report_dir']}/runs/"
     for r in runs:
         assert kept.load(kept.folder(settings["report_dir"], r["tag"]),
-                         compare.kept_key(r, settings, train_keys, cfg)) is not None, r["tag"]
+                         compare.kept_key(r, settings, train_keys, cfg), compare.NOT_MEASURED) is not None, r["tag"]
+
+
+def test_a_run_kept_by_a_call_over_fewer_tasks_is_taken_by_the_whole_suite(tmp_path):
+    """`--tasks=passkey,mqar` (a subset of the suite) keeps its runs under settings that name those tasks; the whole
+    suite's call takes them (the tasks of a call are not measured: a run's own task is in its training keys),
+    while a key that is measured still orphans them."""
+    from measure import kept
+    settings, train_keys, cfg = compare.parse(["configs/tasks/compare.py", "--tasks=passkey,mqar",
+                                               f"--report_dir={tmp_path}"])
+    run = next(r for r in compare.plan(settings, train_keys) if r["task"] == "passkey")
+    kept.save(kept.folder(str(tmp_path), run["tag"]), compare.kept_key(run, settings, train_keys, cfg),
+              {"rows": [1]}, str(tmp_path / "no-run"))
+    for extra, takes in (([], True), (["--samples=100"], False)):
+        whole = compare.parse(["configs/tasks/compare.py", f"--report_dir={tmp_path}", *extra])
+        same = next(r for r in compare.plan(*whole[:2]) if r["tag"] == run["tag"])
+        got = kept.load(kept.folder(str(tmp_path), run["tag"]), compare.kept_key(same, *whole), compare.NOT_MEASURED)
+        assert (got == {"rows": [1]}) is takes, extra
+    assert kept.load(kept.folder(str(tmp_path), run["tag"]), compare.kept_key(same, *whole)) is None   # no ignore
+
+
+@pytest.mark.parametrize("config", sorted(glob.glob(os.path.join(ROOT, "configs", "compare*.py")) + [
+    os.path.join(ROOT, "configs", "tasks", f"{n}.py") for n in ("quick", "compare", "passkey_pi", "grid_compare")]))
+def test_every_comparison_config_parses(config):
+    """Each config file that compare.py is documented with is accepted whole, variants' encoding settings
+    (grid_width of configs/tasks/grid_compare.py) included."""
+    settings, train_keys, cfg = compare.parse([config])
+    assert compare.plan(settings, train_keys)

@@ -281,8 +281,13 @@ def load_config(argv, say=None) -> Config:
     values, note = gather(argv)
     if note and say:
         say(note)
+    return make_config({k: v for k, (v, _) in values.items()})
+
+
+def make_config(values: dict) -> Config:
+    """The checked Config of flat {key: value}: config fields and encoding settings (grid_width, rope_base, ...)."""
     try:   # positional/'s checks raise ValueError: said as one-line ConfigErrors
-        fields, settings = split_settings({k: v for k, (v, _) in values.items()})
+        fields, settings = split_settings(values)
         cfg = Config(**fields)
         cfg.pos_settings = positional.resolve(cfg.pos_encoding, cfg.rope_scaling, settings,
                                               layer_encodings=cfg.layer_encodings)
