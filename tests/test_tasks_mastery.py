@@ -203,3 +203,18 @@ def test_a_recipe_trial_trains_scores_and_appends_its_row(tmp_path, monkeypatch)
     assert [float(r["exact_at_L"]) for r in rows] == [s[-2][0] for s in scored] and scored[0][-1] is None
     assert trial.main([*args, "--position_sampling=randomized", "--max_position=48"]) == 0   # scored as trained:
     assert scored[-1][-1] is not None and scored[-1][-1](12, 0).max() < 48                 # on sampled positions
+
+
+def test_a_recipe_trial_stopped_by_its_time_limit_scores_its_saved_checkpoint(tmp_path, monkeypatch):
+    """--time_limit: train.py is stopped by SIGTERM (it saves that step), the checkpoint is scored, and the row
+    names the iteration it stopped at; a limit too short for any checkpoint writes no row and exits 1."""
+    from tasks import trial
+    trials = tmp_path / "trials.csv"
+    args = ["copy", "rope", "--max_iters=1000000", "--block_size=12", "--n_layer=1", "--n_embd=16", "--n_head=2",
+            "--batch_size=4", "--eval_interval=1000000", "--eval_iters=1", "--samples=8", f"--trials={trials}"]
+    monkeypatch.chdir(compare.ROOT)
+    assert trial.main([*args, "--time_limit=40"]) == 0
+    [row] = list(csv.DictReader(open(trials)))
+    stopped = dict(kv.split("=") for kv in row["other"].split())["stopped_at"]
+    assert row["max_iters"] == "1000000" and 0 < int(stopped) < 1000000 and 0 <= float(row["exact_at_L"]) <= 1
+    assert trial.main([*args, "--time_limit=0.01"]) == 1 and len(list(csv.DictReader(open(trials)))) == 1
