@@ -231,11 +231,16 @@ def recipe_lines(report_md):
     return "".join(line for line in open(report_md) if line.startswith(("- recipe:", "- evaluation:")))
 
 
+def wall_line(report_md):
+    """The runs-and-wall-time line of a task suite's report."""
+    return "".join(line for line in open(report_md) if "Wall time of this call" in line)
+
+
 GENERATORS = {"reports/compare/runs.csv": ppl_table, "reports/compare-family/runs.csv": ppl_table,
               "reports/compare-cpu/runs.csv": ppl_table, "reports/compare-cpu/report.md": recipe_lines,
               "reports/compare-cpu/eval_chunks.csv": published_block,
               "reports/compare/eval.csv": paired_block, "reports/compare/report.md": recipe_lines,
-              "reports/tasks/runs.csv": mastery_table, "reports/tasks-suite/runs.csv": mastery_table, "reports/tasks-recipes/trials.csv": recipe_trials_table,
+              "reports/tasks/runs.csv": mastery_table, "reports/tasks-suite/runs.csv": mastery_table, "reports/tasks-suite/report.md": wall_line, "reports/tasks-recipes/trials.csv": recipe_trials_table,
               "benchmarks/raw/issue22_decode": decode_table, "benchmarks/raw/gpu_h200/": gpu_table, "benchmarks/raw/issue22_64k/": long_table, "benchmarks/raw/issue22_16384_32768_default/": long_table, "benchmarks/raw/issue22_train_memory": train_memory_table,
               "benchmarks/raw/": train_step_table}
 
