@@ -84,10 +84,9 @@ def check(claim, by, train_len, budget, four_gram=None):
     if claim.sign == 0:   # an identity: equal to float precision in every seed
         return a, b, p, "agrees" if all(abs(x["loss"] - y["loss"]) < 1e-5 for x, y in zip(rows_a, rows_b)) \
             else "contradicts"
-    lo, hi = p.interval()
-    if math.isnan(lo) or lo <= 0 <= hi:
+    if not p.is_result:      # the interval holds zero, or a seed disagrees in sign
         return a, b, p, "no result"
-    return a, b, p, "agrees" if (lo > 0) == (claim.sign > 0) else "contradicts"
+    return a, b, p, "agrees" if (p.mean > 0) == (claim.sign > 0) else "contradicts"
 
 
 def lines(rows, train_len):
@@ -121,7 +120,7 @@ def section(rows, train_len):
             "Each paper's claim about behaviour against length, checked on this report's own rows as a paired "
             "difference of loss (nats per token) between two rows or two lengths, paired by seed and by evaluation "
             "chunk, with a 95% bootstrap interval over the chunks (measure/published.py). Verdict: agrees or "
-            "contradicts when the interval excludes zero, no result when it holds it; not learned when a row starts "
+            "contradicts when the interval excludes zero and every seed agrees in sign, no result otherwise; not learned when a row starts "
             "from a model worse than the 4-gram at L. The papers' models, data and lengths are far larger: this says "
             "what this recipe shows, not whether the paper is right at its scale. ft{N}: the largest fine-tune budget.",
             "", *lines(rows, train_len), ""]

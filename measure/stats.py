@@ -1,6 +1,8 @@
 """Paired statistics for comparing two encodings or methods run with the same seeds on the same tokens.
 
-A difference is reported as a result only when its interval excludes zero:
+A difference is reported as a result only when its interval excludes zero and, with more than one seed, every
+seed's difference has the mean's sign (the bootstrap over documents holds the seeds fixed, so it cannot see a
+seed that disagrees):
 
 - over seeds: the per-seed differences a_s - b_s (seeds paired: the same seed trains both on
   the same batches), their mean, their sample standard deviation, in how many seeds the sign
@@ -40,9 +42,9 @@ class Paired:
 
     @property
     def is_result(self):
-        """True when the interval excludes 0."""
+        """True when the interval excludes 0 and every seed agrees in sign."""
         lo, hi = self.interval()
-        return not math.isnan(lo) and (lo > 0 or hi < 0)
+        return not math.isnan(lo) and (lo > 0 or hi < 0) and self.agree == self.n
 
     def __str__(self):
         sd = "" if math.isnan(self.sd) else f" ± {self.sd:.3g}"

@@ -58,6 +58,18 @@ def test_bootstrap_interval_excludes_zero_only_for_a_consistent_difference():
     assert paired([1, 1], [0, 0], np.ones((2, 10)), np.zeros((2, 10))).is_result
 
 
+def test_a_seed_that_disagrees_in_sign_makes_no_result_even_when_the_interval_excludes_zero():
+    """The bootstrap resamples documents with the seeds fixed: seed 1 better by 1.0 on every document, seed 2 worse
+    by 0.5 on every one gives the interval [-0.25, -0.25] around the mean -0.25, which excludes zero, but one seed of
+    two says the opposite: not a result."""
+    a = np.stack([np.zeros(10), np.full(10, 1.5)])
+    b = np.stack([np.ones(10), np.ones(10)])
+    p = paired(a.mean(1), b.mean(1), a, b)                   # differences -1.0 and +0.5
+    assert (p.mean, p.agree, p.n) == (pytest.approx(-0.25), 1, 2)
+    assert p.interval() == pytest.approx((-0.25, -0.25)) and not p.is_result
+    assert paired(a.mean(1) * 0, b.mean(1), a * 0, b).is_result   # both seeds -1.0: a result
+
+
 def test_reciprocal_ranks_share_ties():
     rr = reciprocal_ranks({"a": 0.9, "b": 0.5, "c": 0.5, "d": 0.1})
     assert rr == {"a": 1.0, "b": pytest.approx((1 / 2 + 1 / 3) / 2), "c": pytest.approx((1 / 2 + 1 / 3) / 2),
