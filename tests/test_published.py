@@ -32,6 +32,9 @@ def test_verdicts_by_the_sign_of_the_interval():
     assert ft[:2] == ("a+m ft30", "a") and ft[3] == "agrees"
     assert check(Claim("", "", "a", 1, "a", 1, 0), by, 8, "")[3] == "agrees"      # an identity: equal losses
     assert check(Claim("", "", "a", 2, "a", 1, 0), by, 8, "")[3] == "contradicts"
+    split = table(ROWS + [row("d", 1, 16, [0.5] * 4), row("d", 2, 16, [1.6] * 4)])   # d - a at 16: seed 1 below, 2 above
+    p = check(Claim("", "", "d", 2, "a", 2, +1), split, 8, "")                         # mean +0.2, every chunk > 0
+    assert p[2].lo > 0 and p[2].agree == 1 and p[3] == "no result"                    # but a seed says otherwise
 
 
 def test_rows_from_a_model_worse_than_the_4gram_are_not_learned():
