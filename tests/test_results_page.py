@@ -37,6 +37,7 @@ def claims():
         "11 runs": f"{len(family_runs)} runs",
         "2-core": f"{cpus}-core",
         "95%": f"{mastery_table.__defaults__[0]:.0%}",
+        "189 runs": f"{len({(r['task'], r['encoding'], r['seed']) for r in rows('reports/tasks-suite/runs.csv')})} runs",
         "3 seeds": f"{len({r['seed'] for r in rows('reports/tasks/runs.csv')})} seeds",
         "65,536 targets": f"{eval_tokens:,} targets",
         "21 runs' training took 15.1 h": "{} runs' training took {:.1f} h".format(len(headline), sum(
