@@ -136,17 +136,22 @@ def names(settings):
     return out
 
 
+def check_over(train_keys, keys):
+    """The training keys with a variant's or a task recipe's keys over them, checked as one config."""
+    return make_config(dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()}))
+
+
 def check_tasks(settings, train_keys, cfg):
     for name in settings["tasks"]:
         tasks.TaskData(name).check(cfg.block_size)   # unknown task, or one block_size cannot hold
     for keys in settings["variants"].values():
-        make_config(dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()}))
+        check_over(train_keys, keys)
     for task, keys in settings["task_recipes"].items():
         tasks.TaskData(task)   # an unknown task
         if not isinstance(keys, dict) or set(keys) & set(PER_RUN):
             raise ConfigError(f"task_recipes[{task!r}] must be a dict of training keys other than "
                               f"{', '.join(PER_RUN)}, e.g. {{'max_iters': 2500, 'learning_rate': 1e-3}}; got {keys!r}")
-        make_config(dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()}))
+        check_over(train_keys, keys)
     if settings["samples"] < 1 or 1 not in settings["multiples"]:
         raise ConfigError(f"samples must be >= 1 and multiples must hold 1 (a run counts as learned by its exact "
                           f"match at the training length); got samples={settings['samples']}, "
@@ -171,7 +176,7 @@ def check_lm(settings, train_keys, cfg):
     check_lows(settings, {"context_targets": 1})
     add_reference(settings, cfg)
     for keys in settings["variants"].values():
-        make_config(dict(train_keys, **{k: coerce(k, v) for k, v in keys.items()}))
+        check_over(train_keys, keys)
     known = [*positional.REGISTRY, *settings["variants"]]
     if any(e not in known for e in settings["scaled_encodings"]):
         raise ConfigError(f"scaled_encodings: unknown name in {settings['scaled_encodings']}; valid: {', '.join(known)}")

@@ -6,7 +6,7 @@
 # its row (under `other`: device=..., and stopped_at=N if stopped) goes to $OUT/trials.csv, to be appended to
 # reports/tasks-recipes/trials.csv (docs/tasks.md's table is generated from it). What each trial asks:
 #   addition, 4 x 128 (its recipe's model), 3 seeds and learned positions: does a longer budget learn it reliably
-#     (at 8000 iterations it learned once in 20 CPU runs)? And the base model at the same budget.
+#     (at 8000 iterations the CPU task suite learned it in 1 run of 27)? And the base model at the same budget.
 #   mqar, Zoology's shape (2 layers x 128, no weight decay, batches of 64) over its learning-rate sweep 3e-4..1e-2
 #     (Arora et al. 2023 sweep 1e-4..1e-2 for about 31,000 steps), RoPE and learned positions.
 #   parity, 4 x 128, with and without a length curriculum.

@@ -475,8 +475,8 @@ def paired_lines(prows):
             "over seeds, the seeds whose difference has the mean's sign, and a 95% interval of the mean difference "
             "(measure/stats.py): a bootstrap over the evaluation chunks, resampled together for every seed, or, where "
             "runs have no per-chunk losses, Student's t interval over seeds (mean ± t sd / √n). A difference is a "
-            "result only when its interval excludes zero and every seed's difference has the mean's sign (the bootstrap holds the seeds fixed): "
-            "those are in bold; every other cell says that it is not a result.", "",
+            "result only when its interval excludes zero and every seed's difference has the mean's sign (the "
+            "bootstrap holds the seeds fixed): those are in bold; every other cell says that it is not a result.", "",
             *paired_table(prows), "", "Data: [paired.csv](paired.csv).", ""]
 
 

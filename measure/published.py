@@ -121,6 +121,7 @@ def section(rows, train_len):
             "difference of loss (nats per token) between two rows or two lengths, paired by seed and by evaluation "
             "chunk, with a 95% bootstrap interval over the chunks (measure/published.py). Verdict: agrees or "
             "contradicts when the interval excludes zero and every seed agrees in sign, no result otherwise; not "
-            "learned when a row starts from a model worse than the 4-gram at L. The papers' models, data and lengths are far larger: this says "
-            "what this recipe shows, not whether the paper is right at its scale. ft{N}: the largest fine-tune budget.",
+            "learned when a row starts from a model worse than the 4-gram at L. The papers' models, data and lengths "
+            "are far larger: this says what this recipe shows, not whether the paper is right at its scale. ft{N}: "
+            "the largest fine-tune budget.",
             "", *lines(rows, train_len), ""]
