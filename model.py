@@ -49,6 +49,7 @@ class GPTConfig:
     mlp_hidden: int = 0             # the MLP's hidden size; 0: 4C (gelu), or Llama's 8C/3 up to a multiple of 256 (swiglu)
     n_kv_head: int = 0              # key/value heads, each shared by n_head / n_kv_head queries (GQA); 0: n_head
     tie_embeddings: bool = True     # lm_head shares wte's weight
+    embed_std: float = 0.02         # wte's initial std (GPT-2's 0.02); 1.0 lets MQAR's lookup form (docs/tasks.md)
     parallel_residual: bool = False   # GPT-NeoX: x + attn(ln_1(x)) + mlp(ln_2(x))
     attention_kernel: str = ""      # "flex": biases by FlexAttention at evaluation on CPU too (compiled once)
     s2_group: int = 0               # > 0: LongLoRA's S²-Attn in training, groups of s2_group tokens (positional/base.py)
@@ -440,7 +441,7 @@ class GPT(nn.Module):
 
     def _init_weights(self, module):
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            nn.init.normal_(module.weight, mean=0.0, std=self.config.embed_std if module.weight is self.wte.weight else 0.02)
             if getattr(module, "bias", None) is not None:
                 nn.init.zeros_(module.bias)
 
@@ -569,9 +570,8 @@ class GPT(nn.Module):
         parameter of the encoding (decay would pull a bias table towards "no position", not slopes)."""
         pe_params = {id(p) for pe in self.encodings.values() for p in pe.parameters()}
         params = [p for p in self.parameters() if p.requires_grad]
-        decay = [p.dim() >= 2 and id(p) not in pe_params for p in params]
-        groups = [{"params": [p for p, d in zip(params, decay) if d], "weight_decay": weight_decay},
-                  {"params": [p for p, d in zip(params, decay) if not d], "weight_decay": 0.0}]
+        groups = [{"params": [p for p in params if (p.dim() >= 2 and id(p) not in pe_params) == decay], "weight_decay": wd}
+                  for decay, wd in ((True, weight_decay), (False, 0.0))]
         # fused (torch >= 2.4 on CPU): one pass over every tensor, 0.7 ms vs 1.7 ms (benchmarks/cpu-2core-training-step.md)
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type in ("cuda", "cpu"))
 

@@ -5,6 +5,7 @@ accuracy on the answers of 256 held-out examples every 500 iterations.
 
     python benchmarks/mqar_side_by_side.py ../nanogpt --length=10 --iters=3000 --lr=1e-3
     python benchmarks/mqar_side_by_side.py ../nanogpt --length=32 --iters=30000 --models=rope   # Zoology's step budget
+    python benchmarks/mqar_side_by_side.py ../nanogpt --length=32 --iters=3000 --models=rope --untied --embed_std=1.0
 """
 import argparse
 import importlib.util
@@ -35,7 +36,8 @@ def models(nanogpt, a):
     for enc in ("rope", "learned"):
         if enc in a.models:
             torch.manual_seed(0)
-            yield f"posgpt {enc}", GPT(GPTConfig(pos_encoding=enc, **shape))
+            yield f"posgpt {enc}", GPT(GPTConfig(pos_encoding=enc, tie_embeddings=not a.untied, embed_std=a.embed_std,
+                                                 **shape))
     if "nanogpt" not in a.models:
         return
     spec = importlib.util.spec_from_file_location("nanogpt_model", os.path.join(nanogpt, "model.py"))
@@ -52,6 +54,8 @@ def main():
     p.add_argument("--iters", type=int, default=3000)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--embed_std", type=float, default=0.02, help="posgpt's token embedding's initial std")
+    p.add_argument("--untied", action="store_true", help="posgpt with an output head of its own (nanoGPT ties)")
     p.add_argument("--models", default="rope,learned,nanogpt", help="which of rope, learned, nanogpt (in that order)")
     a = p.parse_args()
     a.models = a.models.split(",")

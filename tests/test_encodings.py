@@ -235,6 +235,16 @@ def test_block_keys_shape_the_model_as_llama_does():
         tiny_gpt("rope", norm="rms")
 
 
+def test_embed_std_scales_the_token_embeddings_initial_values_only():
+    """embed_std is wte's initial std (the tied head shares the table); every other weight keeps GPT-2's 0.02:
+    with one seed the same draws, wte's 50 times larger at 1.0 than at 0.02."""
+    gpt2, wide = tiny_gpt("rope"), tiny_gpt("rope", embed_std=1.0)
+    assert torch.allclose(wide.wte.weight, 50 * gpt2.wte.weight) and wide.lm_head.weight is wide.wte.weight
+    assert 0.9 < wide.wte.weight.std().item() < 1.1
+    for (name, a), b in zip(gpt2.named_parameters(), wide.parameters()):
+        assert name == "wte.weight" or torch.equal(a, b), name
+
+
 # ---- no state written by a forward ------------------------------------------------------------
 VARIANTS = {**{n: (n, {}) for n in ALL}, "dynamic": ("rope", dict(rope_scaling="dynamic", rope_factor=2.0)),
             "rerope": ("rope", dict(rope_scaling="rerope")), "rope_window": ("rope", dict(window=4, sinks=1))}
