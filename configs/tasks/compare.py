@@ -14,7 +14,8 @@ variants = {f"{enc}_randomized": {"pos_encoding": enc, "position_sampling": "ran
             for enc in ("learned", "sinusoidal", "rope")}
 encodings = ["none", "learned", "sinusoidal", "t5", "rope", "alibi", *variants]
 # each task's own recipe where the base one does not learn it (configs/tasks/<task>.py, docs/tasks.md "Recipes
-# that learn"); compare.py trains that task with these keys
+# that learn"); compare.py trains that task with these keys. mqar's recipe (configs/tasks/mqar.py) is not in the tuple
+# yet: it was found after the suite's mqar runs, which are on the base recipe (docs/tasks.md)
 import importlib as _importlib
 _RECIPE_KEYS = ("max_iters", "lr_decay_iters", "learning_rate", "warmup_iters")
 _MODEL_KEYS = ("n_layer", "n_head", "n_embd")   # in a recipe where its model differs from the base one (addition)
