@@ -38,6 +38,7 @@ def saved_run(tiny_run, tmp_path):
     (["--learning_rate=[1]"], "config key 'learning_rate' wants a number, got [1]"),
     (["--learning_rate=-1e-3"], "learning_rate must be >= 0, got -0.001"),
     (["--batch_size=0"], "batch_size must be >= 1, got 0"),
+    (["--embed_std=0"], "embed_std must be > 0 (the token embedding's initial std; GPT-2's 0.02), got 0"),
     (["--block_size=0"], "block_size must be >= 1, got 0"),
     (["--n_embd=100", "--n_head=3"], "n_embd=100 is not divisible by n_head=3"),
     (["--n_embd=24", "--n_head=2", "--rotary_fraction=0.25"], "rotary dimension must be even"),

@@ -96,6 +96,8 @@ class Config(GPTConfig):
              f"s2_group must be 0 (off) or >= 2 and divide block_size={self.block_size}, got {self.s2_group}"),
             (self.s2_group and self.attention != "softmax", "s2_group (S²-Attn) needs attention=softmax"),
             (not 0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}"),
+            (not self.embed_std > 0, f"embed_std must be > 0 (the token embedding's initial std; GPT-2's 0.02), "
+                                     f"got {self.embed_std}"),
             (self.init_from not in ("scratch", "resume"), f"init_from must be 'scratch' or 'resume', got {self.init_from!r}"),
             (self.on_nonfinite not in ("stop", "skip"), f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}"),
             (self.dtype not in ("auto", "float32", "bfloat16", "float16"),
