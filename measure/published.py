@@ -29,6 +29,7 @@ class Claim:
 PRESS = "Press et al. 2022 (ALiBi), fig. 1; WikiText-103, 247M parameters, L = 512"
 PI = "Chen et al. 2023 (PI); LLaMA 7B-65B, L = 2048"
 YARN = "Peng et al. 2024 (YaRN); Llama 2 7B/13B, L = 4096"
+NTK = "bloc97 2023 (NTK-aware scaling, r/LocalLLaMA); LLaMA 7B, no fine-tune"
 CLAIMS = [
     Claim(PRESS, "sinusoidal's perplexity rises as soon as the input passes L", "sinusoidal", 2, "sinusoidal", 1, +1),
     Claim(PRESS, "rotary's perplexity rises past L", "rope", 2, "rope", 1, +1),
@@ -43,11 +44,15 @@ CLAIMS = [
     Claim(PI + ", tables 1 and 4 (fine-tunes of up to 1,000 steps; direct: 10,000)",
           "fine-tuned with PI, a model is better at sL than one fine-tuned directly for as many steps",
           "rope+linear ft{N}", 4, "rope+direct ft{N}", 4, -1),
-    Claim("bloc97 2023 (NTK-aware scaling, r/LocalLLaMA); LLaMA 7B, no fine-tune",
-          "NTK-aware scaling is better than PI past L without fine-tuning", "rope+ntk", 4, "rope+linear", 4, -1),
+    Claim(PI + ", table 1 (1,000 steps at sL)", "fine-tuned with PI at sL, a model is better there than as pretrained",
+          "rope+linear ft{N}", 4, "rope", 4, -1),
+    Claim(NTK, "NTK-aware scaling lets RoPE read past L without fine-tuning", "rope+ntk", 4, "rope", 4, -1),
+    Claim(NTK, "NTK-aware scaling is better than PI past L without fine-tuning", "rope+ntk", 4, "rope+linear", 4, -1),
     Claim(YARN + ", sec. 3.3", "dynamic scaling is RoPE itself up to L ...", "rope+dynamic", 1, "rope", 1, 0),
     Claim(YARN + ", sec. 3.3", "... and degrades gracefully past L, where RoPE breaks (no fine-tune)",
           "rope+dynamic", 16, "rope", 16, -1),
+    Claim(YARN + ", sec. 4 (400 steps at sL)", "fine-tuned with YaRN at sL, a model is better there than as pretrained",
+          "rope+yarn ft{N}", 4, "rope", 4, -1),
     Claim(YARN + ", sec. 4 (400 steps at sL against longer PI fine-tunes)",
           "fine-tuned as long or less, YaRN is better at sL than PI", "rope+yarn ft{N}", 4, "rope+linear ft{N}", 4, -1),
     Claim("Su 2023 (ReRoPE, blog); LLaMA, no fine-tune",
