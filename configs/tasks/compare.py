@@ -14,16 +14,15 @@ variants = {f"{enc}_randomized": {"pos_encoding": enc, "position_sampling": "ran
             for enc in ("learned", "sinusoidal", "rope")}
 encodings = ["none", "learned", "sinusoidal", "t5", "rope", "alibi", *variants]
 # each task's own recipe where the base one does not learn it (configs/tasks/<task>.py, docs/tasks.md "Recipes
-# that learn"); compare.py trains that task with these keys. mqar's recipe (configs/tasks/mqar.py) is not in the tuple
-# yet: it was found after the suite's mqar runs, which are on the base recipe (docs/tasks.md)
+# that learn"); compare.py trains that task with these keys
 import importlib as _importlib
 _RECIPE_KEYS = ("max_iters", "lr_decay_iters", "learning_rate", "warmup_iters")
-_MODEL_KEYS = ("n_layer", "n_head", "n_embd")   # in a recipe where its model differs from the base one (addition)
+_MODEL_KEYS = ("n_layer", "n_head", "n_embd", "tie_embeddings", "embed_std")   # a model of its own (addition, mqar)
 _base = _importlib.import_module("configs.tasks.base")
 task_recipes = {t: {k: getattr(m, k) for k in (*_RECIPE_KEYS, *_MODEL_KEYS)
-                    if k in _RECIPE_KEYS or getattr(m, k) != getattr(_base, k)}
+                    if k in _RECIPE_KEYS or getattr(m, k, None) != getattr(_base, k, None)}
                 for t, m in ((t, _importlib.import_module(f"configs.tasks.{t}"))
-                             for t in ("copy", "reverse", "passkey", "duplicate", "addition"))}
+                             for t in ("copy", "reverse", "passkey", "duplicate", "addition", "mqar"))}
 seeds = 3
 jobs = 2
 out_root = "out-tasks"
