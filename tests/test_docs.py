@@ -239,6 +239,8 @@ def wall_line(report_md):
 GENERATORS = {"reports/compare/runs.csv": ppl_table, "reports/compare-family/runs.csv": ppl_table,
               "reports/compare-cpu/runs.csv": ppl_table, "reports/compare-cpu/report.md": recipe_lines,
               "reports/compare-cpu/eval_chunks.csv": published_block,
+              "reports/compare-code/runs.csv": ppl_table, "reports/compare-code/report.md": recipe_lines,
+              "reports/compare-code/eval_chunks.csv": published_block,
               "reports/compare/eval.csv": paired_block, "reports/compare/report.md": recipe_lines,
               "reports/tasks/runs.csv": mastery_table, "reports/tasks-suite/runs.csv": mastery_table, "reports/tasks-suite/report.md": wall_line, "reports/tasks-recipes/trials.csv": recipe_trials_table,
               "benchmarks/raw/issue22_decode": decode_table, "benchmarks/raw/gpu_h200/": gpu_table, "benchmarks/raw/issue22_64k/": long_table, "benchmarks/raw/issue22_16384_32768_default/": long_table, "benchmarks/raw/issue22_train_memory": train_memory_table,
