@@ -58,6 +58,7 @@ def test_sigint_mid_interval_saves_that_step_and_resumes_exactly(straight, tiny_
         return loss
 
     argv = [*COMMON, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}"]
+    before = signal.getsignal(signal.SIGINT)   # Python's default, or SIG_IGN when started in the background
     losses = on_training_forward(monkeypatch, interrupt)
     assert run_train(argv) == 130
     out = capsys.readouterr().out
@@ -65,7 +66,7 @@ def test_sigint_mid_interval_saves_that_step_and_resumes_exactly(straight, tiny_
     hint = out.split("resume with:")[1].strip().splitlines()[0]
     assert shlex.split(hint)[:2] == ["python", "train.py"] and hint.endswith("--init_from=resume")
     assert checkpoint.load(tmp_path)["iter_num"] == 13 and len(losses) == 26
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+    assert signal.getsignal(signal.SIGINT) is before  # handlers restored
     assert run_train(shlex.split(hint)[2:]) == 0  # the printed command, as printed
     assert_same_run(straight, losses, tmp_path)
 
@@ -105,11 +106,12 @@ def test_second_ctrl_c_stops_at_once_and_keeps_the_last_save(tiny_data, tmp_path
         return loss
 
     on_training_forward(monkeypatch, interrupt_twice)
+    before = signal.getsignal(signal.SIGINT)
     argv = [*COMMON, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}"]
     err = train_error(argv, capsys, code=130)
     assert "stopped at once by a second Ctrl-C" in err
     assert checkpoint.load(tmp_path)["iter_num"] == 10  # the eval save before the interruption
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 def _worker_of_rank(launcher_pid, rank):
