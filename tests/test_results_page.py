@@ -27,8 +27,9 @@ def claims():
     family_runs = [r for r in family if r["encoding"] != "ngram"]
     cpus = re.search(r"\((\d+) CPUs\)", read("reports/compare-family/report.md"))[1]
     eval_tokens = int(re.search(r"^eval_tokens = (\d+)", read("configs/compare.py"), re.M)[1])
-    headline = [r for r in rows("reports/compare-cpu/runs.csv") if r["label"] == r["encoding"]]   # as trained
-    code = [r for r in rows("reports/compare-code/runs.csv") if r["label"] == r["encoding"]]
+    def training(rel):   # "N runs' training took H h": a headline's runs as trained, their wall times summed
+        trained = [r for r in rows(rel) if r["label"] == r["encoding"]]
+        return "{} runs' training took {:.1f} h".format(len(trained), sum(float(r["wall_s"]) for r in trained) / 3600)
     return {
         "0.8M parameters": f"{params / 1e6:.1f}M parameters",
         "1.02M tokens": f"{tokens / 1e6:.2f}M tokens",
@@ -41,10 +42,8 @@ def claims():
         "189 runs": f"{len({(r['task'], r['encoding'], r['seed']) for r in rows('reports/tasks-suite/runs.csv')})} runs",
         "3 seeds": f"{len({r['seed'] for r in rows('reports/tasks/runs.csv')})} seeds",
         "65,536 targets": f"{eval_tokens:,} targets",
-        "21 runs' training took 15.1 h": "{} runs' training took {:.1f} h".format(len(headline), sum(
-            float(r["wall_s"]) for r in headline) / 3600),
-        "15 runs' training took 18.8 h": "{} runs' training took {:.1f} h".format(len(code), sum(
-            float(r["wall_s"]) for r in code) / 3600),
+        "21 runs' training took 15.1 h": training("reports/compare-cpu/runs.csv"),
+        "15 runs' training took 18.8 h": training("reports/compare-code/runs.csv"),
     }
 
 
