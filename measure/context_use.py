@@ -157,11 +157,14 @@ def write_per_position(curves, report_dir, train_len=None):
         for label, curve in curves.items():
             w.writerows([label, t, f"{v:.6f}"] for t, v in enumerate(curve.tolist()))
     from positional.plot import figure
+    from measure.compare_report import palette   # here: compare_report imports this module
+    colors = palette(curves)                      # distinct for up to 20 curves (tab10 repeats from the 11th)
     with figure(paths["png"], train_len=train_len, xscale="log", xlabel="position in the sequence (1-based)",
                 ylabel="mean loss (nats); thin: each position, thick: log-spaced bins",
                 title="Loss at each position") as ax:
         for label, curve in curves.items():
-            line, = ax.plot(np.arange(1, len(curve) + 1), curve.numpy(), alpha=0.25, linewidth=0.7)  # log-x: from 1
+            line, = ax.plot(np.arange(1, len(curve) + 1), curve.numpy(), alpha=0.25, linewidth=0.7,
+                            color=colors[label])  # log-x: from 1
             edges = np.unique(np.geomspace(1, len(curve) + 1, 40).astype(int))
             bins = [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
             ax.plot([np.sqrt(a * (b - 1)) for a, b in bins], [curve[a - 1:b - 1].mean().item() for a, b in bins],

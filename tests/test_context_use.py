@@ -3,6 +3,7 @@ and the per-position curve of a checkpoint averages to evaluation.py's non-overl
 import csv
 import math
 
+import matplotlib.colors
 import numpy as np
 import pytest
 import torch
@@ -92,6 +93,17 @@ def test_reports_are_written(tmp_path):
     paths = context_use.write_context_gain(gain, str(tmp_path))
     md = open(paths["md"]).read()
     assert f"| a | {gain['a'][0]['ppl']:.3f} (1.000) | {gain['a'][1]['ppl']:.3f} ({gain['a'][1]['gain']:.3f}) |" in md
+
+
+def test_per_position_gives_each_curve_its_own_colour(tmp_path, monkeypatch):
+    """The code headline's figure has 11 curves: with matplotlib's 10-colour cycle the 11th took the 1st's."""
+    import positional.plot
+    figures = []
+    monkeypatch.setattr(positional.plot, "save", lambda fig, path: figures.append(fig))
+    curves = {f"run{i}": torch.full((8,), float(i)) for i in range(11)}
+    context_use.write_per_position(curves, str(tmp_path), train_len=4)
+    lines = [line for line in figures[0].axes[0].get_lines() if line.get_label() in curves]
+    assert len(lines) == 11 and len({tuple(matplotlib.colors.to_rgba(line.get_color())) for line in lines}) == 11
 
 
 @pytest.mark.parametrize("kw, match", [
