@@ -31,6 +31,8 @@ def claims():
     def training(rel):   # "N runs' training took H h": a headline's runs as trained, their wall times summed
         trained = [r for r in rows(rel) if r["label"] == r["encoding"]]
         return "{} runs' training took {:.1f} h".format(len(trained), sum(float(r["wall_s"]) for r in trained) / 3600)
+    suite = compare.plan(*compare.parse([os.path.join(ROOT, "configs", "tasks", "compare.py")])[:2])
+    suite_rows = rows("reports/tasks-suite/runs.csv")
     return {
         "0.8M parameters": f"{params / 1e6:.1f}M parameters",
         "1.02M tokens": f"{tokens / 1e6:.2f}M tokens",
@@ -40,9 +42,8 @@ def claims():
         "11 runs": f"{len(family_runs)} runs",
         "2-core": f"{cpus}-core",
         "95%": f"{mastery_table.__defaults__[0]:.0%}",
-        "189 runs": f"{len(compare.plan(*compare.parse([os.path.join(ROOT, 'configs/tasks/compare.py')])[:2]))} runs",   # the suite's size
-        "184 of them kept": f"{len({(r['task'], r['encoding'], r['seed']) for r in rows('reports/tasks-suite/runs.csv')})}"
-                            " of them kept",
+        "189 runs": f"{len(suite)} runs",   # the suite's size, from its config
+        "184 of them kept": f"{len({(r['task'], r['encoding'], r['seed']) for r in suite_rows})} of them kept",
         "3 seeds": f"{len({r['seed'] for r in rows('reports/tasks/runs.csv')})} seeds",
         "65,536 targets": f"{eval_tokens:,} targets",
         "21 runs' training took 15.1 h": training("reports/compare-cpu/runs.csv"),
