@@ -1,5 +1,6 @@
 """compare.py end to end on tiny data: report, CSVs and PNGs with both runs; a second
 invocation skips finished runs; a longer budget resumes; bad input gets one line."""
+import ast
 import csv
 import glob
 import json
@@ -289,6 +290,28 @@ def test_the_committed_kept_runs_still_match_their_config(config):
     for r in runs:
         assert kept.load(kept.folder(settings["report_dir"], r["tag"]),
                          compare.kept_key(r, settings, train_keys, cfg), compare.NOT_MEASURED) is not None, r["tag"]
+
+
+def test_the_gpu_suite_trains_with_the_keys_its_trials_learned_with():
+    """configs/tasks/compare_gpu.py: parity and addition, every encoding and seed of the suite, each on the recipe
+    that learned it in the GPU trials of reports/tasks-recipes/trials.csv (its keys, learning rate and iterations)."""
+    from training.config import coerce
+    settings, train_keys, _ = compare.parse(["configs/tasks/compare_gpu.py"])
+    runs = compare.plan(settings, train_keys)
+    assert len(runs) == 54 and {r["task"] for r in runs} == {"parity", "addition"}
+    rows = [r for r in csv.DictReader(open(os.path.join(ROOT, "reports", "tasks-recipes", "trials.csv")))
+            if "device=cuda" in (r["other"] or "") and float(r["exact_at_L"]) >= 0.95]
+
+    def keys(row):
+        other = dict(kv.split("=", 1) for kv in row["other"].split() if not kv.startswith(("device=", "stopped_at=")))
+        return {k: coerce(k, ast.literal_eval(v)) for k, v in dict(other, max_iters=row["max_iters"],
+                                                                   learning_rate=row["learning_rate"]).items()}
+    for task, encodings in (("parity", {"rope", "learned"}), ("addition", {"none", "learned", "sinusoidal"})):
+        recipe = {k: coerce(k, v) for k, v in settings["task_recipes"][task].items()}
+        learned = [r["encoding"] for r in rows if r["task"] == task
+                   and all(k in recipe and recipe[k] == v for k, v in keys(r).items())]
+        assert set(learned) == encodings, (task, learned)
+        assert all(r["keys"][k] == recipe[k] for r in runs if r["task"] == task for k in recipe)
 
 
 def test_a_run_kept_by_a_call_over_fewer_tasks_is_taken_by_the_whole_suite(tmp_path):
