@@ -84,10 +84,10 @@ def mastery_table(task_runs_csv, threshold=0.95):
 def recipe_trials_table(trials_csv):
     """reports/tasks-recipes/trials.csv: one recipe trial a row, its exact match at L and whether it learned."""
     rows = list(csv.DictReader(open(trials_csv)))
-    lines = ["| task | encoding | seed | iterations | learning rate | other keys | exact match at L | learned (≥ 95%) "
-             "| train s |", "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| `{r['task']}` | {r['encoding']} | {r['seed']} | {int(r['max_iters'])} | {float(r['learning_rate']):g} | "
-              f"{r.get('other') or '—'} | {float(r['exact_at_L']):.1%} | "
+    lines = ["| task | encoding | seed | iterations | learning rate | other keys | exact match at L "
+             "| learned (≥ 95%) | train s |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| `{r['task']}` | {r['encoding']} | {r['seed']} | {int(r['max_iters'])} | "
+              f"{float(r['learning_rate']):g} | {r.get('other') or '—'} | {float(r['exact_at_L']):.1%} | "
               f"{'yes' if float(r['exact_at_L']) >= 0.95 else 'no'} | {r['train_s']} |" for r in rows]
     return "\n".join(lines) + "\n"
 
@@ -274,11 +274,13 @@ def test_recipe_trials_table_by_hand(tmp_path):
     p = tmp_path / "trials.csv"
     p.write_text("task,encoding,seed,max_iters,learning_rate,warmup_iters,exact_at_L,samples,train_s\n"
                  "copy,rope,1337,2500,0.001,100,0.95,200,90\ncopy,none,1338,800,0.003,50,0.949,200,30\n")
-    assert recipe_trials_table(p).splitlines()[2:] == ["| `copy` | rope | 1337 | 2500 | 0.001 | — | 95.0% | yes | 90 |",
-                                                       "| `copy` | none | 1338 | 800 | 0.003 | — | 94.9% | no | 30 |"]
+    want = ["| `copy` | rope | 1337 | 2500 | 0.001 | — | 95.0% | yes | 90 |",
+            "| `copy` | none | 1338 | 800 | 0.003 | — | 94.9% | no | 30 |"]
+    assert recipe_trials_table(p).splitlines()[2:] == want
     p.write_text("task,encoding,seed,max_iters,learning_rate,warmup_iters,exact_at_L,samples,train_s,other\n"
                  "mqar,rope,1337,8000,0.001,100,0.5,200,90,n_head=1\n")
-    assert recipe_trials_table(p).splitlines()[2] == "| `mqar` | rope | 1337 | 8000 | 0.001 | n_head=1 | 50.0% | no | 90 |"
+    want = "| `mqar` | rope | 1337 | 8000 | 0.001 | n_head=1 | 50.0% | no | 90 |"
+    assert recipe_trials_table(p).splitlines()[2] == want
 
 
 def test_ppl_table_by_hand(tmp_path):
