@@ -28,7 +28,7 @@ import positional
 from data.loader import TokenData, ensure_prepared
 from data.tokenizer import bits_per_byte, tokenizer_entry
 from model import GPT, GPTConfig
-from positional import sampling as position_sampling
+from training import sampling as position_sampling
 from tasks import TaskData
 from tasks.data import curriculum_length
 from training import checkpoint, longlora

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import positional
 from data.loader import DOCUMENTS
 from model import GPTConfig
-from positional import sampling as position_sampling
+from training import sampling as position_sampling
 from positional.schedule import check_layers
 from training.longlora import targets_problem
 
@@ -66,7 +66,7 @@ class Config(GPTConfig):
     compile: bool = False                  # torch.compile the model
     backend: str = "auto"                  # DDP backend; auto: nccl on cuda, gloo on cpu
     seed: int = 1337                       # model initialisation and batches
-    # positions sampled in training (position_sampling.py): "" contiguous, "randomized" (Ruoss et al.
+    # positions sampled in training (training/sampling.py): "" contiguous, "randomized" (Ruoss et al.
     # 2023, an ordered subset of [0, max_position)), "pose" (Zhu et al. 2024, chunks with skips below max_position)
     position_sampling: str = ""            # "", "randomized" or "pose"
     pose_chunks: int = 2                   # pose: chunks per sequence
