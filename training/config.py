@@ -110,6 +110,7 @@ class Config(GPTConfig):
             (self.documents == "masked" and self.position_sampling,
              "documents=masked sets the positions itself (they restart at each document); drop position_sampling"),
         ]
+        checks += unused_keys(self)
         problem = next((msg for bad, msg in checks if bad), None) or position_sampling.check(
             self.position_sampling, self.block_size, self.max_position or self.block_size, self.pose_chunks)
         if problem:
@@ -120,6 +121,42 @@ class Config(GPTConfig):
 
     def model_args(self) -> dict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(GPTConfig)}
+
+
+def unused_keys(cfg):
+    """(bad, message) checks for keys set where they would do nothing: each needs the option it belongs to."""
+    lora = next((k for k in ("lora_rank", "lora_alpha", "lora_targets") if getattr(cfg, k) != FIELDS[k].default), "")
+    return [
+        (cfg.max_position and not cfg.position_sampling,
+         f"max_position={cfg.max_position} is the range position_sampling draws training positions from, and "
+         f"position_sampling is off (the model would get positions it never trains); add "
+         f"--position_sampling=randomized (or pose), or drop --max_position"),
+        (cfg.pose_chunks != FIELDS["pose_chunks"].default and cfg.position_sampling != "pose",
+         f"pose_chunks={cfg.pose_chunks} applies to position_sampling=pose only; add --position_sampling=pose "
+         f"(with --max_position), or drop --pose_chunks"),
+        (lora and cfg.finetune_method != "longlora",
+         f"{lora} applies to finetune_method=longlora only; add --finetune_method=longlora --init_from=resume, "
+         f"or drop --{lora}"),
+        (cfg.wandb_group and not cfg.wandb_log,
+         f"wandb_group={cfg.wandb_group!r} groups wandb runs, and wandb logging is off; add --wandb_log=True, "
+         f"or drop --wandb_group"),
+        *backend_checks(cfg.backend, cfg.device),
+    ]
+
+
+def backend_checks(backend, device):
+    """(bad, message) checks of the DDP backend: a known one, set only under torchrun, nccl only on CUDA."""
+    import torch
+    cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+    return [
+        (backend not in ("auto", "nccl", "gloo"), f"backend must be auto, nccl or gloo, got {backend!r}"),
+        (backend != "auto" and "RANK" not in os.environ,
+         f"backend={backend} picks how DDP processes talk, and this is one process (no torchrun); drop --backend, "
+         f"or launch with torchrun --standalone --nproc_per_node=N train.py ..."),
+        (backend == "nccl" and not cuda,
+         f"backend=nccl needs CUDA devices, and this run's device is {device if device != 'auto' else 'cpu'}; "
+         f"use --backend=gloo (or auto)"),
+    ]
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Config)}
