@@ -31,7 +31,7 @@ from model import GPT, GPTConfig
 from training import sampling as position_sampling
 from tasks import TaskData
 from tasks.data import curriculum_length
-from training import checkpoint, longlora
+from training import checkpoint, cpu_threads, longlora
 from training.cli import fail, fmt_time, help_text
 from training.config import ConfigError, gather, load_config, upgrade_model_args
 from training.guard import StopSignal, lock_out_dir
@@ -183,6 +183,10 @@ def train(argv, cfg, ckpt, data, model, stop):
         trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
         print(f"{model.pos_name}: {model.get_num_params() / 1e6:.2f}M parameters ({trained:,} trained), "
               f"{tokens_per_iter:,} tokens/iter, device {rt.device}, {rt.dtype}, {rt.world} process(es)")
+        # a machine other work keeps busy trains slower; said once (under DDP the ranks are each other's work)
+        busy = cpu_threads.busy_note() if rt.device_type == "cpu" and not rt.ddp else None
+        if busy:
+            print(busy)
     raw_model = model.to(rt.device)
     optimizer = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), rt.device_type)
     st = restore(ckpt, optimizer, data_gen, cfg, rt) if ckpt is not None else Progress()
