@@ -147,7 +147,10 @@ def test_second_trainer_on_the_same_out_dir_is_refused(saved_run, tiny_data, cap
     (["--num_samples=0"], "--num_samples must be >= 1, got 0"),
     (["--temperature=hot"], "--temperature wants a number, got 'hot'"),
     (["--temprature=0.5"], "unknown option --temprature; did you mean --temperature?"),
-    (["--start=FILE:/nonexistent/prompt.txt"], "No such file or directory"),
+    (["--start=FILE:/nonexistent/prompt.txt"], "--start=FILE:/nonexistent/prompt.txt: cannot read "
+                                               "'/nonexistent/prompt.txt' (No such file or directory); give a "
+                                               "readable UTF-8 file after FILE:"),
+    (["--start=FILE:/"], "--start=FILE:/: cannot read '/' (Is a directory)"),
 ])
 def test_sample_bad_input(argv, message, saved_run, capsys):
     assert message in sample_error([f"--out_dir={saved_run}", *argv], capsys)
