@@ -258,7 +258,9 @@ def takes(name, method, settings):
 # ---- one run: train.py in a subprocess -------------------------------------------------
 def train_command(train_keys, run, settings, resume):
     """train.py's argv for one run: the training keys that differ from config.Config's defaults."""
-    keys = dict(train_keys, seed=run["seed"], wandb_group=settings["wandb_group"])
+    keys = dict(train_keys, seed=run["seed"])
+    if train_keys.get("wandb_log"):   # a group means something to a logged run only (config.unused_keys)
+        keys["wandb_group"] = settings["wandb_group"]
     args = [as_arg(k, v) for k, v in keys.items() if k not in FIELDS or v != FIELDS[k].default]
     args += [as_arg(k, v) for k, v in run["keys"].items()]
     args += [f"--out_dir={run['dir']}", f"--wandb_run_name={run['tag']}"]

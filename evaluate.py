@@ -24,8 +24,8 @@ from training.cli import as_list, autocast, check_lows, fail, help_text, parse, 
 from training.config import ConfigError, eval_key, model_config, split_settings
 from measure import context_use, ngram
 from measure.evaluation import (MULTIPLES, TOKENS_PER_POINT, check_overrides, documents_note, evaluate_checkpoint,
-                                fmt_num, log_wandb, report_paths, scored_note, table_lines, validation_tokens,
-                                write_report)
+                                fmt_num, log_wandb, report_paths, scored_note, scored_targets, table_lines,
+                                validation_tokens, write_report)
 from tasks import report as task_report, score as task_score
 
 OPTIONS = {
@@ -143,7 +143,9 @@ def main(argv):
         blocks = {c["model_args"]["block_size"] for c in ckpts.values()}
         budget = max(opts["tokens_per_point"], *(opts["lengths"] or [MULTIPLES[-1] * b for b in blocks]))  # same tokens
         threads = cpu_threads.choose(opts["threads"], device)
-        note = documents_note(opts["documents"]) if opts["documents"] else scored_note(budget)
+        counts = [] if opts["documents"] else [
+            scored_targets(c, opts["lengths"], budget, opts["data_dir"] or None, opts["data"]) for c in ckpts.values()]
+        note = documents_note(opts["documents"]) if opts["documents"] else scored_note((min(counts), max(counts)))
         print(f"evaluating on {device} ({dtype}{'; ' + threads if threads else ''}): {note}", flush=True)
         rows, gains, curves = evaluate_all(ckpts, methods, opts, budget, device, dtype)
         baselines = [] if opts["documents"] else ngram.baseline_rows(   # count models on the same targets

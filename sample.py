@@ -84,6 +84,19 @@ def streamer(decode, out):
     return write
 
 
+def read_prompt(start):
+    """--start's text: itself, or the contents of the file named after FILE: (a one-line error naming the flag)."""
+    if not start.startswith("FILE:"):
+        return start
+    try:
+        with open(start[5:], encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
+        raise ConfigError(f"--start={start}: cannot read {start[5:]!r} ({why}); give a readable UTF-8 file after "
+                          f"FILE:, or the prompt itself as --start=TEXT") from None
+
+
 def main(argv):
     try:
         args, overrides = parse_args(argv)
@@ -91,10 +104,7 @@ def main(argv):
         dtype = pick_dtype(args["dtype"], device.split(":")[0])
         ckpt = checkpoint.load(args["out_dir"])
         encode, decode, _ = checkpoint.tokenizer_of(ckpt)
-        start = args["start"]
-        if start.startswith("FILE:"):
-            with open(start[5:], encoding="utf-8") as f:
-                start = f.read()
+        start = read_prompt(args["start"])
         ids = encode(start)
         if not ids:
             raise ConfigError("the prompt encodes to no tokens; give --start some text")

@@ -28,10 +28,10 @@ import positional
 from data.loader import TokenData, ensure_prepared
 from data.tokenizer import bits_per_byte, tokenizer_entry
 from model import GPT, GPTConfig
-from positional import sampling as position_sampling
+from training import sampling as position_sampling
 from tasks import TaskData
 from tasks.data import curriculum_length
-from training import checkpoint, longlora
+from training import checkpoint, cpu_threads, longlora
 from training.cli import fail, fmt_time, help_text
 from training.config import ConfigError, gather, load_config, upgrade_model_args
 from training.guard import StopSignal, lock_out_dir
@@ -171,6 +171,19 @@ def main(argv):
         sys.exit(code)
 
 
+def say_start(cfg, resumed, model, rt, tokens_per_iter):
+    """The run's resolved config, its size and where it runs; and a note when other work keeps this CPU busy."""
+    config = "\n".join(f"  {k} = {v!r}" for k, v in asdict(cfg).items())
+    print(f"config ({'resumed from ' + cfg.out_dir if resumed else 'from scratch'}):\n{config}")
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    print(f"{model.pos_name}: {model.get_num_params() / 1e6:.2f}M parameters ({trained:,} trained), "
+          f"{tokens_per_iter:,} tokens/iter, device {rt.device}, {rt.dtype}, {rt.world} process(es)")
+    # a machine other work keeps busy trains slower: said once (under DDP the ranks are each other's work)
+    busy = cpu_threads.busy_note() if rt.device_type == "cpu" and not rt.ddp else None
+    if busy:
+        print(busy)
+
+
 def train(argv, cfg, ckpt, data, model, stop):
     """Set-up, then the loop. Returns the process exit code (0 done, 1 non-finite, 128+signal stopped)."""
     rt = start_runtime(cfg.device, cfg.dtype, cfg.backend)
@@ -178,11 +191,7 @@ def train(argv, cfg, ckpt, data, model, stop):
     tokens_per_iter = cfg.gradient_accumulation_steps * rt.world * cfg.batch_size * cfg.block_size
     if rt.master:
         os.makedirs(cfg.out_dir, exist_ok=True)
-        config = "\n".join(f"  {k} = {v!r}" for k, v in asdict(cfg).items())
-        print(f"config ({'resumed from ' + cfg.out_dir if ckpt else 'from scratch'}):\n{config}")
-        trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        print(f"{model.pos_name}: {model.get_num_params() / 1e6:.2f}M parameters ({trained:,} trained), "
-              f"{tokens_per_iter:,} tokens/iter, device {rt.device}, {rt.dtype}, {rt.world} process(es)")
+        say_start(cfg, ckpt is not None, model, rt, tokens_per_iter)
     raw_model = model.to(rt.device)
     optimizer = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), rt.device_type)
     st = restore(ckpt, optimizer, data_gen, cfg, rt) if ckpt is not None else Progress()

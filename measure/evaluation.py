@@ -208,8 +208,19 @@ def table_lines(rows, key="ppl"):
     return lines
 
 
+def scored_targets(ckpt, lengths=None, tokens_per_point=TOKENS_PER_POINT, data_dir=None, data_path=""):
+    """The targets evaluate_checkpoint scores at every length (either mode; not per document): its chunks of
+    the longest length, fewer than tokens_per_point asks where the split is short (0 where it is too short)."""
+    longest = max(lengths or [m * ckpt["model_args"]["block_size"] for m in MULTIPLES])
+    tokens, starts, _, _ = eval_text(ckpt, data_dir, data_path)
+    return len(chunk_starts(len(tokens), longest, tokens_per_point, starts)) * longest if longest < len(tokens) else 0
+
+
 def scored_note(n_tokens):
-    return (f"val perplexity of {n_tokens:,} val targets or more, in chunks of the longest length spread evenly "
+    """The header's and the report's line on what is scored; n_tokens: the count, or (fewest, most) over checkpoints."""
+    low, high = n_tokens if isinstance(n_tokens, tuple) else (n_tokens, n_tokens)
+    count = f"{low:,}" if low == high else f"{low:,} to {high:,} (by checkpoint)"
+    return (f"val perplexity of {count} val targets, in chunks of the longest length spread evenly "
             f"over the split, the same at every length (training's val loss averages random batches, so it "
             f"differs a little)")
 
@@ -233,7 +244,7 @@ def write_report(rows, report_dir, train_len=None, title="Perplexity against eva
         w.writeheader()
         w.writerows({**r, **{k: fmt_num(r[k], ".6f") for k in ("loss", "ppl", "bpb")}} for r in rows)
     tokens = sorted({r["tokens"] for r in rows if r["tokens"] and r["docs"] is None})
-    note = [scored_note(tokens[-1] if tokens else 0) + (f"; trained at length {train_len}." if train_len else ".")]
+    note = [scored_note((tokens[0], tokens[-1]) if tokens else 0) + (f"; trained at length {train_len}." if train_len else ".")]
     if any(r["docs"] is not None for r in rows):
         note.append(documents_note(0) + ".")
     with open(paths["md"], "w") as f:

@@ -179,16 +179,24 @@ def setting_keys():
     return keys
 
 
-def resolve(pos_encoding, rope_scaling="", given=None, inherited=None, layer_encodings=""):
-    """The full settings dict of a choice: each setting in play from `given` (set by the user;
-    a setting of another encoding or method is refused), else `inherited` (e.g. a checkpoint's,
-    when only the rope_scaling changes), else its default."""
+def resolve(pos_encoding, rope_scaling="", given=None, inherited=None, layer_encodings="", strict=True,
+            trained=None):
+    """The full settings dict of a choice (the choice checked: one-line ValueError): each setting in play
+    from `given` (set by the user; strict: a setting of another encoding or method is refused, else
+    dropped), else `inherited`, else its default. trained: the (pos_encoding, rope_scaling, layer_encodings)
+    of the model `inherited` was saved with (a checkpoint's): of it, the settings in play there carry over,
+    and one added since it was saved takes its value of then (older_values), not today's default."""
     given, inherited = given or {}, inherited or {}
     _, classes = settings_classes(pos_encoding, rope_scaling, layer_encodings)
+    if trained is not None:
+        then = settings_classes(*trained)[1]
+        kept = {f.name for c in then for f in dataclasses.fields(c)}
+        older = {k: v for c in then for k, v in getattr(c, "older_values", {}).items()}
+        inherited = {**older, **{k: v for k, v in inherited.items() if k in kept}}
     defaults = {k: v for c in classes for k, v in dataclasses.asdict(c()).items()}
-    for key in given:
-        if key not in defaults:
-            raise ValueError(foreign(key, pos_encoding, rope_scaling))
+    foreign_keys = [key for key in given if key not in defaults]
+    if foreign_keys and strict:
+        raise ValueError(foreign(foreign_keys[0], pos_encoding, rope_scaling))
     return {k: given.get(k, inherited.get(k, v)) for k, v in defaults.items()}
 
 

@@ -7,7 +7,7 @@ past it (docs/tasks.md). evaluate.py and compare.py call score_checkpoints.
 """
 import torch
 
-from positional import sampling
+from training import sampling
 from training import checkpoint
 import tasks
 

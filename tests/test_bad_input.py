@@ -48,10 +48,26 @@ def saved_run(tiny_run, tmp_path):
     (["n_layer=2"], "overrides look like --key=value"),
     (["--dataset=nope"], "dataset 'nope' is not prepared"),
     (["--block_size=100000"], "train.bin has 6300 tokens, fewer than block_size+1 = 100001"),
+    # keys that would do nothing without the option they belong to
+    (["--max_position=64"], "max_position=64 is the range position_sampling draws training positions from, and "
+                            "position_sampling is off"),
+    (["--pose_chunks=3"], "pose_chunks=3 applies to position_sampling=pose only; add --position_sampling=pose"),
+    (["--position_sampling=randomized", "--max_position=64", "--pose_chunks=3"], "applies to position_sampling=pose"),
+    (["--lora_rank=4"], "lora_rank applies to finetune_method=longlora only; add --finetune_method=longlora"),
+    (["--lora_targets=qkv"], "lora_targets applies to finetune_method=longlora only"),
+    (["--backend=nccl"], "backend=nccl picks how DDP processes talk, and this is one process (no torchrun)"),
+    (["--backend=mpii"], "backend must be auto, nccl or gloo, got 'mpii'"),
+    (["--wandb_group=cmp"], "wandb_group='cmp' groups wandb runs, and wandb logging is off; add --wandb_log=True"),
 ])
 def test_train_bad_config(argv, message, saved_run, tiny_data, capsys):
     err = train_error([*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={saved_run}", *argv], capsys)
     assert message in err
+
+
+def test_nccl_on_a_cpu_device_under_torchrun(saved_run, tiny_data, monkeypatch, capsys):
+    monkeypatch.setenv("RANK", "0")   # as torchrun sets it; refused before any process group is joined
+    err = train_error([*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={saved_run}", "--backend=nccl"], capsys)
+    assert "backend=nccl needs CUDA devices, and this run's device is cpu; use --backend=gloo (or auto)" in err
 
 
 def test_config_file_that_raises(saved_run, tmp_path, capsys):
@@ -131,7 +147,10 @@ def test_second_trainer_on_the_same_out_dir_is_refused(saved_run, tiny_data, cap
     (["--num_samples=0"], "--num_samples must be >= 1, got 0"),
     (["--temperature=hot"], "--temperature wants a number, got 'hot'"),
     (["--temprature=0.5"], "unknown option --temprature; did you mean --temperature?"),
-    (["--start=FILE:/nonexistent/prompt.txt"], "No such file or directory"),
+    (["--start=FILE:/nonexistent/prompt.txt"], "--start=FILE:/nonexistent/prompt.txt: cannot read "
+                                               "'/nonexistent/prompt.txt' (No such file or directory); give a "
+                                               "readable UTF-8 file after FILE:"),
+    (["--start=FILE:/"], "--start=FILE:/: cannot read '/' (Is a directory)"),
 ])
 def test_sample_bad_input(argv, message, saved_run, capsys):
     assert message in sample_error([f"--out_dir={saved_run}", *argv], capsys)

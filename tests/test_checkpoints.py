@@ -87,6 +87,7 @@ def test_damaged_checkpoint_is_one_line_and_left_untouched(tiny_run, tiny_data, 
     before = snapshot(path)
     err = train_error([*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={out}", "--init_from=resume"], capsys)
     assert f"checkpoint {path} is unreadable (truncated or corrupt?)" in err and "left untouched" in err
+    assert "--overwrite=True" in err and len(err) < len(str(path)) + 160   # the fix, not PyTorch's paragraph
     err = sample_error([f"--out_dir={out}", "--max_new_tokens=5"], capsys)
     assert "is unreadable (truncated or corrupt?)" in err
     assert snapshot(path) == before

@@ -196,12 +196,22 @@ def save_tiny(tiny_data, out_dir):
                     checkpoint.path_in(out_dir))
 
 
+def test_the_header_counts_the_targets_a_short_split_has(tiny_data, tmp_path, capsys):
+    """Asked for more targets than the val split holds, the header says how many are scored, as the rows do."""
+    save_tiny(tiny_data, tmp_path)
+    rows = evaluate.main([str(tmp_path), "--lengths=16,32", "--tokens_per_point=1000000"])
+    scored = {r["tokens"] for r in rows}
+    header = capsys.readouterr().out.splitlines()[0]
+    assert len(scored) == 1 and 0 < scored.pop() < 1000000
+    assert f"val perplexity of {rows[0]['tokens']:,} val targets, in chunks" in header, header
+
+
 def test_evaluate_says_what_it_scores_and_keeps_an_earlier_report(tiny_data, tmp_path, capsys):
     save_tiny(tiny_data, tmp_path)
     argv = [str(tmp_path), "--lengths=16", "--tokens_per_point=64"]
     evaluate.main(argv)
     out = capsys.readouterr().out
-    assert "val perplexity of 64 val targets or more, in chunks" in out and "training's val loss averages random" in out
+    assert "val perplexity of 64 val targets, in chunks" in out and "training's val loss averages random" in out
     assert "training's val loss averages random batches" in open(tmp_path / "extrapolation.md").read()
     before = {p: snapshot(p) for p in glob.glob(str(tmp_path / "extrapolation.*"))}
     err = one_line_error(evaluate.main, argv + ["--lengths=32"], capsys)

@@ -4,6 +4,10 @@ import pytest
 import torch
 
 from training import cpu_threads
+from tests.conftest import TINY_ARGS
+from tests.inproc import run_train
+
+
 @pytest.fixture
 def two_cores(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
@@ -49,3 +53,17 @@ def test_without_proc_stat_torch_keeps_its_default(two_cores):
     machine(two_cores, None, None)
     n = torch.get_num_threads()
     assert cpu_threads.choose(0, "cpu") == f"{n} thread(s): the default here, --threads=N to choose"
+
+
+@pytest.mark.parametrize("idle, said", [(100, "note: 1.0 of 2 cores are busy with other work now"), (190, None)])
+def test_the_busy_note_says_how_many_cores_other_work_holds(two_cores, idle, said):
+    machine(two_cores, (1000, 500), (1200, 500 + idle))   # idle 100 of 200: one core busy; 190: 0.1 busy
+    note = cpu_threads.busy_note()
+    assert note == said if said is None else note.startswith(said) and "runs slower than on a quiet machine" in note
+
+
+def test_train_says_the_machine_is_busy_before_training(two_cores, tiny_data, tmp_path, capsys):
+    machine(two_cores, (1000, 500), (1200, 560))   # 1.4 of 2 cores busy
+    argv = [*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}", "--max_iters=1", "--eval_interval=1"]
+    assert run_train(argv) == 0
+    assert "note: 1.4 of 2 cores are busy with other work now, so training runs slower" in capsys.readouterr().out

@@ -1,9 +1,9 @@
-"""Positions sampled in training (position_sampling.py): ranges, order, chunk structure,
+"""Positions sampled in training (training/sampling.py): ranges, order, chunk structure,
 determinism by seed, and the errors."""
 import pytest
 import torch
 
-from positional.sampling import check, pose_positions, randomized_positions, sample
+from training.sampling import check, pose_positions, randomized_positions, sample
 
 
 def test_randomized_positions_are_an_ordered_subset_of_the_range():

@@ -1,4 +1,4 @@
-"""Positions sampled in training (position_sampling.py hooked into train.py): GPT.forward's
+"""Positions sampled in training (training/sampling.py hooked into train.py): GPT.forward's
 explicit positions, checked on the host; a pose run resumes bitwise; the checkpoint records
 the sampling; a learned table's rows beyond block_size are trained."""
 import pytest
@@ -7,7 +7,7 @@ import torch
 import positional
 
 from training import checkpoint
-from positional import sampling as position_sampling
+from training import sampling as position_sampling
 from tests.conftest import TINY_ARGS, tiny_gpt
 from tests.inproc import on_training_forward, run_train
 

@@ -72,6 +72,19 @@ def test_old_flat_checkpoint_args_are_upgraded():
         ("leaky_rerope", 32, 8.0, True, False)
 
 
+def test_a_flat_checkpoints_settings_carry_over_only_where_its_model_used_them():
+    """An old flat checkpoint holds every setting of its day; evaluated with a RoPE method, the ones
+    its own model used carry over (rope_base) and the method's take today's defaults, not the stored
+    values its model never read (rope_factor, rope_beta_fast)."""
+    old = dict(block_size=64, vocab_size=65, n_layer=2, n_head=2, n_embd=32, pos_encoding="rope", rope_base=5e5,
+               rotary_fraction=1.0, rope_scaling="", rope_factor=3.0, rope_beta_fast=7.0, t5_num_buckets=8)
+    got = model_config(old, {"rope_scaling": "yarn"}).pos_settings
+    yarn = dataclasses.asdict(positional.rope_scaling.METHODS["yarn"][1]())
+    assert got["rope_base"] == 5e5 and "t5_num_buckets" not in got
+    assert (got["rope_factor"], got["rope_beta_fast"]) == (yarn["rope_factor"], yarn["rope_beta_fast"]) != (3.0, 7.0)
+    assert model_config(old, {"rope_scaling": "yarn", "rope_factor": 4.0}).pos_settings["rope_factor"] == 4.0
+
+
 def test_rerope_is_an_encoding_class_with_class_capabilities():
     from positional.rerope import ReRoPE
     from positional.rope import RoPE

@@ -75,9 +75,9 @@ def load(out_dir, map_location="cpu"):
         ckpt = read(path, map_location)
     except CheckpointError:
         raise
-    except Exception as e:
-        raise CheckpointError(f"checkpoint {path} is unreadable (truncated or corrupt?): {type(e).__name__}: "
-                              f"{str(e).splitlines()[0] if str(e) else ''}; it was left untouched") from e
+    except Exception as e:   # PyTorch's own text (hundreds of characters) stays in the chained exception
+        raise CheckpointError(f"checkpoint {path} is unreadable (truncated or corrupt?) and was left untouched; "
+                              f"restore it from a copy, or train anew with --overwrite=True") from e
     missing = [k for k in ("model", "model_args", "config", "iter_num") if not isinstance(ckpt, dict) or k not in ckpt]
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks {', '.join(missing)}: not written by this repo's train.py")

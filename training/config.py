@@ -1,6 +1,9 @@
 """Configuration: one dataclass of every key, config files (plain Python whose public names are
 keys, as in nanoGPT, loaded with importlib) and --key=value overrides. Keys are Config's fields and
-each encoding's flat settings (declared in positional/), gathered into GPTConfig.pos_settings."""
+each encoding's flat settings (declared in positional/), gathered into GPTConfig.pos_settings.
+resolve_model is the one pass from model keys to a checked GPTConfig, for a new run (make_config) and a
+checkpoint (model_config) alike: one positional.resolve call, then the model checked. Imports go one way:
+this module uses positional/'s registry and resolve; positional/ never imports it."""
 import ast
 import dataclasses
 import difflib
@@ -14,7 +17,7 @@ from dataclasses import dataclass
 import positional
 from data.loader import DOCUMENTS
 from model import GPTConfig
-from positional import sampling as position_sampling
+from training import sampling as position_sampling
 from positional.schedule import check_layers
 from training.longlora import targets_problem
 
@@ -66,7 +69,7 @@ class Config(GPTConfig):
     compile: bool = False                  # torch.compile the model
     backend: str = "auto"                  # DDP backend; auto: nccl on cuda, gloo on cpu
     seed: int = 1337                       # model initialisation and batches
-    # positions sampled in training (position_sampling.py): "" contiguous, "randomized" (Ruoss et al.
+    # positions sampled in training (training/sampling.py): "" contiguous, "randomized" (Ruoss et al.
     # 2023, an ordered subset of [0, max_position)), "pose" (Zhu et al. 2024, chunks with skips below max_position)
     position_sampling: str = ""            # "", "randomized" or "pose"
     pose_chunks: int = 2                   # pose: chunks per sequence
@@ -77,8 +80,9 @@ class Config(GPTConfig):
     lora_alpha: float = 16.0               # longlora: its alpha
     lora_targets: str = "qkv,proj"         # longlora: the adapted layers, of qkv, proj (attention in, out) and mlp
 
-    def validate(self):
-        """self, if every key can hold; else a one-line ConfigError naming the first that cannot."""
+    def validate(self, settings=None):
+        """self with its encoding's settings resolved (resolve_model; `settings`: the ones given), if every
+        key can hold; else a one-line ConfigError naming the first that cannot."""
         lows = {"block_size": 1, "batch_size": 1, "n_layer": 1, "gradient_accumulation_steps": 1, "learning_rate": 0,
                 "min_lr": 0, "max_iters": 0, "eval_iters": 1, "eval_interval": 1}
         checks = [(getattr(self, k) < low, f"{k} must be >= {low}, got {getattr(self, k)}") for k, low in lows.items()]
@@ -98,11 +102,14 @@ class Config(GPTConfig):
             (not 0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), got {self.dropout}"),
             (not self.embed_std > 0, f"embed_std must be > 0 (the token embedding's initial std; GPT-2's 0.02), "
                                      f"got {self.embed_std}"),
-            (self.init_from not in ("scratch", "resume"), f"init_from must be 'scratch' or 'resume', got {self.init_from!r}"),
-            (self.on_nonfinite not in ("stop", "skip"), f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}"),
+            (self.init_from not in ("scratch", "resume"),
+             f"init_from must be 'scratch' or 'resume', got {self.init_from!r}"),
+            (self.on_nonfinite not in ("stop", "skip"),
+             f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}"),
             (self.dtype not in ("auto", "float32", "bfloat16", "float16"),
              f"dtype must be auto, float32, bfloat16 or float16, got {self.dtype!r}"),
-            (self.documents not in DOCUMENTS, f"documents must be one of {', '.join(DOCUMENTS)}, got {self.documents!r}"),
+            (self.documents not in DOCUMENTS,
+             f"documents must be one of {', '.join(DOCUMENTS)}, got {self.documents!r}"),
             (self.documents != "stream" and self.task,
              f"documents={self.documents} needs a prepared dataset; a task's rows have no documents"),
             (self.curriculum_iters < 0 or (self.curriculum_iters and not self.task),
@@ -110,16 +117,53 @@ class Config(GPTConfig):
             (self.documents == "masked" and self.position_sampling,
              "documents=masked sets the positions itself (they restart at each document); drop position_sampling"),
         ]
+        checks += unused_keys(self)
         problem = next((msg for bad, msg in checks if bad), None) or position_sampling.check(
             self.position_sampling, self.block_size, self.max_position or self.block_size, self.pose_chunks)
         if problem:
             raise ConfigError(problem)
         check_device(self.device)
-        check_model(GPTConfig(**self.model_args()))
+        self.pos_settings = resolve_model(self.model_args(), settings).pos_settings
         return self
 
     def model_args(self) -> dict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(GPTConfig)}
+
+
+def unused_keys(cfg):
+    """(bad, message) checks for keys set where they would do nothing: each needs the option it belongs to."""
+    lora = next((k for k in ("lora_rank", "lora_alpha", "lora_targets") if getattr(cfg, k) != FIELDS[k].default), "")
+    return [
+        (cfg.max_position and not cfg.position_sampling,
+         f"max_position={cfg.max_position} is the range position_sampling draws training positions from, and "
+         f"position_sampling is off (the model would get positions it never trains); add "
+         f"--position_sampling=randomized (or pose), or drop --max_position"),
+        (cfg.pose_chunks != FIELDS["pose_chunks"].default and cfg.position_sampling != "pose",
+         f"pose_chunks={cfg.pose_chunks} applies to position_sampling=pose only; add --position_sampling=pose "
+         f"(with --max_position), or drop --pose_chunks"),
+        (lora and cfg.finetune_method != "longlora",
+         f"{lora} applies to finetune_method=longlora only; add --finetune_method=longlora --init_from=resume, "
+         f"or drop --{lora}"),
+        (cfg.wandb_group and not cfg.wandb_log,
+         f"wandb_group={cfg.wandb_group!r} groups wandb runs, and wandb logging is off; add --wandb_log=True, "
+         f"or drop --wandb_group"),
+        *backend_checks(cfg.backend, cfg.device),
+    ]
+
+
+def backend_checks(backend, device):
+    """(bad, message) checks of the DDP backend: a known one, set only under torchrun, nccl only on CUDA."""
+    import torch
+    cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+    return [
+        (backend not in ("auto", "nccl", "gloo"), f"backend must be auto, nccl or gloo, got {backend!r}"),
+        (backend != "auto" and "RANK" not in os.environ,
+         f"backend={backend} picks how DDP processes talk, and this is one process (no torchrun); drop --backend, "
+         f"or launch with torchrun --standalone --nproc_per_node=N train.py ..."),
+        (backend == "nccl" and not cuda,
+         f"backend=nccl needs CUDA devices, and this run's device is {device if device != 'auto' else 'cpu'}; "
+         f"use --backend=gloo (or auto)"),
+    ]
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Config)}
@@ -290,10 +334,7 @@ def make_config(values: dict) -> Config:
     """The checked Config of flat {key: value}: config fields and encoding settings (grid_width, rope_base, ...)."""
     try:   # positional/'s checks raise ValueError: said as one-line ConfigErrors
         fields, settings = split_settings(values)
-        cfg = Config(**fields)
-        cfg.pos_settings = positional.resolve(cfg.pos_encoding, cfg.rope_scaling, settings,
-                                              layer_encodings=cfg.layer_encodings)
-        return cfg.validate()
+        return Config(**fields).validate(settings)
     except ValueError as e:
         raise ConfigError(str(e)) from None
 
@@ -311,35 +352,39 @@ def split_settings(values: dict):
     return fields, {k: v for k, v in values.items() if k in SETTINGS}
 
 
-def _classes(args):
-    """The settings classes of model_args' encoding, rope_scaling and layer encodings."""
-    return positional.settings_classes(args["pos_encoding"], args.get("rope_scaling", ""),
-                                       args.get("layer_encodings", ""))[1]
+def choice(args):
+    """(pos_encoding, rope_scaling, layer_encodings) of model keys: what decides which settings are in play."""
+    return args["pos_encoding"], args.get("rope_scaling", ""), args.get("layer_encodings", "")
 
 
-def _older_values(args):
-    """Settings added since a checkpoint was written take their value of then (older_values), not today's default."""
-    return {k: v for c in _classes(args) for k, v in getattr(c, "older_values", {}).items()}
+def resolve_model(args: dict, given=None, saved=None, trained=None, strict=True) -> GPTConfig:
+    """The one pass from model keys to a checked GPTConfig, for a new run (make_config) and a checkpoint
+    (model_config) alike: the encoding's settings resolved by one positional.resolve call (given, else
+    `saved` where they apply to the model `trained` chose, else defaults), then the model checked.
+    One-line ConfigError."""
+    pos_encoding, rope_scaling, layer_encodings = choice(args)
+    try:
+        settings = positional.resolve(pos_encoding, rope_scaling, given, saved, layer_encodings, strict=strict,
+                                      trained=trained)
+        cfg = GPTConfig(**{**args, "pos_settings": settings})
+        check_model(cfg)
+        return cfg
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
-def upgrade_model_args(model_args: dict) -> dict:
-    """A checkpoint's model_args in today's form: model keys added since take their defaults, and
-    the flat settings of checkpoints older than pos_settings (rope_base, ...) become pos_settings."""
+def saved_model_args(model_args: dict):
+    """(a checkpoint's model keys, those added since at their defaults; its settings as saved: pos_settings,
+    or the flat keys of checkpoints older than pos_settings), nothing resolved (resolve_model does that)."""
     defaults = {k: v for k, v in dataclasses.asdict(GPTConfig()).items() if k != "pos_settings"}
-    model_args = {**defaults, **model_args}
     if "pos_settings" in model_args:
-        args = dict(model_args)
-        args["pos_settings"] = {**_older_values(args), **args["pos_settings"]}
-        return args
-    args = {k: v for k, v in model_args.items() if k in MODEL_FIELDS}
-    flat = {**_older_values(args), **{k: v for k, v in model_args.items() if k in SETTINGS}}
-    if args.get("rope_scaling") in positional.LOGIT_METHODS and not flat.get("rerope_window"):
+        args = {**defaults, **model_args}
+        return args, args.pop("pos_settings")
+    args = {**defaults, **{k: v for k, v in model_args.items() if k in MODEL_FIELDS}}
+    flat = {k: v for k, v in model_args.items() if k in SETTINGS}
+    if args["rope_scaling"] in positional.LOGIT_METHODS and not flat.get("rerope_window"):
         flat["rerope_window"] = max(1, (flat.get("rope_original_max_position") or args["block_size"]) // 2)
-    in_play = {f.name for c in _classes(args) for f in dataclasses.fields(c)}
-    args["pos_settings"] = positional.resolve(args["pos_encoding"], args.get("rope_scaling", ""),
-                                              {k: v for k, v in flat.items() if k in in_play},
-                                              layer_encodings=args.get("layer_encodings", ""))
-    return args
+    return args, flat
 
 
 def model_config(model_args: dict, overrides: dict = None, strict: bool = True) -> GPTConfig:
@@ -351,16 +396,14 @@ def model_config(model_args: dict, overrides: dict = None, strict: bool = True) 
         if not (key in MODEL_FIELDS or key in SETTINGS):
             raise _unknown(key)
     try:
-        args = upgrade_model_args(model_args)
         fields, given = split_settings({k: coerce(k, v) for k, v in overrides.items()})
-        args.update(fields)
-        if not strict:
-            in_play = {f.name for c in _classes(args) for f in dataclasses.fields(c)}
-            given = {k: v for k, v in given.items() if k in in_play}
-        args["pos_settings"] = positional.resolve(args["pos_encoding"], args["rope_scaling"], given,
-                                                  args["pos_settings"], args["layer_encodings"])
-        cfg = GPTConfig(**args)
-        check_model(cfg)
-        return cfg
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    args, saved = saved_model_args(model_args)
+    return resolve_model({**args, **fields}, given, saved, choice(args), strict)
+
+
+def upgrade_model_args(model_args: dict) -> dict:
+    """A checkpoint's model_args in today's form (model_config's, as a dict): model keys added since
+    take their defaults, and the flat settings of checkpoints older than pos_settings become pos_settings."""
+    return dataclasses.asdict(model_config(model_args))

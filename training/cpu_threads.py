@@ -1,4 +1,5 @@
-"""How many intra-op threads a CPU process computes with (sample.py, evaluate.py). In order:
+"""How many intra-op threads a CPU process computes with (sample.py, evaluate.py), and whether other
+work keeps the machine busy (busy_note: train.py's line). Threads, in order:
 --threads=N; OMP_NUM_THREADS; the caller's default (decoding: DECODE_THREADS); else one per
 core that other processes leave idle, sampled from /proc/stat over 0.1 s: a thread waiting for a
 core another process holds stalls every kernel (benchmarks/cpu-2core-quiet.md, section 7)."""
@@ -35,12 +36,32 @@ def choose(requested, device, default=None):
         n, why = int(env), "OMP_NUM_THREADS"
     else:
         n, why = default or torch.get_num_threads(), "the default here, --threads=N to choose"
-        if default is None and cores > 1 and (before := cpu_times()) is not None:
-            time.sleep(0.1)   # how many cores other processes keep busy over 0.1 s
-            after = cpu_times()
-            if after is not None and after[0] > before[0]:
-                busy = cores * (1 - (after[1] - before[1]) / (after[0] - before[0]))
-                n = max(1, cores - round(busy))
-                why = f"{cores} cores, {busy:.1f} busy with other work now; --threads=N to choose"
+        busy = busy_cores(cores) if default is None and cores > 1 else None
+        if busy is not None:
+            n = max(1, cores - round(busy))
+            why = f"{cores} cores, {busy:.1f} busy with other work now; --threads=N to choose"
     torch.set_num_threads(n)
     return f"{n} thread(s): {why}"
+
+
+def busy_cores(cores):
+    """How many of `cores` other processes keep busy over 0.1 s (from /proc/stat), or None where unknown."""
+    before = cpu_times()
+    if before is None:
+        return None
+    time.sleep(0.1)
+    after = cpu_times()
+    if after is None or after[0] <= before[0]:
+        return None
+    return cores * (1 - (after[1] - before[1]) / (after[0] - before[0]))
+
+
+def busy_note(what="training"):
+    """One line when other work keeps half a core or more of this machine busy (train.py says it before
+    its first step, as evaluate.py's thread count does), else None."""
+    cores = os.cpu_count() or 1
+    busy = busy_cores(cores)
+    if busy is None or busy < 0.5:
+        return None
+    return (f"note: {busy:.1f} of {cores} cores are busy with other work now, so {what} runs slower than on a "
+            f"quiet machine (the README's times are quiet-machine times)")
