@@ -170,7 +170,8 @@ def summarize(runs, train_len, rounds=2000):
 def void(runs):
     """(void, (mean, lo, hi) of the in-range gain): the per-window gains of every distance whose window fits in
     L, pooled; void when there is none or its 95% interval does not exclude zero on the positive side."""
-    pooled = [np.concatenate([r["control"] - r["probe"] for r in rows if r["in_range"]]) for rows in runs]
+    pooled = [np.concatenate([r["control"] - r["probe"] for r in rows if r["in_range"]] or [np.array([])])
+              for rows in runs]
     if not pooled[0].size or np.isnan(pooled).any():
         return True, (math.nan, math.nan, math.nan)
     mean, lo, hi, _ = gain_interval(np.stack(pooled))
@@ -196,8 +197,9 @@ def table_lines(runs_by_label, train_len):
                          f" | {s['fraction']:+.2%} [{s['frac_lo']:+.2%}, {s['frac_hi']:+.2%}] | "
                          f"[{s['boot_lo']:+.4f}, {s['boot_hi']:+.4f}] |")
         is_void, (mean, lo, hi) = void(runs)
-        verdicts.append(f"- {label}: " + (f"in-range gain {mean:+.4f} [{lo:+.4f}, {hi:+.4f}] nats/token: "
-                                          if not math.isnan(mean) else "no window fits in L: ")
+        measured = (f"in-range gain {mean:+.4f} [{lo:+.4f}, {hi:+.4f}] nats/token: " if not math.isnan(mean) else
+                    "in-range windows not scored: " if any(r["in_range"] for r in runs[0]) else "no window fits in L: ")
+        verdicts.append(f"- {label}: " + measured
                         + ("**void** (the model does not retrieve inside L, so nothing past L can be read)"
                            if is_void else "retrieves inside L"))
     return lines + ["", *verdicts]
