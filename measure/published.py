@@ -33,7 +33,7 @@ MARGIN = 0.02          # nats per token: "does not rise" holds when the rise is 
 
 @dataclass(frozen=True)
 class Rise:
-    """Precondition: label's perplexity at `at` x L is at least `factor` times its perplexity at L (seeds' mean loss)."""
+    """Precondition: label's perplexity at `at` x L is at least `factor` times that at L (from the seeds' mean loss)."""
     label: str
     at: float
     factor: float = BLOWUP

@@ -38,7 +38,7 @@ def test_t_interval_and_test_of_three_values_by_hand():
 
 def test_holm_and_benjamini_hochberg_on_a_list_worked_by_hand():
     p = [0.01, 0.04, 0.03, 0.005]
-    # sorted 0.005, 0.01, 0.03, 0.04; Holm: x4, x3, x2, x1 = 0.02, 0.03, 0.06, 0.04 -> running max 0.02, 0.03, 0.06, 0.06
+    # sorted 0.005, 0.01, 0.03, 0.04; Holm: x4, x3, x2, x1 = 0.02, 0.03, 0.06, 0.04; running max 0.02, 0.03, 0.06, 0.06
     assert stats.holm(p) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     # BH: x 4/1, 4/2, 4/3, 4/4 = 0.02, 0.02, 0.04, 0.04 -> running min from the top: the same
     assert stats.benjamini_hochberg(p) == pytest.approx([0.02, 0.04, 0.04, 0.02])
