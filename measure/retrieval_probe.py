@@ -205,6 +205,40 @@ def table_lines(runs_by_label, train_len):
     return lines + ["", *verdicts]
 
 
+def plot(path, runs_by_label, train_len):
+    """Small multiples of the gain against distance (log-2 x), one panel per encoding (context_use.panels: its
+    methods together, its fine-tunes apart): per label the mean gain and its 95% interval as a band; zero dashed, L
+    dotted. runs_by_label as write's."""
+    import matplotlib.pyplot as plt
+    from measure.context_use import panels
+    from positional.plot import save
+    summaries = {label: summarize([rows for _, rows in seeds_of(runs)], train_len) for label, runs in
+                 runs_by_label.items()}
+    groups = panels(list(summaries))
+    cols = min(2, len(groups))
+    rows = math.ceil(len(groups) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.6 * cols, 3.3 * rows), sharey=True, squeeze=False)
+    for ax, group in zip(axes.flat, groups):
+        for label in group:
+            ok = [s for s in summaries[label] if not math.isnan(s["gain"])]
+            xs = [s["distance"] for s in ok]
+            line, = ax.plot(xs, [s["gain"] for s in ok], marker="o", ms=3, lw=1.2, label=label)
+            ax.fill_between(xs, [s["lo"] for s in ok], [s["hi"] for s in ok], color=line.get_color(), alpha=0.2)
+        ax.axhline(0, color="grey", ls="--", lw=1)
+        ax.axvline(train_len, color="grey", ls=":", lw=1)
+        ax.set_xscale("log", base=2)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        ax.set_xlabel("distance d between the copies (tokens)", fontsize=8)
+    for ax in axes.flat[len(groups):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("gain, nats/token")
+    fig.suptitle(f"Retrieval probe: loss(control) - loss(second copy), 95% interval (dotted: L = {train_len})",
+                 fontsize=10)
+    return save(fig, path)
+
+
 def seeds_of(runs):
     """[(seed, rows)] of a label's runs: a list of measure() rows per seed (seeds 0, 1, ...) or {seed: rows}."""
     return list(runs.items()) if isinstance(runs, dict) else list(enumerate(runs))
@@ -212,10 +246,10 @@ def seeds_of(runs):
 
 def write(runs_by_label, report_dir, train_len):
     """retrieval_probe.csv (one row per label, seed and distance: mean losses), retrieval_probe_windows.csv (each
-    window's loss, the unit of the intervals) and retrieval_probe.md into report_dir; returns their paths.
+    window's loss, the unit of the intervals), retrieval_probe.md and .png (plot) into report_dir; -> their paths.
     runs_by_label: {label: [per seed: measure() rows] or {seed: rows}}."""
     os.makedirs(report_dir, exist_ok=True)
-    paths = {k: os.path.join(report_dir, f"retrieval_probe{k}") for k in (".csv", "_windows.csv", ".md")}
+    paths = {k: os.path.join(report_dir, f"retrieval_probe{k}") for k in (".csv", "_windows.csv", ".md", ".png")}
     with open(paths[".csv"], "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["run", "seed", "distance", "length", "in_range", "windows", "probe", "control", "gain"])
@@ -231,5 +265,7 @@ def write(runs_by_label, report_dir, train_len):
                     for arm in ("probe", "control"))
     with open(paths[".md"], "w") as f:
         f.write("\n".join(["## Retrieval probe: loss of a span's second copy, d tokens after the first", "",
-                           *table_lines(runs_by_label, train_len), ""]))
+                           *table_lines(runs_by_label, train_len), "", "![retrieval probe](retrieval_probe.png)",
+                           ""]))
+    plot(paths[".png"], runs_by_label, train_len)
     return paths

@@ -99,3 +99,4 @@ def test_seeds_pair_on_the_same_windows_and_positions_past_a_table_are_not_measu
     paths = rp.write({"a": runs}, str(tmp_path), 32)
     assert "| a | 8 | 0.25 | 15 |" in open(paths[".md"]).read()
     assert len(open(paths["_windows.csv"]).read().splitlines()) == 1 + 2 * 2          # seeds x arms
+    assert open(paths[".png"], "rb").read(4) == b"\x89PNG"
