@@ -2,8 +2,10 @@
 
 A claim is a paired difference whose sign (or bound) it predicts:
 - loss claims: loss(a at at_a L) - loss(b at at_b L) per seed, every length scoring the same chunks;
-- probe claims (`probe=True`): a's retrieval-probe gain at distance at_a L, minus b's at at_b L if b is given
-  (measure/retrieval_probe.py): "uses the longer input" is tested there, never by non-overlapping perplexity;
+- probe claims (kind "probe"): a's retrieval-probe gain at distance at_a L, minus b's at at_b L if b is given
+  (measure/retrieval_probe.py), and context claims (kind "context"): a's loss at the same targets with context L
+  minus with context at_a L (context_use.context_gain, compare.py's context_gain.csv): "uses the longer input" is
+  tested by these, never by non-overlapping perplexity;
 - "does not rise" claims carry an equivalence margin in nats: the claim is that the difference is below `margin`.
 A claim states its regime as measured preconditions (`needs`): RoPE's perplexity past L has risen by a stated
 factor (Rise), a model retrieves inside L (Retrieves). Where a precondition does not hold the verdict is "regime
@@ -19,7 +21,9 @@ below ALPHA on the other side, "no result" otherwise. "not measured": the report
 measurement; "not learned": a row starts from an encoding worse than the count 4-gram at L. The papers' settings are
 far larger than a report's (models, data, L): the table says what was claimed where, and what this report measures.
 """
+import csv
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,7 +76,7 @@ class Claim:
     sign: int              # the side of the null the claim predicts: -1 below, +1 above
     margin: float = 0.0    # the null: 0, or an equivalence margin in nats ("does not rise": below margin)
     needs: tuple = ()      # preconditions (Rise, Retrieves): the regime the claim is made in
-    probe: bool = False    # measured by the retrieval probe's gain instead of loss
+    kind: str = "loss"     # what is differenced: "loss", "probe" (the retrieval probe's gain) or "context" (gain)
 
 
 PRESS = "Press et al. 2022 (ALiBi); WikiText-103, 247M parameters, L = 512"
@@ -88,7 +92,9 @@ CLAIMS = [
     Claim(PRESS + ", fig. 1", "ALiBi's perplexity does not rise as the input grows past L", "alibi", 16, "alibi", 1,
           -1, margin=MARGIN),
     Claim(PRESS + ", sec. 4 and appendix B (sliding windows)", "ALiBi uses the input past L: a span 2L back still "
-          "lowers the loss", "alibi", 2, "", 0, +1, needs=(Retrieves("alibi"),), probe=True),
+          "lowers the loss", "alibi", 2, "", 0, +1, needs=(Retrieves("alibi"),), kind="probe"),
+    Claim(PRESS + ", sec. 4 and appendix B (sliding windows)", "ALiBi uses the input past L: the same targets have "
+          "a lower loss with 2L of context than with L", "alibi", 2, "", 0, +1, kind="context"),
     Claim(PRESS + ", fig. 1", "T5's bias extrapolates far better than rotary", "t5", 16, "rope", 16, -1),
     Claim(PRESS + ", fig. 1", "ALiBi extrapolates better than T5's bias", "alibi", 16, "t5", 16, -1),
     Claim("Haviv et al. 2022 (NoPE), table 1; WikiText-103 and the Pile, 125M-1.3B",
@@ -98,7 +104,7 @@ CLAIMS = [
           "rope+linear", 4, "rope", 4, -1, needs=ROPE_BREAKS_4),
     Claim(PI + ", sec. 3.3 (passkey: effective context window; PI 1,000 steps against direct 10,000)",
           "fine-tuned with PI, a model reads further back at sL than one fine-tuned directly",
-          "rope+linear ft{N}", 2, "rope+direct ft{N}", 2, +1, needs=(Retrieves("rope"),), probe=True),
+          "rope+linear ft{N}", 2, "rope+direct ft{N}", 2, +1, needs=(Retrieves("rope"),), kind="probe"),
     Claim(PI + ", sec. 3.2 (1,000 steps at sL)", "fine-tuned with PI at sL, a model is better there than as pretrained",
           "rope+linear ft{N}", 4, "rope", 4, -1, needs=ROPE_BREAKS_4),
     Claim(NTK, "NTK-aware scaling lets RoPE read past L without fine-tuning", "rope+ntk", 4, "rope", 4, -1,
@@ -134,9 +140,17 @@ def learned(label, by, train_len, four_gram):
     return four_gram is None or bool(base) and sum(r["loss"] for r in base.values()) / len(base) < four_gram
 
 
-def differences(claim, a, b, by, train_len, probes):
+def differences(claim, a, b, by, train_len, probes, context=None):
     """(seeds, units) paired differences of the claim, or None where the report lacks a row."""
-    if claim.probe:
+    if claim.kind == "context":
+        runs = {}
+        for r in context or []:
+            if r["label"] == a:
+                runs.setdefault(str(r["seed"]), {})[int(r["context"])] = float(r["loss"])
+        short, long = train_len, round(claim.at_a * train_len)
+        diffs = [[c[short] - c[long]] for c in runs.values() if short in c and long in c]
+        return np.array(diffs) if diffs and not np.isnan(diffs).any() else None
+    if claim.kind == "probe":
         def gains(label, at):
             runs = dict(retrieval_probe.seeds_of((probes or {}).get(label, [])))
             d = round(at * train_len)
@@ -167,11 +181,11 @@ def statistics(values, null):
                     stats.hierarchical_bootstrap(values))
 
 
-def measure(claim, by, train_len, budget, four_gram=None, probes=None):
+def measure(claim, by, train_len, budget, four_gram=None, probes=None, context=None):
     """-> (label a, label b, Measured or None, status, regime): status "tested" or the verdict that stops before a
     test ("not measured", "not learned", "regime absent"); regime: the preconditions as measured, "; "-joined."""
     a, b = (s.replace("{N}", str(budget)) for s in (claim.a, claim.b))
-    values = differences(claim, a, b, by, train_len, probes)
+    values = differences(claim, a, b, by, train_len, probes, context)
     if values is None:
         return a, b, None, "not measured", ""
     if not all(learned(x, by, train_len, four_gram) for x in (a, b) if x):
@@ -192,9 +206,9 @@ def verdict(claim, m, p_adjusted):
     return "agrees" if (m.mean > claim.margin) == (claim.sign > 0) else "contradicts"
 
 
-def check(claim, by, train_len, budget, four_gram=None, probes=None):
+def check(claim, by, train_len, budget, four_gram=None, probes=None, context=None):
     """-> (label a, label b, Measured or None, verdict) of one claim alone (a family of one: no correction)."""
-    a, b, m, status, _ = measure(claim, by, train_len, budget, four_gram, probes)
+    a, b, m, status, _ = measure(claim, by, train_len, budget, four_gram, probes, context)
     return a, b, m, verdict(claim, m, m.p) if status == "tested" else status
 
 
@@ -217,13 +231,14 @@ def by_label(rows, train_len):
     return by, four_gram
 
 
-def lines(rows, train_len, probes=None):
-    """Markdown: the claims table from compare_report.read_eval's rows (the report's eval.csv and chunks) and, for
-    the probe claims, {label: [per seed: retrieval_probe.measure rows] or {seed: rows}} (None: not measured)."""
+def lines(rows, train_len, probes=None, context=None):
+    """Markdown: the claims table from compare_report.read_eval's rows (the report's eval.csv and chunks); for the
+    probe claims, {label: [per seed: retrieval_probe.measure rows] or {seed: rows}}; for the context claims, the rows
+    of context_gain.csv ({label, seed, context, loss}; read_context). None: those claims are not measured."""
     by, four_gram = by_label(rows, train_len)
     tails = {label.rsplit(" ft", 1)[1] for label in by if label.startswith("rope+") and " ft" in label}
     budget = max(tails, key=lambda t: int(t) if t.isdigit() else -1, default="N")   # the largest ("": unnumbered)
-    found = [measure(c, by, train_len, budget, four_gram, probes) for c in CLAIMS]
+    found = [measure(c, by, train_len, budget, four_gram, probes, context) for c in CLAIMS]
     tested = [i for i, f in enumerate(found) if f[3] == "tested"]
     adjusted = dict(zip(tested, stats.holm([found[i][2].p for i in tested]))) if tested else {}
     out = ["| source and setting | claim | checked here (nats per token) | regime, as measured | difference, 95% "
@@ -235,8 +250,9 @@ def lines(rows, train_len, probes=None):
         verdicts.append(v)
         null = f"{c.margin:+g}" if c.margin else "0"
         side = f" (predicted {'<' if c.sign < 0 else '>'} {null})"
-        what = (f"probe gain of {a} at d = {c.at_a:g}L" + (f" - of {b} at d = {c.at_b:g}L" if b else "") if c.probe
-                else f"{a} at {c.at_a:g}L - {b} at {c.at_b:g}L") + side
+        what = {"probe": f"probe gain of {a} at d = {c.at_a:g}L" + (f" - of {b} at d = {c.at_b:g}L" if b else ""),
+                "context": f"{a}: loss with context L - with context {c.at_a:g}L, the same targets",
+                "loss": f"{a} at {c.at_a:g}L - {b} at {c.at_b:g}L"}[c.kind] + side
         p = f"{adjusted[i]:.3g}" if i in adjusted else "—"
         out.append(f"| {c.source} | {c.claim} | {what} | {regime or '—'} | {'—' if m is None else cell(m)} | {p} "
                    f"| {v} |")
@@ -246,18 +262,28 @@ def lines(rows, train_len, probes=None):
     return out
 
 
-def section(rows, train_len, probes=None):
+def section(rows, train_len, probes=None, context=None):
     """Markdown: the report's section of published behaviours."""
     return ["## Published behaviours", "",
             "Each paper's claim about behaviour against length, checked on this report's own rows only in the regime "
             "the claim is made in (measure/published.py). A claim is a paired difference of loss (nats per token) "
-            "between two rows or two lengths, or of the retrieval probe's gain for claims that a model uses the "
-            "longer input; \"does not rise\" is a bound of " f"{MARGIN:g} nats. Its regime is measured (RoPE's "
-            f"perplexity past L at least {BLOWUP:g} times its perplexity at L; a model that retrieves inside L): "
+            "between two rows or two lengths, or, for claims that a model uses the longer input, of the retrieval "
+            "probe's gain or of the loss of the same targets with a longer context; \"does not rise\" is a bound "
+            f"of {MARGIN:g} nats. Its regime is measured (RoPE's perplexity past L at least {BLOWUP:g} times its "
+            "perplexity at L; a model that retrieves inside L): "
             "where it does not hold the verdict is regime absent, with the measurement beside it. The interval is "
             "Student's t over seeds (with one seed, over chunks, the seeds' spread left out), with the hierarchical "
             "bootstrap over seeds then chunks beside it; p-values are adjusted across the tested claims by Holm's "
             f"method, and a verdict needs an adjusted p below {ALPHA:g}. Not learned: a row starts from a model "
             "worse than the 4-gram at L. The papers' models, data and lengths are far larger: this says what this "
             "recipe shows, not whether the paper is right at its scale. ft{N}: the largest fine-tune budget.",
-            "", *lines(rows, train_len, probes), ""]
+            "", *lines(rows, train_len, probes, context), ""]
+
+
+def read_context(report_dir):
+    """The rows of a report's context_gain.csv (compare.py --context_use), or None where it has none."""
+    path = os.path.join(report_dir, "context_gain.csv")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return list(csv.DictReader(f))

@@ -88,7 +88,8 @@ def probe_rows(gain_in_range, gain_far, seed):
                  probe=2.0 - gain - g.normal(0, 0.01, 64)) for d, gain in ((1, gain_in_range), (16, gain_far))]
 
 
-USES = next(c for c in published.CLAIMS if c.probe and c.a == "alibi")
+USES = next(c for c in published.CLAIMS if c.kind == "probe" and c.a == "alibi")
+CONTEXT = next(c for c in published.CLAIMS if c.kind == "context" and c.a == "alibi")
 
 
 def test_uses_the_longer_input_is_the_probe_claim_and_needs_a_model_that_retrieves():
@@ -102,6 +103,22 @@ def test_uses_the_longer_input_is_the_probe_claim_and_needs_a_model_that_retriev
     assert status == "regime absent" and regime.startswith("alibi in-range probe gain +0.00")
     assert check(USES, table(rows), 8, "")[3] == "not measured"                       # no probe: never perplexity
     assert Retrieves("alibi").measure({}, 8, None) == (None, "alibi's retrieval probe not measured")
+
+
+def test_uses_the_longer_input_by_context_gain_reads_the_same_targets(tmp_path):
+    """Context gain at fixed targets (compare.py's context_gain.csv): a gain of 1.000 is no result, not agreement."""
+    rows = rows_of("alibi", 8, [1.0] * 3)
+    flat = [dict(label="alibi", seed=s, context=c, loss=loss) for s in (1, 2, 3) for c, loss in ((8, 1.5), (16, 1.5))]
+    assert check(CONTEXT, table(rows), 8, "", context=flat)[3] == "no result"
+    helps = [dict(r, loss=r["loss"] - 0.1 - 0.01 * r["seed"]) if r["context"] == 16 else r for r in flat]
+    a, b, m, verdict = check(CONTEXT, table(rows), 8, "", context=helps)
+    assert verdict == "agrees" and m.mean == pytest.approx(0.12) and m.how == "t over 3 seeds"
+    assert check(CONTEXT, table(rows), 8, "")[3] == "not measured"
+    with open(tmp_path / "context_gain.csv", "w") as f:
+        f.write("label,seed,context,tokens,loss,ppl,gain\n" + "".join(
+            f"alibi,{r['seed']},{r['context']},64,{r['loss']},1,1\n" for r in helps))
+    assert check(CONTEXT, table(rows), 8, "", context=published.read_context(tmp_path))[3] == "agrees"
+    assert published.read_context(tmp_path / "nowhere") is None
 
 
 RERUN = next(c for c in published.CLAIMS if c.a == "rope+rerope")
