@@ -154,7 +154,7 @@ def differences(claim, a, b, by, train_len, probes, context=None):
         def gains(label, at):
             runs = dict(retrieval_probe.seeds_of((probes or {}).get(label, [])))
             d = round(at * train_len)
-            return {s: next((r["control"] - r["probe"] for r in rows if r["distance"] == d), None)
+            return {s: next((retrieval_probe.gains(r) for r in rows if r["distance"] == d), None)
                     for s, rows in runs.items()}
         ga = gains(a, claim.at_a)
         gb = gains(b, claim.at_b) if b else {s: 0.0 for s in ga}

@@ -136,6 +136,11 @@ def measure(model, tokens, train_len, dists=None, spans=SPANS, span=SPAN, seed=0
 
 
 # ---- summaries over seeds ---------------------------------------------------------------------
+def gains(row):
+    """(n,) per-window gain of a measure() row, loss(control) - loss(probe); its arrays may be lists (JSON)."""
+    return np.asarray(row["control"], dtype=float) - np.asarray(row["probe"], dtype=float)
+
+
 def gain_interval(gains):
     """(mean, lo, hi, how) of per-window gains (seeds, windows): t over seeds with several, t over windows with one."""
     gains = np.atleast_2d(gains)
@@ -170,7 +175,7 @@ def summarize(runs, train_len, rounds=2000):
 def void(runs):
     """(void, (mean, lo, hi) of the in-range gain): the per-window gains of every distance whose window fits in
     L, pooled; void when there is none or its 95% interval does not exclude zero on the positive side."""
-    pooled = [np.concatenate([r["control"] - r["probe"] for r in rows if r["in_range"]] or [np.array([])])
+    pooled = [np.concatenate([gains(r) for r in rows if r["in_range"]] or [np.array([])])
               for rows in runs]
     if not pooled[0].size or np.isnan(pooled).any():
         return True, (math.nan, math.nan, math.nan)
@@ -254,8 +259,7 @@ def write(runs_by_label, report_dir, train_len):
         w = csv.writer(f)
         w.writerow(["run", "seed", "distance", "length", "in_range", "windows", "probe", "control", "gain"])
         w.writerows([label, seed, r["distance"], r["length"], r["in_range"], len(r["probe"]),
-                     f"{r['probe'].mean():.6f}", f"{r['control'].mean():.6f}",
-                     f"{(r['control'] - r['probe']).mean():.6f}"]
+                     f"{np.mean(r['probe']):.6f}", f"{np.mean(r['control']):.6f}", f"{gains(r).mean():.6f}"]
                     for label, runs in runs_by_label.items() for seed, rows in seeds_of(runs) for r in rows)
     with open(paths["_windows.csv"], "w", newline="") as f:
         w = csv.writer(f)

@@ -79,6 +79,8 @@ def test_a_model_that_copies_gains_in_range_and_is_not_void():
     assert s["lo"] > 0.5 and s["control"] > s["probe"] + 0.5 and 0 < s["fraction"] < 1
     is_void, (mean, lo, hi) = rp.void(runs)
     assert not is_void and lo > 0.5
+    as_json = [[dict(r, probe=r["probe"].tolist(), control=r["control"].tolist()) for r in runs[0]]]   # a run's record
+    assert rp.void(as_json) == (is_void, (mean, lo, hi)) and rp.summarize(as_json, 32)[0]["gain"] == s["gain"]
     text = "\n".join(rp.table_lines({"copier": runs, "blind": [[dict(r, probe=r["control"]) for r in runs[0]]]}, 32))
     assert "- copier: in-range gain" in text and "retrieves inside L" in text
     assert "- blind: in-range gain +0.0000 [+0.0000, +0.0000] nats/token: **void**" in text
