@@ -122,18 +122,6 @@ CLAIMS = [
 ]
 
 
-@dataclass
-class Measured:
-    """One claim's paired differences and their statistics (before the report's correction)."""
-    values: np.ndarray     # (seeds, units) per-unit differences (units: chunks or probe windows)
-    mean: float
-    lo: float              # the primary 95% interval
-    hi: float
-    how: str               # "t over 3 seeds", "t over 16 chunks (one seed)"
-    p: float               # two-sided p of the null (0 or the margin), unadjusted
-    boot: tuple            # the hierarchical bootstrap's 95% interval
-
-
 def learned(label, by, train_len, four_gram):
     """Whether the encoding a row starts from ("rope" for "rope+yarn ft600") beats the 4-gram at L (mean over seeds)."""
     base = by.get(label.split("+")[0].split(" ")[0], {}).get(train_len, {})
@@ -166,23 +154,11 @@ def differences(claim, a, b, by, train_len, probes, context=None):
     seeds = [s for s in ra if s in rb]
     if not seeds:
         return None
-    chunked = len({len(r[s]["chunk_loss"]) for r in (ra, rb) for s in seeds}) == 1 and ra[seeds[0]]["chunk_loss"]
-    if chunked:
-        return np.array([np.subtract(ra[s]["chunk_loss"], rb[s]["chunk_loss"]) for s in seeds])
-    return np.array([[ra[s]["loss"] - rb[s]["loss"]] for s in seeds])
-
-
-def statistics(values, null):
-    """Measured of (seeds, units) differences: t over the seeds' means with two or more seeds, else over the units."""
-    per = values.mean(1) if len(values) > 1 else values[0]
-    unit = "seeds" if len(values) > 1 else "units (one seed: the seeds' spread is not in it)"
-    mean, lo, hi = stats.t_interval(per)
-    return Measured(values, float(values.mean()), lo, hi, f"t over {len(per)} {unit}", stats.t_test(per, null),
-                    stats.hierarchical_bootstrap(values))
+    return stats.eval_differences([ra[s] for s in seeds], [rb[s] for s in seeds])
 
 
 def measure(claim, by, train_len, budget, four_gram=None, probes=None, context=None):
-    """-> (label a, label b, Measured or None, status, regime): status "tested" or the verdict that stops before a
+    """-> (label a, label b, stats.SeedLevel or None, status, regime): status "tested" or the verdict that stops before a
     test ("not measured", "not learned", "regime absent"); regime: the preconditions as measured, "; "-joined."""
     a, b = (s.replace("{N}", str(budget)) for s in (claim.a, claim.b))
     values = differences(claim, a, b, by, train_len, probes, context)
@@ -196,7 +172,7 @@ def measure(claim, by, train_len, budget, four_gram=None, probes=None, context=N
         return a, b, None, "not measured", regime
     if not all(holds for holds, _ in found):
         return a, b, None, "regime absent", regime
-    return a, b, statistics(values, claim.margin), "tested", regime
+    return a, b, stats.seed_level(values, claim.margin), "tested", regime
 
 
 def verdict(claim, m, p_adjusted):
@@ -207,7 +183,7 @@ def verdict(claim, m, p_adjusted):
 
 
 def check(claim, by, train_len, budget, four_gram=None, probes=None, context=None):
-    """-> (label a, label b, Measured or None, verdict) of one claim alone (a family of one: no correction)."""
+    """-> (label a, label b, stats.SeedLevel or None, verdict) of one claim alone (a family of one: no correction)."""
     a, b, m, status, _ = measure(claim, by, train_len, budget, four_gram, probes, context)
     return a, b, m, verdict(claim, m, m.p) if status == "tested" else status
 

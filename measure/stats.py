@@ -195,6 +195,39 @@ def hierarchical_bootstrap(values, rounds=2000, seed=0, level=0.95):
     return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
 
 
+@dataclass
+class SeedLevel:
+    """A paired difference with its seed-level statistics (seed_level)."""
+    values: np.ndarray     # (seeds, units) per-unit differences (units: chunks, documents or probe windows)
+    mean: float
+    lo: float              # the primary 95% interval
+    hi: float
+    how: str               # "t over 3 seeds", "t over 16 units (one seed: ...)"
+    p: float               # two-sided p of the null, unadjusted (adjust a report's together: holm)
+    boot: tuple            # the hierarchical bootstrap's 95% interval
+
+
+def seed_level(values, null=0.0):
+    """SeedLevel of (seeds, units) paired differences: Student's t over the seeds' means (and its test of `null`)
+    with two or more seeds, else over the units, saying that the seeds' spread is not in it; the hierarchical
+    bootstrap beside it."""
+    values = np.atleast_2d(np.asarray(values, dtype=float))
+    per = values.mean(1) if len(values) > 1 else values[0]
+    unit = "seeds" if len(values) > 1 else "units (one seed: the seeds' spread is not in it)"
+    mean, lo, hi = t_interval(per)
+    return SeedLevel(values, float(values.mean()), lo, hi, f"t over {len(per)} {unit}", t_test(per, null),
+                     hierarchical_bootstrap(values))
+
+
+def eval_differences(rows_a, rows_b):
+    """(seeds, chunks) paired differences of two lists of evaluation rows ({loss, chunk_loss}, one per seed in the
+    same order): per chunk where every row has the same number of them, else (seeds, 1) of the losses."""
+    counts = {len(r["chunk_loss"]) for r in rows_a + rows_b}
+    if len(counts) == 1 and counts.pop() > 0:
+        return np.array([np.subtract(a["chunk_loss"], b["chunk_loss"]) for a, b in zip(rows_a, rows_b)])
+    return np.array([[a["loss"] - b["loss"]] for a, b in zip(rows_a, rows_b)])
+
+
 def holm(pvalues):
     """Holm's step-down adjusted p-values, in the input order: the i-th smallest of m is multiplied by
     m - i + 1, then made non-decreasing in that order and capped at 1."""

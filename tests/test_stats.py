@@ -58,3 +58,19 @@ def test_the_hierarchical_bootstrap_is_the_chunk_bootstrap_with_one_seed_and_wid
     assert stats.bootstrap(spread, seed=5) == pytest.approx((lo, hi))         # the chunk bootstrap cannot see it
     # two seeds, one chunk each, values 0 and 1: a round's mean is 0, 1/2 or 1 with chances 1/4, 1/2, 1/4
     assert stats.hierarchical_bootstrap([[0.0], [1.0]], rounds=4000) == (0.0, 1.0)
+
+
+def test_seed_level_is_t_over_the_seeds_means_and_eval_differences_pair_by_chunk():
+    rows = lambda losses, chunks: [dict(loss=x, chunk_loss=c) for x, c in zip(losses, chunks)]  # noqa: E731
+    a = rows([1.2, 1.3, 1.4], [[1.1, 1.3], [1.2, 1.4], [1.3, 1.5]])
+    b = rows([1.0, 1.0, 1.0], [[1.0, 1.0]] * 3)
+    values = stats.eval_differences(a, b)
+    np.testing.assert_allclose(values, [[0.1, 0.3], [0.2, 0.4], [0.3, 0.5]])
+    s = stats.seed_level(values)                                  # seed means 0.2, 0.3, 0.4: mean 0.3, sd 0.1
+    half = stats.t_quantile(0.975, 2) * 0.1 / math.sqrt(3)
+    assert (s.mean, s.lo, s.hi) == pytest.approx((0.3, 0.3 - half, 0.3 + half), rel=1e-9)
+    assert s.how == "t over 3 seeds" and s.p == pytest.approx(stats.t_test([0.2, 0.3, 0.4]))
+    no_chunks = stats.eval_differences(rows([1.2, 1.3], [[], []]), rows([1.0, 1.0], [[], []]))
+    np.testing.assert_allclose(no_chunks, [[0.2], [0.3]])
+    one = stats.seed_level(values[:1])                            # one seed: t over its chunks 0.1, 0.3
+    assert one.how.startswith("t over 2 units (one seed") and one.mean == pytest.approx(0.2)
