@@ -158,8 +158,8 @@ def differences(claim, a, b, by, train_len, probes, context=None):
 
 
 def measure(claim, by, train_len, budget, four_gram=None, probes=None, context=None):
-    """-> (label a, label b, stats.SeedLevel or None, status, regime): status "tested" or the verdict that stops before a
-    test ("not measured", "not learned", "regime absent"); regime: the preconditions as measured, "; "-joined."""
+    """-> (label a, label b, stats.SeedLevel or None, status, regime): status "tested" or the verdict that stops
+    before a test ("not measured", "not learned", "regime absent"); regime: the preconditions as measured."""
     a, b = (s.replace("{N}", str(budget)) for s in (claim.a, claim.b))
     values = differences(claim, a, b, by, train_len, probes, context)
     if values is None:
