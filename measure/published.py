@@ -102,7 +102,7 @@ CLAIMS = [
     Claim(PI + ", sec. 3.2 (perplexity without fine-tuning, where extrapolation blows up)",
           "interpolated positions (PI, no fine-tune) are more stable at sL than extrapolated ones",
           "rope+linear", 4, "rope", 4, -1, needs=ROPE_BREAKS_4),
-    Claim(PI + ", sec. 3.3 (passkey: effective context window; PI 1,000 steps against direct 10,000)",
+    Claim(PI + ", sec. 3 (passkey retrieval: effective context window; PI 1,000 steps against direct 10,000)",
           "fine-tuned with PI, a model reads further back at sL than one fine-tuned directly",
           "rope+linear ft{N}", 2, "rope+direct ft{N}", 2, +1, needs=(Retrieves("rope"),), kind="probe"),
     Claim(PI + ", sec. 3.2 (1,000 steps at sL)", "fine-tuned with PI at sL, a model is better there than as pretrained",
