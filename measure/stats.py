@@ -188,8 +188,6 @@ def hierarchical_bootstrap(values, rounds=2000, seed=0, level=0.95):
     n_seeds, n = values.shape
     units = np.random.default_rng(seed).integers(0, n, size=(rounds, n))                  # (rounds, n)
     seeds = np.random.default_rng([seed, 1]).integers(0, n_seeds, size=(rounds, n_seeds))  # (rounds, n_seeds)
-    if n_seeds == 1:
-        seeds[:] = 0
     means = values[seeds[:, :, None], units[:, None, :]].mean(axis=(1, 2))                 # (rounds,)
     tail = (1 - level) / 2
     return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
