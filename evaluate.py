@@ -9,6 +9,8 @@ method: Press et al. 2022, "Train Short, Test Long", https://arxiv.org/abs/2108.
     python evaluate.py out-task-passkey --depths=0,0.5,1         # passkey: also length x depth
     python evaluate.py out-code --documents=200                  # per document: the first L tokens of each
     python evaluate.py out-code --data=my_src/ --documents=100   # your files, with the checkpoint's tokenizer
+    python evaluate.py out-rope out-alibi --retrieval_probe=True    # is a span d tokens back used? d = L/4 .. 16L
+    python evaluate.py out-rope --retrieval_probe=0.5,2,8 --probe_spans=64   # distances in units of L
 
 The model is the checkpoint's; only evaluation-time keys (config.EVAL_KEYS) may override it, and
 --rope_scaling takes a comma list ("base": none). Writes extrapolation.{csv,md,png} to --report_dir
@@ -22,7 +24,7 @@ from training import cpu_threads
 import positional
 from training.cli import as_list, autocast, check_lows, fail, help_text, parse, pick_device, pick_dtype
 from training.config import ConfigError, eval_key, model_config, split_settings
-from measure import context_use, ngram
+from measure import context_use, ngram, retrieval_probe
 from measure.evaluation import (MULTIPLES, TOKENS_PER_POINT, check_overrides, documents_note, evaluate_checkpoint,
                                 fmt_num, log_wandb, report_paths, scored_note, scored_targets, table_lines,
                                 validation_tokens, write_report)
@@ -46,6 +48,8 @@ OPTIONS = {
     "depths": list(task_score.DEPTHS),  # passkey checkpoints: where the key sits, 0 (start) to 1 (end)
     "documents": 0,                   # score per document: the first L tokens of at most N documents; 0: off
     "data": "",                       # files/folders to score instead (one document each, the checkpoint's tokenizer)
+    "retrieval_probe": [],            # probe distances in units of L (True: L/4 .. 16L); writes retrieval_probe.*
+    "probe_spans": retrieval_probe.SPANS,  # retrieval probe: windows per distance (the same for every checkpoint)
 }
 USAGE = "python evaluate.py OUT_DIR [OUT_DIR ...] [--key=value ...]"
 
@@ -70,10 +74,21 @@ def parse_args(argv):
         raise ConfigError(f"--lengths wants integers separated by commas, got {opts['lengths']!r}")
     if any(not isinstance(x, (int, float)) or not 0 <= x <= 1 for x in opts["depths"]):
         raise ConfigError(f"--depths wants numbers in [0, 1], got {opts['depths']}")
-    check_lows(opts, {"samples": 1, "threads": 0})
+    check_lows(opts, {"samples": 1, "threads": 0, "probe_spans": 2})
+    opts["retrieval_probe"] = probe_multiples(opts["retrieval_probe"])
     opts["lengths"] = opts["lengths"] or None
     check_overrides(overrides)
     return out_dirs, opts, [dict(overrides, **({"rope_scaling": s} if s else {})) for s in scalings]
+
+
+def probe_multiples(values):
+    """--retrieval_probe's values -> distances in units of L ([True]: the default ones, []: off)."""
+    if values == [True]:
+        return list(retrieval_probe.DISTANCES)
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 for v in values):
+        raise ConfigError(f"--retrieval_probe wants True or distances in units of L separated by commas "
+                          f"(e.g. 0.25,1,4), got {values!r}")
+    return values
 
 
 def check(ckpts, methods):
@@ -89,8 +104,9 @@ def check(ckpts, methods):
 
 
 def evaluate_all(ckpts, methods, opts, budget, device, dtype):
-    """(rows, {label: context gain rows}, {label: per-position curve}) of every (checkpoint, method)."""
-    rows, gains, curves = [], {}, {}
+    """(rows, {label: context gain rows}, {label: per-position curve}, {label: [retrieval probe rows]}) of every
+    (checkpoint, method)."""
+    rows, gains, curves, probes = [], {}, {}, {}
     for d, ckpt in ckpts.items():
         for overrides in methods:
             kind, enc = overrides.get("rope_scaling"), ckpt["model_args"]["pos_encoding"]
@@ -114,7 +130,15 @@ def evaluate_all(ckpts, methods, opts, budget, device, dtype):
                 label = f"{os.path.basename(os.path.normpath(d))} {new[0]['method']}"
                 gains.update({label: got["gain"]} if got["gain"] is not None else {})
                 curves.update({label: got["curve"]} if got["curve"] is not None else {})
-    return rows, gains, curves
+            if opts["retrieval_probe"]:   # the same windows for every checkpoint of a dataset (seeded by distance)
+                model = checkpoint.build_model(ckpt, overrides, device, strict=False)
+                tokens, _ = validation_tokens(ckpt, opts["data_dir"] or None)
+                train_len = ckpt["model_args"]["block_size"]
+                dists = retrieval_probe.distances(train_len, opts["retrieval_probe"])
+                with autocast(device, dtype):
+                    got = retrieval_probe.measure(model, tokens, train_len, dists, opts["probe_spans"], device=device)
+                probes[f"{os.path.basename(os.path.normpath(d))} {new[0]['method']}"] = [got]
+    return rows, gains, curves, probes
 
 
 def main(argv):
@@ -147,7 +171,7 @@ def main(argv):
             scored_targets(c, opts["lengths"], budget, opts["data_dir"] or None, opts["data"]) for c in ckpts.values()]
         note = documents_note(opts["documents"]) if opts["documents"] else scored_note((min(counts), max(counts)))
         print(f"evaluating on {device} ({dtype}{'; ' + threads if threads else ''}): {note}", flush=True)
-        rows, gains, curves = evaluate_all(ckpts, methods, opts, budget, device, dtype)
+        rows, gains, curves, probes = evaluate_all(ckpts, methods, opts, budget, device, dtype)
         baselines = [] if opts["documents"] else ngram.baseline_rows(   # count models on the same targets
             *ngram.checkpoint_data(next(iter(ckpts.values())), opts["data_dir"] or None, opts["data"]),
             sorted({r["length"] for r in rows}), budget, opts["mode"], opts["stride"] or None)
@@ -165,6 +189,10 @@ def main(argv):
         print("wrote " + ", ".join(context_use.write_context_gain(gains, report_dir).values()))
     if curves:
         print("wrote " + ", ".join(context_use.write_per_position(curves, report_dir, train_len).values()))
+    if probes:
+        unit = train_len or min(c["model_args"]["block_size"] for c in ckpts.values())   # the table's d / L
+        print("\n" + "\n".join(retrieval_probe.table_lines(probes, unit)))
+        print("wrote " + ", ".join(retrieval_probe.write(probes, report_dir, unit).values()))
     return rows
 
 

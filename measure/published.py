@@ -1,70 +1,125 @@
-"""Published behaviours, checked on a report's own evaluation: each claim of a paper about how an encoding or
-a RoPE method behaves against length, as a paired difference of loss that the claim predicts the sign of.
+"""Published behaviours, checked on a report's own evaluation and only in the regime each claim lives in.
 
-A check compares (row a at length m_a L) with (row b at length m_b L): the per-seed difference of loss, paired
-by seed and by evaluation chunk (every length scores the same targets), with stats.paired's bootstrap interval
-over the chunks. Verdict: "agrees" when the interval is on the claimed side of zero, "contradicts" when it is on
-the other side, "no result" when it holds zero, "not measured" when the report lacks either row, "not learned"
-when either row starts from an encoding worse than the count 4-gram at L (it says nothing about length). The papers'
-settings are far larger than a report's (models, data, L): the table says what was claimed where, and what
-this report measures, never more.
+A claim is a paired difference whose sign (or bound) it predicts:
+- loss claims: loss(a at at_a L) - loss(b at at_b L) per seed, every length scoring the same chunks;
+- probe claims (kind "probe"): a's retrieval-probe gain at distance at_a L, minus b's at at_b L if b is given
+  (measure/retrieval_probe.py), and context claims (kind "context"): a's loss at the same targets with context L
+  minus with context at_a L (context_use.context_gain, compare.py's context_gain.csv): "uses the longer input" is
+  tested by these, never by non-overlapping perplexity;
+- "does not rise" claims carry an equivalence margin in nats: the claim is that the difference is below `margin`.
+A claim states its regime as measured preconditions (`needs`): RoPE's perplexity past L has risen by a stated
+factor (Rise), a model retrieves inside L (Retrieves). Where a precondition does not hold the verdict is "regime
+absent", with the measurement beside it; identities of the code (dynamic scaling is RoPE up to L) are tests
+(tests/test_published.py), not claims.
+
+Interval and decision (measure/stats.py): with two or more seeds, Student's t over the seeds' differences is the
+primary 95% interval and its two-sided test of the null (0, or the margin) gives p; with one seed, t over the chunks
+(or probe windows), saying that the seeds' spread is not in it. The hierarchical bootstrap (seeds, then chunks) is
+shown beside it. The p-values of a report's tested claims are adjusted together by Holm's method; a claim "agrees"
+when its adjusted p is below ALPHA and the difference is on the claimed side of the null, "contradicts" when it is
+below ALPHA on the other side, "no result" otherwise. "not measured": the report lacks a row or a precondition's
+measurement; "not learned": a row starts from an encoding worse than the count 4-gram at L. The papers' settings are
+far larger than a report's (models, data, L): the table says what was claimed where, and what this report measures.
 """
+import csv
 import math
+import os
 from dataclasses import dataclass
 
-from measure import stats
+import numpy as np
+
+from measure import retrieval_probe, stats
+
+ALPHA = 0.05           # family-wise error rate over a report's tested claims (Holm)
+BLOWUP = 10.0          # RoPE "breaks" past L: its perplexity there at least this many times its perplexity at L
+MARGIN = 0.02          # nats per token: "does not rise" holds when the rise is significantly below this
+
+
+@dataclass(frozen=True)
+class Rise:
+    """Precondition: label's perplexity at `at` x L is at least `factor` times that at L (from the seeds' mean loss)."""
+    label: str
+    at: float
+    factor: float = BLOWUP
+
+    def measure(self, by, train_len, probes):
+        """(holds: True, False or None where not measured, what was measured)."""
+        hi, lo = (by.get(self.label, {}).get(round(m * train_len), {}) for m in (self.at, 1))
+        if not hi or not lo:
+            return None, f"{self.label} at L and {self.at:g}L not measured"
+        ratio = math.exp(np.mean([r["loss"] for r in hi.values()]) - np.mean([r["loss"] for r in lo.values()]))
+        return ratio >= self.factor, f"{self.label} ppl {self.at:g}L / L = {ratio:.2f} (regime: >= {self.factor:g})"
+
+
+@dataclass(frozen=True)
+class Retrieves:
+    """Precondition: label's retrieval probe is not void (its in-range gain's interval is above zero)."""
+    label: str
+
+    def measure(self, by, train_len, probes):
+        runs = (probes or {}).get(self.label)
+        if not runs:
+            return None, f"{self.label}'s retrieval probe not measured"
+        is_void, (mean, lo, hi) = retrieval_probe.void([rows for _, rows in retrieval_probe.seeds_of(runs)])
+        return not is_void, (f"{self.label} in-range probe gain {mean:+.4f} [{lo:+.4f}, {hi:+.4f}] "
+                             f"(regime: above 0)")
 
 
 @dataclass
 class Claim:
-    source: str        # the paper, where in it, and its setting
-    claim: str         # what it reports, in our words
-    a: str             # row label, "{L}"-free: the loss of a ...
-    at_a: float        # ... at at_a x L
-    b: str             # minus the loss of b ...
-    at_b: float        # ... at at_b x L
-    sign: int          # the sign the claim predicts for loss(a) - loss(b): -1 (a better) or +1 (a worse)
+    source: str            # the paper, where in it the evidence is, and its setting
+    claim: str             # what it reports, in our words
+    a: str                 # row label, "{L}"-free: the loss (or probe gain) of a ...
+    at_a: float            # ... at at_a x L (a probe claim: at distance at_a x L)
+    b: str                 # minus that of b ("": nothing, a probe claim of a alone) ...
+    at_b: float            # ... at at_b x L
+    sign: int              # the side of the null the claim predicts: -1 below, +1 above
+    margin: float = 0.0    # the null: 0, or an equivalence margin in nats ("does not rise": below margin)
+    needs: tuple = ()      # preconditions (Rise, Retrieves): the regime the claim is made in
+    kind: str = "loss"     # what is differenced: "loss", "probe" (the retrieval probe's gain) or "context" (gain)
 
 
-PRESS = "Press et al. 2022 (ALiBi), fig. 1; WikiText-103, 247M parameters, L = 512"
+PRESS = "Press et al. 2022 (ALiBi); WikiText-103, 247M parameters, L = 512"
 PI = "Chen et al. 2023 (PI); LLaMA 7B-65B, L = 2048"
 YARN = "Peng et al. 2024 (YaRN); Llama 2 7B/13B, L = 4096"
 NTK = "bloc97 2023 (NTK-aware scaling, r/LocalLLaMA); LLaMA 7B, no fine-tune"
+ROPE_BREAKS_4 = (Rise("rope", 4),)
+ROPE_BREAKS_16 = (Rise("rope", 16),)
 CLAIMS = [
-    Claim(PRESS, "sinusoidal's perplexity rises as soon as the input passes L", "sinusoidal", 2, "sinusoidal", 1, +1),
-    Claim(PRESS, "rotary's perplexity rises past L", "rope", 2, "rope", 1, +1),
-    Claim(PRESS, "ALiBi's perplexity falls past L: it uses the longer input", "alibi", 2, "alibi", 1, -1),
-    Claim(PRESS, "T5's bias extrapolates far better than rotary", "t5", 16, "rope", 16, -1),
-    Claim(PRESS, "ALiBi extrapolates better than T5's bias", "alibi", 16, "t5", 16, -1),
+    Claim(PRESS + ", fig. 1 (numbers: appendix tables 2 and 3)", "sinusoidal's perplexity rises as soon as the input "
+          "passes L", "sinusoidal", 2, "sinusoidal", 1, +1),
+    Claim(PRESS + ", fig. 1", "rotary's perplexity rises past L", "rope", 2, "rope", 1, +1),
+    Claim(PRESS + ", fig. 1", "ALiBi's perplexity does not rise as the input grows past L", "alibi", 16, "alibi", 1,
+          -1, margin=MARGIN),
+    Claim(PRESS + ", sec. 4 and appendix B (sliding windows)", "ALiBi uses the input past L: a span 2L back still "
+          "lowers the loss", "alibi", 2, "", 0, +1, needs=(Retrieves("alibi"),), kind="probe"),
+    Claim(PRESS + ", sec. 4 and appendix B (sliding windows)", "ALiBi uses the input past L: the same targets have "
+          "a lower loss with 2L of context than with L", "alibi", 2, "", 0, +1, kind="context"),
+    Claim(PRESS + ", fig. 1", "T5's bias extrapolates far better than rotary", "t5", 16, "rope", 16, -1),
+    Claim(PRESS + ", fig. 1", "ALiBi extrapolates better than T5's bias", "alibi", 16, "t5", 16, -1),
     Claim("Haviv et al. 2022 (NoPE), table 1; WikiText-103 and the Pile, 125M-1.3B",
           "a causal LM without positions is somewhat worse at L than one with them", "none", 1, "alibi", 1, +1),
-    Claim(PI + ", sec. 2.3 (interpolated scores bounded ~600x tighter)",
+    Claim(PI + ", sec. 3.2 (perplexity without fine-tuning, where extrapolation blows up)",
           "interpolated positions (PI, no fine-tune) are more stable at sL than extrapolated ones",
-          "rope+linear", 4, "rope", 4, -1),
-    Claim(PI + ", tables 1 and 4 (fine-tunes of up to 1,000 steps; direct: 10,000)",
-          "fine-tuned with PI, a model is better at sL than one fine-tuned directly for as many steps",
-          "rope+linear ft{N}", 4, "rope+direct ft{N}", 4, -1),
-    Claim(PI + ", table 1 (1,000 steps at sL)", "fine-tuned with PI at sL, a model is better there than as pretrained",
-          "rope+linear ft{N}", 4, "rope", 4, -1),
-    Claim(NTK, "NTK-aware scaling lets RoPE read past L without fine-tuning", "rope+ntk", 4, "rope", 4, -1),
-    Claim(NTK, "NTK-aware scaling is better than PI past L without fine-tuning", "rope+ntk", 4, "rope+linear", 4, -1),
-    Claim(YARN + ", sec. 3.3", "dynamic scaling is RoPE itself up to L ...", "rope+dynamic", 1, "rope", 1, 0),
-    Claim(YARN + ", sec. 3.3", "... and degrades gracefully past L, where RoPE breaks (no fine-tune)",
-          "rope+dynamic", 16, "rope", 16, -1),
+          "rope+linear", 4, "rope", 4, -1, needs=ROPE_BREAKS_4),
+    Claim(PI + ", sec. 3 (passkey retrieval: effective context window; PI 1,000 steps against direct 10,000)",
+          "fine-tuned with PI, a model reads further back at sL than one fine-tuned directly",
+          "rope+linear ft{N}", 2, "rope+direct ft{N}", 2, +1, needs=(Retrieves("rope"),), kind="probe"),
+    Claim(PI + ", sec. 3.2 (1,000 steps at sL)", "fine-tuned with PI at sL, a model is better there than as pretrained",
+          "rope+linear ft{N}", 4, "rope", 4, -1, needs=ROPE_BREAKS_4),
+    Claim(NTK, "NTK-aware scaling lets RoPE read past L without fine-tuning", "rope+ntk", 4, "rope", 4, -1,
+          needs=ROPE_BREAKS_4),
+    Claim(NTK, "NTK-aware scaling is better than PI past L without fine-tuning", "rope+ntk", 4, "rope+linear", 4, -1,
+          needs=ROPE_BREAKS_4),
+    Claim(YARN + ", sec. 3.3", "dynamic scaling degrades gracefully past L, where RoPE breaks (no fine-tune)",
+          "rope+dynamic", 16, "rope", 16, -1, needs=ROPE_BREAKS_16),
     Claim(YARN + ", sec. 4 (400 steps at sL)", "fine-tuned with YaRN at sL, a model is better there than as pretrained",
-          "rope+yarn ft{N}", 4, "rope", 4, -1),
+          "rope+yarn ft{N}", 4, "rope", 4, -1, needs=ROPE_BREAKS_4),
     Claim(YARN + ", sec. 4 (400 steps at sL against longer PI fine-tunes)",
           "fine-tuned as long or less, YaRN is better at sL than PI", "rope+yarn ft{N}", 4, "rope+linear ft{N}", 4, -1),
-    Claim("Su 2023 (ReRoPE, blog); LLaMA, no fine-tune",
-          "ReRoPE's perplexity does not rise past L", "rope+rerope", 16, "rope+rerope", 1, -1),
+    Claim("Su 2023 (ReRoPE, blog); LLaMA, no fine-tune", "ReRoPE's perplexity does not rise past L",
+          "rope+rerope", 16, "rope+rerope", 1, -1, margin=MARGIN),
 ]
-
-
-def cell(p):
-    """A paired difference: mean ± sd, seeds with its sign, and the interval the verdict reads."""
-    lo, hi = p.interval()
-    sd = "" if math.isnan(p.sd) else f" ± {p.sd:.3f}"
-    return f"{p.mean:+.3f}{sd}, {p.agree}/{p.n}, " + ("no interval" if math.isnan(lo) else f"[{lo:+.3f}, {hi:+.3f}]")
 
 
 def learned(label, by, train_len, four_gram):
@@ -73,60 +128,138 @@ def learned(label, by, train_len, four_gram):
     return four_gram is None or bool(base) and sum(r["loss"] for r in base.values()) / len(base) < four_gram
 
 
-def check(claim, by, train_len, budget, four_gram=None):
-    """-> (label a, label b, stats.Paired or None, verdict) for one claim; by: {label: {length: {seed: row}}};
-    four_gram: the 4-gram's loss at L (None: no baseline), a row worse than it is "not learned"."""
-    a, b = (s.replace("{N}", str(budget)) for s in (claim.a, claim.b))
-    la, lb = round(claim.at_a * train_len), round(claim.at_b * train_len)
-    ra, rb = by.get(a, {}).get(la, {}), by.get(b, {}).get(lb, {})
+def differences(claim, a, b, by, train_len, probes, context=None):
+    """(seeds, units) paired differences of the claim, or None where the report lacks a row."""
+    if claim.kind == "context":
+        runs = {}
+        for r in context or []:
+            if r["label"] == a:
+                runs.setdefault(str(r["seed"]), {})[int(r["context"])] = float(r["loss"])
+        short, long = train_len, round(claim.at_a * train_len)
+        diffs = [[c[short] - c[long]] for c in runs.values() if short in c and long in c]
+        return np.array(diffs) if diffs and not np.isnan(diffs).any() else None
+    if claim.kind == "probe":
+        def gains(label, at):
+            runs = dict(retrieval_probe.seeds_of((probes or {}).get(label, [])))
+            d = round(at * train_len)
+            return {s: next((retrieval_probe.gains(r) for r in rows if r["distance"] == d), None)
+                    for s, rows in runs.items()}
+        ga = gains(a, claim.at_a)
+        gb = gains(b, claim.at_b) if b else {s: 0.0 for s in ga}
+        seeds = [s for s in ga if ga[s] is not None and gb.get(s) is not None]
+        diffs = [ga[s] - gb[s] for s in seeds]
+        return np.stack(diffs) if diffs and not np.isnan(diffs).any() else None
+    ra = by.get(a, {}).get(round(claim.at_a * train_len), {})
+    rb = by.get(b, {}).get(round(claim.at_b * train_len), {})
     seeds = [s for s in ra if s in rb]
     if not seeds:
-        return a, b, None, "not measured"
-    if not (learned(a, by, train_len, four_gram) and learned(b, by, train_len, four_gram)):
-        return a, b, None, "not learned"
-    rows_a, rows_b = [ra[s] for s in seeds], [rb[s] for s in seeds]
-    p = stats.paired_evals(rows_a, rows_b)
-    if claim.sign == 0:   # an identity: equal to float precision in every seed
-        return a, b, p, "agrees" if all(abs(x["loss"] - y["loss"]) < 1e-5 for x, y in zip(rows_a, rows_b)) \
-            else "contradicts"
-    if not p.is_result:      # the interval holds zero, or a seed disagrees in sign
-        return a, b, p, "no result"
-    return a, b, p, "agrees" if (p.mean > 0) == (claim.sign > 0) else "contradicts"
+        return None
+    return stats.eval_differences([ra[s] for s in seeds], [rb[s] for s in seeds])
 
 
-def lines(rows, train_len):
-    """Markdown: the claims table from compare_report.read_eval's rows (the report's eval.csv and chunks)."""
+def measure(claim, by, train_len, budget, four_gram=None, probes=None, context=None):
+    """-> (label a, label b, stats.SeedLevel or None, status, regime): status "tested" or the verdict that stops
+    before a test ("not measured", "not learned", "regime absent"); regime: the preconditions as measured."""
+    a, b = (s.replace("{N}", str(budget)) for s in (claim.a, claim.b))
+    values = differences(claim, a, b, by, train_len, probes, context)
+    if values is None:
+        return a, b, None, "not measured", ""
+    if not all(learned(x, by, train_len, four_gram) for x in (a, b) if x):
+        return a, b, None, "not learned", ""
+    found = [need.measure(by, train_len, probes) for need in claim.needs]
+    regime = "; ".join(text for _, text in found)
+    if any(holds is None for holds, _ in found):
+        return a, b, None, "not measured", regime
+    if not all(holds for holds, _ in found):
+        return a, b, None, "regime absent", regime
+    return a, b, stats.seed_level(values, claim.margin), "tested", regime
+
+
+def verdict(claim, m, p_adjusted):
+    """agrees / contradicts / no result of a tested claim at its adjusted p."""
+    if math.isnan(p_adjusted) or p_adjusted >= ALPHA:
+        return "no result"
+    return "agrees" if (m.mean > claim.margin) == (claim.sign > 0) else "contradicts"
+
+
+def check(claim, by, train_len, budget, four_gram=None, probes=None, context=None):
+    """-> (label a, label b, stats.SeedLevel or None, verdict) of one claim alone (a family of one: no correction)."""
+    a, b, m, status, _ = measure(claim, by, train_len, budget, four_gram, probes, context)
+    return a, b, m, verdict(claim, m, m.p) if status == "tested" else status
+
+
+def cell(m):
+    """The measured difference: mean, the primary interval and how it was made, the bootstrap's, the raw p."""
+    if math.isnan(m.lo):
+        return f"{m.mean:+.3f}, no interval ({m.how})"
+    return (f"{m.mean:+.3f} [{m.lo:+.3f}, {m.hi:+.3f}] {m.how}; bootstrap, seeds then units "
+            f"[{m.boot[0]:+.3f}, {m.boot[1]:+.3f}]; p = {m.p:.3g}")
+
+
+def by_label(rows, train_len):
+    """({label: {length: {seed: row}}}, the 4-gram's loss at L or None) of compare_report.read_eval's rows."""
     by, four_gram = {}, None
     for r in rows:
         if r.get("encoding") != "ngram" and not math.isnan(r["loss"]):
             by.setdefault(r["label"], {}).setdefault(r["length"], {})[str(r["seed"])] = r
         elif r["label"] == "4-gram" and r["length"] == train_len:
             four_gram = r["loss"]
+    return by, four_gram
+
+
+def lines(rows, train_len, probes=None, context=None):
+    """Markdown: the claims table from compare_report.read_eval's rows (the report's eval.csv and chunks); for the
+    probe claims, {label: [per seed: retrieval_probe.measure rows] or {seed: rows}}; for the context claims, the rows
+    of context_gain.csv ({label, seed, context, loss}; read_context). None: those claims are not measured."""
+    by, four_gram = by_label(rows, train_len)
     tails = {label.rsplit(" ft", 1)[1] for label in by if label.startswith("rope+") and " ft" in label}
     budget = max(tails, key=lambda t: int(t) if t.isdigit() else -1, default="N")   # the largest ("": unnumbered)
-    out = ["| source and setting | claim | checked here: loss(a) - loss(b), nats | mean ± sd, seeds, 95% interval | "
-           "verdict |",
-           "|---|---|---|---|---|"]
+    found = [measure(c, by, train_len, budget, four_gram, probes, context) for c in CLAIMS]
+    tested = [i for i, f in enumerate(found) if f[3] == "tested"]
+    adjusted = dict(zip(tested, stats.holm([found[i][2].p for i in tested]))) if tested else {}
+    out = ["| source and setting | claim | checked here (nats per token) | regime, as measured | difference, 95% "
+           "interval | Holm p | verdict |",
+           "|---|---|---|---|---|---|---|"]
     verdicts = []
-    for c in CLAIMS:
-        a, b, p, verdict = check(c, by, train_len, budget, four_gram)
-        verdicts.append(verdict)
-        what = f"{a} at {c.at_a:g}L - {b} at {c.at_b:g}L" + (" (predicted 0)" if c.sign == 0 else
-                                                                f" (predicted {'<' if c.sign < 0 else '>'} 0)")
-        out.append(f"| {c.source} | {c.claim} | {what} | {'—' if p is None else cell(p)} | {verdict} |")
-    counts = {v: verdicts.count(v) for v in ("agrees", "contradicts", "no result", "not learned", "not measured")}
-    out += ["", ", ".join(f"{n} {v}" for v, n in counts.items()) + f" (of {len(CLAIMS)} claims)."]
+    for i, (c, (a, b, m, status, regime)) in enumerate(zip(CLAIMS, found)):
+        v = verdict(c, m, adjusted[i]) if status == "tested" else status
+        verdicts.append(v)
+        null = f"{c.margin:+g}" if c.margin else "0"
+        side = f" (predicted {'<' if c.sign < 0 else '>'} {null})"
+        what = {"probe": f"probe gain of {a} at d = {c.at_a:g}L" + (f" - of {b} at d = {c.at_b:g}L" if b else ""),
+                "context": f"{a}: loss with context L - with context {c.at_a:g}L, the same targets",
+                "loss": f"{a} at {c.at_a:g}L - {b} at {c.at_b:g}L"}[c.kind] + side
+        p = f"{adjusted[i]:.3g}" if i in adjusted else "—"
+        out.append(f"| {c.source} | {c.claim} | {what} | {regime or '—'} | {'—' if m is None else cell(m)} | {p} "
+                   f"| {v} |")
+    kinds = ("agrees", "contradicts", "no result", "regime absent", "not learned", "not measured")
+    out += ["", ", ".join(f"{verdicts.count(k)} {k}" for k in kinds) + f" (of {len(CLAIMS)} claims; Holm's correction "
+            f"over the {len(tested)} tested, family-wise error {ALPHA:g})."]
     return out
 
 
-def section(rows, train_len):
+def section(rows, train_len, probes=None, context=None):
     """Markdown: the report's section of published behaviours."""
     return ["## Published behaviours", "",
-            "Each paper's claim about behaviour against length, checked on this report's own rows as a paired "
-            "difference of loss (nats per token) between two rows or two lengths, paired by seed and by evaluation "
-            "chunk, with a 95% bootstrap interval over the chunks (measure/published.py). Verdict: agrees or "
-            "contradicts when the interval excludes zero and every seed agrees in sign, no result otherwise; not "
-            "learned when a row starts from a model worse than the 4-gram at L. The papers' models, data and lengths "
-            "are far larger: this says what this recipe shows, not whether the paper is right at its scale. ft{N}: "
-            "the largest fine-tune budget.",
-            "", *lines(rows, train_len), ""]
+            "Each paper's claim about behaviour against length, checked on this report's own rows only in the regime "
+            "the claim is made in (measure/published.py). A claim is a paired difference of loss (nats per token) "
+            "between two rows or two lengths, or, for claims that a model uses the longer input, of the retrieval "
+            "probe's gain or of the loss of the same targets with a longer context; \"does not rise\" is a bound "
+            f"of {MARGIN:g} nats. Its regime is measured (RoPE's perplexity past L at least {BLOWUP:g} times its "
+            "perplexity at L; a model that retrieves inside L): "
+            "where it does not hold the verdict is regime absent, with the measurement beside it. The interval is "
+            "Student's t over seeds (with one seed, over chunks, the seeds' spread left out), with the hierarchical "
+            "bootstrap over seeds then chunks beside it; p-values are adjusted across the tested claims by Holm's "
+            f"method, and a verdict needs an adjusted p below {ALPHA:g}. Not learned: a row starts from a model "
+            "worse than the 4-gram at L. The papers' models, data and lengths are far larger: this says what this "
+            "recipe shows, not whether the paper is right at its scale. ft{N}: the largest fine-tune budget.",
+            "", *lines(rows, train_len, probes, context), ""]
+
+
+def read_context(report_dir):
+    """The rows of a report's context_gain.csv (compare.py --context_use), or None where it has none."""
+    path = os.path.join(report_dir, "context_gain.csv")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return list(csv.DictReader(f))

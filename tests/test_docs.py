@@ -223,7 +223,8 @@ def published_block(eval_chunks_csv):
     from measure import published
     from measure.compare_report import read_eval
     rows = read_eval(os.path.dirname(eval_chunks_csv))
-    return "\n".join(published.lines(rows, min(r["length"] for r in rows))) + "\n"
+    context = published.read_context(os.path.dirname(eval_chunks_csv))   # its context_gain.csv, where it has one
+    return "\n".join(published.lines(rows, min(r["length"] for r in rows), context=context)) + "\n"
 
 
 def recipe_lines(report_md):

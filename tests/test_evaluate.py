@@ -107,6 +107,9 @@ def test_cli_writes_table_csv_and_png_with_na_for_learned(tiny_data, tmp_path, c
     (["--mode=sliding", "--stride=40", "--lengths=16"], "stride must be in"),
     (["--lenghts=16"], "unknown option --lenghts"),
     (["--threads=-1"], "--threads must be >= 0"),
+    (["--retrieval_probe=0,2"], "--retrieval_probe wants True or distances in units of L"),
+    (["--retrieval_probe=True", "--probe_spans=1"], "--probe_spans must be >= 2"),
+    (["--lengths=16", "--retrieval_probe=1000"], "the validation split has \\d+: use shorter distances"),
 ])
 def test_cli_bad_input(tiny_data, tmp_path, capsys, args, message):
     save_tiny(tiny_data, tmp_path)
@@ -116,6 +119,24 @@ def test_cli_bad_input(tiny_data, tmp_path, capsys, args, message):
     assert e.value.code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1
     assert re.search(message, err), err
     assert not os.path.exists(tmp_path / "extrapolation.csv")
+
+
+def test_cli_retrieval_probe_prints_and_writes_its_table(tiny_data, tmp_path, capsys):
+    """--retrieval_probe: a row per checkpoint and distance, the same windows for both checkpoints, n/a where a
+    learned table has no positions, a void line per checkpoint."""
+    save_tiny(tiny_data, tmp_path / "rope", "rope")
+    save_tiny(tiny_data, tmp_path / "learned", "learned")
+    evaluate.main([str(tmp_path / "rope"), str(tmp_path / "learned"), "--lengths=16", "--tokens_per_point=32",
+                   "--retrieval_probe=2,4", "--probe_spans=8", f"--report_dir={tmp_path / 'rep'}"])
+    out = capsys.readouterr().out
+    assert re.search(r"\| rope base \| 32 \| 2 \| 95 \| \d\.\d{3} \| \d\.\d{3} \| [+-]", out)
+    assert "| learned base | 64 | 4 | 127 | n/a | n/a | n/a | n/a | n/a |" in out
+    assert "- rope base: no window fits in L: **void**" in out
+    with open(tmp_path / "rep" / "retrieval_probe.csv") as f:
+        table = list(csv.DictReader(f))
+    assert [(r["run"], r["distance"], r["windows"]) for r in table] == [
+        ("rope base", "32", "8"), ("rope base", "64", "8"), ("learned base", "32", "8"), ("learned base", "64", "8")]
+    assert table[2]["probe"] == "nan" and os.path.exists(tmp_path / "rep" / "retrieval_probe.md")
 
 
 def test_cli_picks_its_threads_unless_given(tiny_data, tmp_path, capsys, monkeypatch):
