@@ -30,6 +30,7 @@ from .rope_2d import RoPE2D
 from .rope_learned_freq import RoPELearnedFreq
 from .rnn import RNN
 from .shaw import Shaw
+from .string_rope import STRING
 from .sinusoidal import Sinusoidal
 from .t5 import T5Bias
 from .transformer_xl import TransformerXL
@@ -93,7 +94,7 @@ REGISTRY = Registry({
 })
 REGISTRY["rope+alibi"] = REGISTRY["rope+alibi"]   # the hybrid the comparison runs; any "a+b" works
 # rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)
-LOGIT_METHODS = {"rerope": (ReRoPE, "rope"), "leaky_rerope": (LeakyReRoPE, "rope")}
+LOGIT_METHODS = {"rerope": (ReRoPE, "rope"), "leaky_rerope": (LeakyReRoPE, "rope"), "string": (STRING, "rope")}
 SCALINGS = (*scalings.METHODS, *LOGIT_METHODS)   # every valid rope_scaling
 
 
