@@ -18,6 +18,7 @@ from .deberta import Deberta
 from .fire import FIRE
 from .floater import Floater
 from .fox import FoX
+from .hope import HoPE
 from .kerple import Kerple
 from .learned import Learned
 from .multiplicative import Multiplicative
@@ -91,6 +92,7 @@ REGISTRY = Registry({
     "complex_order": ComplexOrder,
     "deberta": Deberta,
     "rope_2d": RoPE2D,
+    "hope": HoPE,
 })
 REGISTRY["rope+alibi"] = REGISTRY["rope+alibi"]   # the hybrid the comparison runs; any "a+b" works
 # rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)
