@@ -12,6 +12,7 @@ from . import combined, rope_scaling as scalings
 from .alibi import ALiBi
 from .base import PositionalEncoding
 from .complex_order import ComplexOrder
+from .comrope import ComRoPE
 from .conv import Conv
 from .cope import CoPE
 from .deberta import Deberta
@@ -93,6 +94,7 @@ REGISTRY = Registry({
     "deberta": Deberta,
     "rope_2d": RoPE2D,
     "hope": HoPE,
+    "comrope": ComRoPE,
 })
 REGISTRY["rope+alibi"] = REGISTRY["rope+alibi"]   # the hybrid the comparison runs; any "a+b" works
 # rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)
