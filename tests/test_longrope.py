@@ -148,3 +148,12 @@ def test_export_runs_in_transformers_and_round_trips_bitwise(tmp_path):
     import_(tmp_path / "hf", tmp_path / "back")
     export.main([str(tmp_path / "back"), "--to=hf", f"--out={tmp_path / 'hf2'}"])
     assert files(tmp_path / "hf") == files(tmp_path / "hf2")
+
+
+def test_a_generation_across_the_original_length_writes_nothing_on_the_encoding():
+    from tests.test_encodings import held
+    model = longrope_gpt(block_size=16)
+    before = held(model.pe)
+    model.generate(torch.randint(0, 40, (1, 5)), 30, top_k=5, generator=torch.Generator().manual_seed(0))
+    plain, tensors = held(model.pe)
+    assert plain == before[0] and all(torch.equal(tensors[n], t) for n, t in before[1].items())

@@ -83,3 +83,20 @@ def test_bad_settings_are_one_line(args, says):
     with pytest.raises(ConfigError) as e:
         load_config(["--rope_scaling=string", *args])
     assert says in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("T, distance", [(50, 49), (85, 84 - 84 + 16), (4096, 4095 - 84 + 16)])
+def test_effective_reach_is_the_largest_shifted_distance(T, distance):
+    """L = 256: S = int(0.33 L) = 84, W = 16; the largest distance rotated is T - 1, or T - 1 - S + W past S."""
+    from positional.rope_scaling.effective import effect
+    got = effect("string", 4.0, 256, T, 32)
+    assert got["reach"] == pytest.approx(distance / 255) and got["kept"] == 16 and got["scale"] == 1.0
+
+
+def test_a_generation_writes_nothing_on_the_encoding():
+    from tests.test_encodings import held
+    model = tiny_gpt("rope", rope_scaling="string")
+    before = held(model.pe)
+    model.generate(torch.randint(0, 40, (1, 5)), 40, top_k=5, generator=torch.Generator().manual_seed(0))
+    plain, tensors = held(model.pe)
+    assert plain == before[0] and all(torch.equal(tensors[n], t) for n, t in before[1].items())
