@@ -15,8 +15,9 @@ score, the same at every distance. p_rope zeroes frequencies the same way but ke
 HoPE's cut is set by the training length: L = hope_length (0: the training length, kept when a model goes on
 training longer, positional.pin_lengths), so which pairs are frozen is fixed once trained. The cut is made on
 RoPE's own frequencies, before any rope_scaling method; the zeroing applies to the angles after it.
-Only the cut is followed here (the paper's text could not be read in full in this session; its abstract and
-method summary give the rule "retain only the high-frequency components, whose period fits within L").
+What was followed: the rule of the paper's abstract and method summary (keep only the high-frequency components,
+those whose period fits within L; the others made position-independent). TODO: check the threshold against the
+paper's section 5 (not at hand when this was written); hope_turns moves it.
 """
 import math
 from dataclasses import dataclass
