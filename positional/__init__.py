@@ -32,8 +32,8 @@ from .rope_2d import RoPE2D
 from .rope_learned_freq import RoPELearnedFreq
 from .rnn import RNN
 from .shaw import Shaw
-from .string_rope import STRING
 from .sinusoidal import Sinusoidal
+from .string_rope import STRING
 from .t5 import T5Bias
 from .transformer_xl import TransformerXL
 from .xpos import XPos
