@@ -19,7 +19,6 @@ import os
 import torch
 
 import positional
-from positional.rope_scaling import METHODS
 from positional.rope_scaling.hf import KEYS, TYPES, from_hf
 from training.config import upgrade_model_args
 
@@ -29,7 +28,7 @@ ARCHITECTURE = {"learned": GPT2, "rope": NEOX}          # posgpt encoding -> arc
 SUPPORTED = {GPT2: "learned", NEOX: "rope, layernorm + gelu", LLAMA: "rope, rmsnorm + swiglu"}
 # rope_type -> the keys transformers' RoPE init reads (modeling_rope_utils, v5.24); dynamic reads its L
 # from max_position_embeddings
-HF_KEYS = {t: TYPES[t][1] for t in ("linear", "dynamic", "yarn", "llama3")} | {"dynamic": ("factor",)}
+HF_KEYS = {t: TYPES[t][1] for t in ("linear", "dynamic", "yarn", "llama3", "longrope")} | {"dynamic": ("factor",)}
 # model keys whose default is the only value every architecture has, then those fixed by each architecture
 PLAIN = dict(window=0, sinks=0, attention="softmax", qk_norm=False, logn_scaling=False, ssmax=False,
              layer_encodings="", layer_windows="")
@@ -137,6 +136,13 @@ def export_problem(model_args):
     return None
 
 
+def reads_l_from_max_position(kind):
+    """Whether transformers reads the rope_type's original length L from max_position_embeddings (dynamic's), not
+    from original_max_position_embeddings."""
+    L = "original_max_position_embeddings"
+    return kind in HF_KEYS and L in TYPES[kind][1] and L not in HF_KEYS[kind]
+
+
 def rope_parameters(args):
     """(transformers v5 rope_parameters dict, max_position_embeddings) of a rope model."""
     s, kind, block = args["pos_settings"], args["rope_scaling"], args["block_size"]
@@ -145,12 +151,14 @@ def rope_parameters(args):
         return out, block
     L = s["rope_original_max_position"] or block
     ours = dict(s, rope_original_max_position=L)
-    for key in HF_KEYS[kind]:  # a float setting of 0 means unset (HF's null)
-        if not (isinstance(ours[KEYS[key]], float) and ours[KEYS[key]] == 0.0):
-            out[key] = ours[KEYS[key]]
-    # max_position_embeddings: L for the method whose frequencies follow the length (transformers reads L
-    # there); the extended length L x factor where L is written (v4 derived yarn's factor from the two)
-    if METHODS[kind][1].length_dependent:
+    pairs = int(round(args["n_embd"] // args["n_head"] * s["rotary_fraction"])) // 2
+    for key in HF_KEYS[kind]:  # a float setting of 0 means unset (HF's null); an empty factor list, 1 per pair
+        value = ours[KEYS[key]]
+        if not (isinstance(value, float) and value == 0.0):
+            out[key] = value if value != [] else [1.0] * pairs
+    # max_position_embeddings: L for the method that reads L there (dynamic); the extended length L x factor
+    # where L is written (v4 derived yarn's factor from the two)
+    if reads_l_from_max_position(kind):
         return out, L
     return out, int(L * s["rope_factor"]) if "original_max_position_embeddings" in out else block
 
@@ -235,10 +243,12 @@ def rope_args(c, theta, fraction):
     kind = rp.get("rope_type", rp.get("type"))
     method = TYPES[kind][0] if kind in TYPES else ""   # from_hf refuses an unknown type below
     if method and "original_max_position_embeddings" in TYPES[kind][1]:
-        # L: max_position_embeddings for the length-following method, else by default (as transformers)
+        # L: max_position_embeddings for the method that reads it there, else by default (as transformers)
         L = c["max_position_embeddings"]
-        rp["original_max_position_embeddings"] = L if METHODS[method][1].length_dependent else rp.get(
+        rp["original_max_position_embeddings"] = L if reads_l_from_max_position(kind) else rp.get(
             "original_max_position_embeddings", L)
+        if rp.get("factor") is None and "short_factor" in TYPES[kind][1]:   # longrope: s = max / L, as transformers
+            rp["factor"] = c["max_position_embeddings"] / rp["original_max_position_embeddings"]
     return from_hf(rp)
 
 

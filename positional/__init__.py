@@ -12,12 +12,14 @@ from . import combined, rope_scaling as scalings
 from .alibi import ALiBi
 from .base import PositionalEncoding
 from .complex_order import ComplexOrder
+from .comrope import ComRoPE
 from .conv import Conv
 from .cope import CoPE
 from .deberta import Deberta
 from .fire import FIRE
 from .floater import Floater
 from .fox import FoX
+from .hope import HoPE
 from .kerple import Kerple
 from .learned import Learned
 from .multiplicative import Multiplicative
@@ -31,6 +33,7 @@ from .rope_learned_freq import RoPELearnedFreq
 from .rnn import RNN
 from .shaw import Shaw
 from .sinusoidal import Sinusoidal
+from .string_rope import STRING
 from .t5 import T5Bias
 from .transformer_xl import TransformerXL
 from .xpos import XPos
@@ -90,10 +93,12 @@ REGISTRY = Registry({
     "complex_order": ComplexOrder,
     "deberta": Deberta,
     "rope_2d": RoPE2D,
+    "hope": HoPE,
+    "comrope": ComRoPE,
 })
 REGISTRY["rope+alibi"] = REGISTRY["rope+alibi"]   # the hybrid the comparison runs; any "a+b" works
 # rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)
-LOGIT_METHODS = {"rerope": (ReRoPE, "rope"), "leaky_rerope": (LeakyReRoPE, "rope")}
+LOGIT_METHODS = {"rerope": (ReRoPE, "rope"), "leaky_rerope": (LeakyReRoPE, "rope"), "string": (STRING, "rope")}
 SCALINGS = (*scalings.METHODS, *LOGIT_METHODS)   # every valid rope_scaling
 
 

@@ -160,7 +160,7 @@ def test_cli_refuses_scaling_when_no_checkpoint_is_rotary(tiny_data, tmp_path, c
     save_tiny(tiny_data, tmp_path, "alibi")
     with pytest.raises(SystemExit):
         evaluate.main([str(tmp_path), "--rope_scaling=yarn", "--rope_factor=4"])
-    assert "--rope_scaling=yarn needs a checkpoint of rope, xpos, p_rope, resonance_rope, rope_learned_freq, rope+alibi; none of" in capsys.readouterr().err
+    assert "--rope_scaling=yarn needs a checkpoint of rope, xpos, p_rope, resonance_rope, rope_learned_freq, hope, rope+alibi; none of" in capsys.readouterr().err
     with pytest.raises(ValueError, match="needs a rotary encoding"):
         evaluation.evaluate_checkpoint(str(tmp_path), [16], overrides={"rope_scaling": "yarn", "rope_factor": 4.0})
 

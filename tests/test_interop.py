@@ -236,7 +236,7 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert "alibi has no transformers architecture" in err and "release form" in err
     posgpt_run(tmp_path / "ntk", rope_scaling="ntk", rope_factor=4.0)
     err = one_line_error(export.main, [str(tmp_path / "ntk"), "--to=hf", f"--out={tmp_path / 'hf_ntk'}"], capsys)
-    assert "rope_scaling=ntk has no transformers rope_type (linear, dynamic, yarn, llama3 do)" in err
+    assert "rope_scaling=ntk has no transformers rope_type (linear, dynamic, yarn, llama3, longrope do)" in err
     assert sorted(os.listdir(tmp_path / "hf")) == ["config.json", "model.safetensors"]   # the release form only
     posgpt_run(tmp_path / "mixed", norm="rmsnorm")
     err = one_line_error(export.main, [str(tmp_path / "mixed"), "--to=hf", f"--out={tmp_path / 'hf_mixed'}"], capsys)

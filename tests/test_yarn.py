@@ -150,7 +150,7 @@ def test_hf_older_type_key_and_v5_keys():
 
 
 @pytest.mark.parametrize("d, match", [
-    ({"rope_type": "longrope", "factor": 4.0}, "unsupported rope_type 'longrope' in the rope_scaling dict; valid: default"),
+    ({"rope_type": "mrope", "factor": 4.0}, "unsupported rope_type 'mrope' in the rope_scaling dict; valid: default"),
     ({"factor": 4.0}, "needs a 'rope_type'"),
     ({"rope_type": "yarn", "type": "linear", "factor": 4.0}, "rope_type='yarn' and type='linear'"),
     ({"rope_type": "linear", "factor": 4.0, "beta_fast": 32}, "unknown key 'beta_fast' for rope_type 'linear'"),

@@ -16,17 +16,19 @@ function, rope_inv_freq(..., seq_len=T)); r_j = theta_j / theta'_j is how much p
     base          the base b' with theta'_j = b'^(-2j/d) where one exists (ntk, dynamic: b alpha^(d/(d-2)))
 
 ReRoPE (positional/rerope.py) keeps every frequency and caps the distance instead: the largest distance
-rotated is min(T - 1, w), Leaky ReRoPE's w + (T - 1 - w) / k past w (w: half the training length).
+rotated is min(T - 1, w), Leaky ReRoPE's w + (T - 1 - w) / k past w (w: half the training length); STRING
+(positional/string_rope.py) shifts it: T - 1 - S + W once T - 1 >= S (S = int(0.33 L), W = L / 16).
 """
 import math
 
 import torch
 
 from ..rerope import LeakyReRoPESettings
+from ..string_rope import STRINGSettings, offsets
 from ..rope import rope_inv_freq
 from . import METHODS
 
-DISTANCE_CAPS = ("rerope", "leaky_rerope")   # the logit methods (positional.LOGIT_METHODS): no frequency changes
+DISTANCE_CAPS = ("rerope", "leaky_rerope", "string")   # the logit methods (positional.LOGIT_METHODS): frequencies kept
 
 
 def effect(kind, factor, L, T, dim, base=10000.0):
@@ -36,6 +38,9 @@ def effect(kind, factor, L, T, dim, base=10000.0):
     plain, _ = rope_inv_freq(dim, base)
     row = dict(method=kind, factor=factor, length=T, ratio=T / L, scale=1.0, kept=dim // 2, blended=0,
                interpolated=0, pairs=dim // 2, reach=(T - 1) / (L - 1), logit_scale=1.0, base=base)
+    if kind == "string":
+        S, W = offsets(STRINGSettings(), L)
+        return dict(row, factor=math.nan, reach=(T - 1 - S + W if T - 1 >= S else T - 1) / (L - 1))
     if kind in DISTANCE_CAPS:
         w, leak = L // 2, (LeakyReRoPESettings.rerope_leak if kind == "leaky_rerope" else math.inf)
         return dict(row, factor=math.nan, reach=(min(T - 1, w) + max(0, T - 1 - w) / leak) / (L - 1))

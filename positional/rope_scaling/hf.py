@@ -6,12 +6,14 @@ v4, `rope_parameters` in v5), e.g. {"rope_type": "yarn", "factor": 4.0,
 from_hf turns into ("yarn", {"rope_factor": 4.0, "rope_original_max_position": 256,
 "rope_beta_fast": 32}). Rules, as transformers reads them: the method is "rope_type", or the
 older "type" ("default": none); a None value is absent; "rope_theta" and "partial_rotary_factor"
-map to rope_base and rotary_fraction. Differences: the factor is always the dict's "factor"; a
+map to rope_base and rotary_fraction. Differences: the factor is always the dict's "factor" (transformers
+derives longrope's, when absent, from max_position_embeddings: interop/hf.py does so on import); a
 missing original_max_position_embeddings means block_size; "ntk", "ntk_by_parts" are ours.
 """
 
 _SAME = ("factor", "beta_fast", "beta_slow", "truncate", "attention_factor", "mscale", "mscale_all_dim",
-         "low_freq_factor", "high_freq_factor")   # HF keys whose flat key is "rope_" + the key
+         "low_freq_factor", "high_freq_factor", "short_factor",
+         "long_factor")   # HF keys whose flat key is "rope_" + the key
 KEYS = {**{k: "rope_" + k for k in _SAME}, "original_max_position_embeddings": "rope_original_max_position",
         "rope_theta": "rope_base", "partial_rotary_factor": "rotary_fraction"}   # HF key -> our flat key
 COMMON = ("rope_theta", "partial_rotary_factor")
@@ -22,6 +24,8 @@ TYPES = {  # rope_type -> (our method, the HF keys it takes besides COMMON)
     "dynamic": ("dynamic", ("factor", "original_max_position_embeddings")),
     "yarn": ("yarn", _BY_PARTS + ("attention_factor", "mscale", "mscale_all_dim")),
     "llama3": ("llama3", ("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor")),
+    "longrope": ("longrope", ("factor", "original_max_position_embeddings", "short_factor", "long_factor",
+                              "attention_factor")),
     "ntk": ("ntk", ("factor",)),
     "ntk_by_parts": ("ntk_by_parts", _BY_PARTS),
 }
