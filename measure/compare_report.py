@@ -367,9 +367,10 @@ def write_context(results, out, train_len):
     curves = {label: torch.tensor([run["curve"] for run in runs if run["curve"] is not None]).mean(0)
               for label, runs in by_label.items() if any(run["curve"] is not None for run in runs)}
     if curves:
-        context_use.write_per_position(curves, out, train_len)
+        context_use.write_per_position(curves, out, train_len, binned=True)
         lines += ["", "Mean loss at each position of sequences of 16 x the training length (mean over seeds; "
-                  "[per_position.csv](per_position.csv)):", "", "![per_position](per_position.png)"]
+                  "[per_position.csv](per_position.csv): the thick lines' log-spaced bins; every position is in "
+                  "each run's `runs/<tag>/result.json`):", "", "![per_position](per_position.png)"]
     return lines + [""] + context_use.write_in_range(by_label, out, train_len)
 
 
