@@ -38,13 +38,13 @@ def read_json(path):
         return {}
 
 
-def save(path, key, value, summary):
-    """Keep `value` under `key` in folder `path`, with the run's training summary (read_log's dict); written
-    whole or not at all."""
+def save(path, key, value, training):
+    """Keep `value` under `key` in folder `path`, with `training`, the run's training summary (read_log's dict);
+    written whole or not at all."""
     os.makedirs(path, exist_ok=True)
     tmp = os.path.join(path, RESULT + ".tmp")
     with open(tmp, "w") as f:
-        json.dump({"settings": as_json(key), "value": rounded(value), "summary": summary}, f, separators=(",", ":"))
+        json.dump({"settings": as_json(key), "value": rounded(value), "summary": training}, f, separators=(",", ":"))
     os.replace(tmp, os.path.join(path, RESULT))
 
 
