@@ -1,4 +1,5 @@
-"""Benchmark every positional encoding on this machine; print a table per section, write JSON (docs/speed.md).
+"""Benchmark every positional encoding on this machine; print a table per section, with --json=PATH also a JSON file
+(docs/speed.md's tables are generated from such files).
 
     python bench.py                                  # the default config (configs/base.py shape)
     python bench.py --sections=train --block_size=256 --batch_size=16 --threads=1
@@ -44,7 +45,7 @@ def options():
         device="auto",                   # auto: cuda, then mps, then cpu
         dtype="auto",                    # autocast dtype: float32 or bfloat16; auto as train.py
         compile=False,                   # also time each encoding compiled (rows '+c'); compile the eval and long passes
-        json="bench.json",               # where the figures are written
+        json="",                         # a path: also write the figures there as JSON; "": print the tables only
         decode_shapes="4x4x128:64,6x6x384:256",   # decode: model shapes, LxHxC:block
         decode_vocab=77,                 # decode: vocabulary size
         decode_encodings=names,          # the encodings timed by decode
@@ -273,9 +274,10 @@ def main(argv=None):
         if name in args.sections.split(","):
             results[name] = run()
             print("\n".join(table(results[name])), flush=True)
-    with open(args.json, "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"\nfigures written to {args.json}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+        print(f"\nfigures written to {args.json}")
 
 
 if __name__ == "__main__":

@@ -481,7 +481,7 @@ def lm_run(run, settings, train_keys, cfg):
     context = context_run(run, {r["label"] for r in rows}, settings, cfg) if settings["context_use"] else {}
     got = dict(rows=rows, context=context, command=shlex.join(["python"] + train_command(train_keys, run, settings,
                                                                                           resume=False)[1:]))
-    kept.save(where, key, got, run["dir"])
+    kept.save(where, key, got, compare_report.read_log(run["dir"]))
     return dict(run, **kept.rounded(got))   # the report reads the same numbers as from a kept result
 
 
@@ -566,7 +566,7 @@ def task_run(run, settings, train_keys, cfg):
           + f" ({train_s:.0f}s train, {scored.get('score_s', 0):.0f}s score)", flush=True)
     windows = task_windows(run, settings, train_keys, cfg) if settings["finetune_steps"] else []
     got = dict(scored, train_s=train_s, windows=windows)
-    kept.save(where, key, got, run["dir"])
+    kept.save(where, key, got, compare_report.read_log(run["dir"]))
     return {**run, **kept.rounded(got), "encoding": run["encoding"]}
 
 

@@ -5,7 +5,7 @@
 #     bash benchmarks/long.sh                     # 65,536 tokens, every encoding on its default path
 #     bash benchmarks/long.sh 16384,32768         # 16k and 32k
 #     bash benchmarks/long.sh 16384,32768 flex    # the biases by FlexAttention compiled on CPU instead
-# docs/speed.md's tables are generated from the JSON files (python -m tests.test_docs).
+# docs/speed.md's tables are generated from the JSON files (python -m tools.docs).
 set -e
 lengths=${1:-65536}
 kernels=${2:-default}

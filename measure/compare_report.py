@@ -16,7 +16,7 @@ import matplotlib.ticker
 
 import positional
 from model import GPTConfig
-from measure import context_use, published, stats
+from measure import context_use, kept, published, stats
 from measure.panels import FAMILIES, draw_seeds, family, fit_panels, length_axis, panel_grid, small_multiples
 from positional.rope import RoPESettings
 from positional.rope_scaling.effective import effect
@@ -41,9 +41,13 @@ CAPTIONS = {
 
 
 def read_log(run_dir):
-    """Training metrics of one run from its log.jsonl. A resumed run has a segment per process, each
-    from a 'start' row: wall time is their sum; a step logged twice (redone) keeps its latest value."""
+    """Training metrics of one run from its log.jsonl; in a kept run's folder (measure/kept.py), the same dict as
+    kept in its result.json. A resumed run has a segment per process, each from a 'start' row: wall time is their
+    sum; a step logged twice (redone) keeps its latest value."""
     path = os.path.join(run_dir, "log.jsonl")
+    summary = None if os.path.exists(path) else kept.summary(run_dir)
+    if summary is not None:
+        return summary
     rows = []
     if os.path.exists(path):  # absent for a run trained before train.py wrote it: metrics show as '—'
         with open(path) as f:
@@ -363,9 +367,10 @@ def write_context(results, out, train_len):
     curves = {label: torch.tensor([run["curve"] for run in runs if run["curve"] is not None]).mean(0)
               for label, runs in by_label.items() if any(run["curve"] is not None for run in runs)}
     if curves:
-        context_use.write_per_position(curves, out, train_len)
+        context_use.write_per_position(curves, out, train_len, binned=True)
         lines += ["", "Mean loss at each position of sequences of 16 x the training length (mean over seeds; "
-                  "[per_position.csv](per_position.csv)):", "", "![per_position](per_position.png)"]
+                  "[per_position.csv](per_position.csv): the thick lines' log-spaced bins; every position is in "
+                  "each run's `runs/<tag>/result.json`):", "", "![per_position](per_position.png)"]
     return lines + [""] + context_use.write_in_range(by_label, out, train_len)
 
 

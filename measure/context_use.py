@@ -146,16 +146,26 @@ def write_context_gain(rows_by_label, report_dir):
     return paths
 
 
-def write_per_position(curves, report_dir, train_len=None):
-    """per_position.csv (run, position, loss) and per_position.png (log-x: each position thin,
-    log-spaced bins thick) into report_dir. curves: {label: (T,) tensor}. Returns their paths."""
+def log_bins(n, count=40):
+    """[(first, last)]: positions 1 .. n (1-based, both ends included) in at most count - 1 log-spaced bins."""
+    edges = np.unique(np.geomspace(1, n + 1, count).astype(int))
+    return [(a, b - 1) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
+def write_per_position(curves, report_dir, train_len=None, binned=False):
+    """per_position.csv (run, position, loss; binned: run, first, last, loss, the mean over the log-spaced bins
+    of the figure's thick lines) and per_position.png (log-x: each position thin, log-spaced bins thick) into
+    report_dir. curves: {label: (T,) tensor}. Returns their paths."""
     os.makedirs(report_dir, exist_ok=True)
     paths = {k: os.path.join(report_dir, f"per_position.{k}") for k in ("csv", "png")}
     with open(paths["csv"], "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["run", "position", "loss"])
+        w.writerow(["run", "first", "last", "loss"] if binned else ["run", "position", "loss"])
         for label, curve in curves.items():
-            w.writerows([label, t, f"{v:.6f}"] for t, v in enumerate(curve.tolist()))
+            if binned:
+                w.writerows([label, a, b, f"{curve[a - 1:b].mean().item():.6f}"] for a, b in log_bins(len(curve)))
+            else:
+                w.writerows([label, t, f"{v:.6f}"] for t, v in enumerate(curve.tolist()))
     from positional.plot import figure
     from measure.compare_report import palette   # here: compare_report imports this module
     colors = palette(curves)                      # distinct for up to 20 curves (tab10 repeats from the 11th)
@@ -165,9 +175,8 @@ def write_per_position(curves, report_dir, train_len=None):
         for label, curve in curves.items():
             line, = ax.plot(np.arange(1, len(curve) + 1), curve.numpy(), alpha=0.25, linewidth=0.7,
                             color=colors[label])  # log-x: from 1
-            edges = np.unique(np.geomspace(1, len(curve) + 1, 40).astype(int))
-            bins = [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
-            ax.plot([np.sqrt(a * (b - 1)) for a, b in bins], [curve[a - 1:b - 1].mean().item() for a, b in bins],
+            bins = log_bins(len(curve))
+            ax.plot([np.sqrt(a * b) for a, b in bins], [curve[a - 1:b].mean().item() for a, b in bins],
                     color=line.get_color(), label=label)
     return paths
 

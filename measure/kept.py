@@ -1,14 +1,14 @@
-"""A finished comparison run's results kept in the report folder, <report_dir>/runs/<tag>/ (result.json and
-the run's training log, small enough to commit; never the checkpoint), so that a comparison interrupted on one
-machine finishes on another: compare.py takes a run whose kept result was made with the same settings instead
-of training and measuring it again, checkpoint or not.
+"""A finished comparison run's results kept in the report folder, <report_dir>/runs/<tag>/result.json (its
+measurements and its training summary, small enough to commit; never the checkpoint nor the training log), so
+that a comparison interrupted on one machine finishes on another: compare.py takes a run whose kept result was
+made with the same settings instead of training and measuring it again, checkpoint or not. A run with a kept
+result is done; one without trains.
 """
 import json
 import math
 import os
-import shutil
 
-LOG = "log.jsonl"   # train.py's metrics (compare_report.read_log reads them from the run's folder)
+RESULT = "result.json"   # {settings, value, summary}: summary is compare_report.read_log's dict of the run's log
 
 
 def folder(report_dir, tag):
@@ -19,9 +19,14 @@ def load(path, key, ignore=()):
     """The kept {rows, context, command} in folder `path` if it was made with `key` (compared as JSON), else None.
     Keys named in `ignore` are left out of the kept settings first: keys that do not change what a run measures
     (kept by an older compare.py, or a call over a subset of the tasks) do not orphan it."""
-    got = read_json(os.path.join(path, "result.json"))
+    got = read_json(os.path.join(path, RESULT))
     settings = {k: v for k, v in got.get("settings", {}).items() if k not in ignore}
     return got["value"] if "value" in got and settings == as_json(key) else None
+
+
+def summary(path):
+    """The training summary kept in folder `path` (read_log's dict: final metrics, validation curve), or None."""
+    return read_json(os.path.join(path, RESULT)).get("summary")
 
 
 def read_json(path):
@@ -33,16 +38,14 @@ def read_json(path):
         return {}
 
 
-def save(path, key, value, run_dir):
-    """Keep `value` under `key` in folder `path`, with run_dir's training log; written whole or not at all."""
+def save(path, key, value, training):
+    """Keep `value` under `key` in folder `path`, with `training`, the run's training summary (read_log's dict);
+    written whole or not at all."""
     os.makedirs(path, exist_ok=True)
-    if os.path.exists(os.path.join(run_dir, LOG)):
-        shutil.copyfile(os.path.join(run_dir, LOG), os.path.join(path, LOG + ".tmp"))
-        os.replace(os.path.join(path, LOG + ".tmp"), os.path.join(path, LOG))
-    tmp = os.path.join(path, "result.json.tmp")
+    tmp = os.path.join(path, RESULT + ".tmp")
     with open(tmp, "w") as f:
-        json.dump({"settings": as_json(key), "value": rounded(value)}, f, separators=(",", ":"))
-    os.replace(tmp, os.path.join(path, "result.json"))
+        json.dump({"settings": as_json(key), "value": rounded(value), "summary": training}, f, separators=(",", ":"))
+    os.replace(tmp, os.path.join(path, RESULT))
 
 
 def as_json(x):

@@ -105,12 +105,14 @@ def test_compare_trains_reports_skips_and_resumes(tiny_data, tmp_path):
     kept = json.load(open(out / "report" / "runs" / "rope-s1337" / "result.json"))
     assert kept["settings"]["iters"] == 30 and {r["label"] for r in kept["value"]["rows"]} == {
         "rope", "rope+linear", "rope+ntk", "rope+yarn"}
+    assert kept["summary"]["val_loss"] == pytest.approx(ckpt_val_loss) and len(kept["summary"]["curve"]) > 1
+    assert not glob.glob(str(out / "report" / "runs" / "*" / "log.jsonl"))   # a summary is kept, not the log
     for folder in glob.glob(str(out / "*-s1337")):
         shutil.rmtree(folder)
     r = run_py(*args(tiny_data, out, "--only=rope", "--max_iters=30"), env=env)
     assert "kept in" in r.stdout and "training" not in r.stdout and not (out / "rope-s1337").exists(), r.stdout
     assert report_files == {n: (out / "report" / n).read_text() for n in report_files}
-    with open(out / "report" / "runs.csv") as f:   # the training metrics from the kept log
+    with open(out / "report" / "runs.csv") as f:   # the training metrics from the kept summary
         assert float(next(csv.DictReader(f))["val_loss"]) == pytest.approx(ckpt_val_loss)
     # an interim report of what is kept: learned was kept at 20 iterations, not the 30 asked for, and is left out
     r = run_py(*args(tiny_data, out, "--max_iters=30", "--kept_only=True"), env=env)
@@ -323,7 +325,7 @@ def test_a_run_kept_by_a_call_over_fewer_tasks_is_taken_by_the_whole_suite(tmp_p
                                                f"--report_dir={tmp_path}"])
     run = next(r for r in compare.plan(settings, train_keys) if r["task"] == "passkey")
     kept.save(kept.folder(str(tmp_path), run["tag"]), compare.kept_key(run, settings, train_keys, cfg),
-              {"rows": [1]}, str(tmp_path / "no-run"))
+              {"rows": [1]}, {})
     for extra, takes in (([], True), (["--samples=100"], False)):
         whole = compare.parse(["configs/tasks/compare.py", f"--report_dir={tmp_path}", *extra])
         same = next(r for r in compare.plan(*whole[:2]) if r["tag"] == run["tag"])

@@ -95,6 +95,18 @@ def test_reports_are_written(tmp_path):
     assert f"| a | {gain['a'][0]['ppl']:.3f} (1.000) | {gain['a'][1]['ppl']:.3f} ({gain['a'][1]['gain']:.3f}) |" in md
 
 
+def test_a_binned_per_position_csv_holds_each_position_once_in_log_spaced_bins(tmp_path):
+    """A report's per_position.csv (compare.py) is the figure's log-spaced bins: they tile 1 .. T, each row the
+    mean loss of its positions, and they are few (the curve itself is kept in each run's result.json)."""
+    curve = torch.arange(1000, dtype=torch.float64)   # the loss at position t (1-based) is t - 1
+    paths = context_use.write_per_position({"a": curve}, str(tmp_path), train_len=L, binned=True)
+    with open(paths["csv"]) as f:
+        rows = list(csv.DictReader(f))
+    first, last = [int(r["first"]) for r in rows], [int(r["last"]) for r in rows]
+    assert first[0] == 1 and last[-1] == 1000 and first[1:] == [n + 1 for n in last[:-1]] and len(rows) < 40
+    assert [float(r["loss"]) for r in rows] == pytest.approx([(a + b) / 2 - 1 for a, b in zip(first, last)])
+
+
 def test_per_position_gives_each_curve_its_own_colour(tmp_path, monkeypatch):
     """The code headline's figure has 11 curves: with matplotlib's 10-colour cycle the 11th took the 1st's."""
     import positional.plot

@@ -7,7 +7,7 @@ import re
 
 import compare
 from tests.conftest import ROOT
-from tests.test_docs import BLOCK, mastery_table, read
+from tools.docs import BLOCK, mastery_table, read
 
 PAGE = "docs/results.md"
 NAMES = ("Llama 4", "S²", "4-gram", "2-D", "T5")   # digits that are part of a name, not a number

@@ -1,0 +1,1 @@
+"""Maintenance tools run with python -m (tools.docs: the docs' generated blocks)."""
