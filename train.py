@@ -31,7 +31,7 @@ from model import GPT, GPTConfig
 from training import sampling as position_sampling
 from tasks import TaskData
 from tasks.data import curriculum_length
-from training import checkpoint, cpu_threads, longlora
+from training import checkpoint, copy_rows, cpu_threads, longlora
 from training.cli import fail, fmt_time, help_text
 from training.config import ConfigError, gather, load_config, upgrade_model_args
 from training.guard import StopSignal, lock_out_dir
@@ -286,6 +286,9 @@ def batch(data, split, gen, cfg, rt, it=None):
     if cfg.curriculum_iters and it is not None:
         kw["longest"] = curriculum_length(it, cfg.curriculum_iters, data.task.MIN_LENGTH, cfg.block_size)
     tensors = data.get_batch(split, cfg.batch_size, cfg.block_size, gen, **kw)
+    if cfg.copy_rows and it is not None:   # training batches only: evaluation scores the corpus as it is
+        span = copy_rows.parse_span(cfg.copy_span)
+        tensors = copy_rows.mix_copies(*tensors, cfg.copy_rows, span, cfg.vocab_size, gen)
     cuda = rt.device_type == "cuda"   # from pinned memory, the copy overlaps the compute
     return tuple((t.pin_memory() if cuda else t).to(rt.device, non_blocking=cuda) for t in tensors)
 
