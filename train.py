@@ -287,7 +287,7 @@ def batch(data, split, gen, cfg, rt, it=None):
         kw["longest"] = curriculum_length(it, cfg.curriculum_iters, data.task.MIN_LENGTH, cfg.block_size)
     tensors = data.get_batch(split, cfg.batch_size, cfg.block_size, gen, **kw)
     if cfg.copy_rows and it is not None:   # training batches only: evaluation scores the corpus as it is
-        span = copy_rows.parse_span(cfg.copy_span)
+        span = (cfg.copy_min, cfg.copy_max)
         tensors = copy_rows.mix_copies(*tensors, cfg.copy_rows, span, cfg.vocab_size, gen)
     cuda = rt.device_type == "cuda"   # from pinned memory, the copy overlaps the compute
     return tuple((t.pin_memory() if cuda else t).to(rt.device, non_blocking=cuda) for t in tensors)

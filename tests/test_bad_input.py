@@ -58,10 +58,11 @@ def saved_run(tiny_run, tmp_path):
     (["--backend=nccl"], "backend=nccl picks how DDP processes talk, and this is one process (no torchrun)"),
     (["--backend=mpii"], "backend must be auto, nccl or gloo, got 'mpii'"),
     (["--wandb_group=cmp"], "wandb_group='cmp' groups wandb runs, and wandb logging is off; add --wandb_log=True"),
-    (["--copy_span=8,32"], "copy_span='8,32' applies to copy_rows > 0 only"),
+    (["--copy_max=32"], "copy_max=32 applies to copy_rows > 0 only"),
     (["--copy_rows=1.5"], "copy_rows must be a fraction in [0, 1], got 1.5"),
-    (["--copy_rows=0.25", "--copy_span=32,8"], "copy_span must be 'lo,hi' with 2 <= lo <= hi"),
-    (["--copy_rows=0.25", "--documents=masked"], "copy_rows replaces whole rows, and documents=masked"),
+    (["--copy_rows=0.25", "--copy_min=32", "--copy_max=8"], "copy rows need 2 <= copy_min <= copy_max < block_size"),
+    (["--copy_rows=0.25", "--copy_min=4", "--copy_max=8", "--documents=masked"],
+     "copy_rows replaces whole rows, and documents=masked"),
 ])
 def test_train_bad_config(argv, message, saved_run, tiny_data, capsys):
     err = train_error([*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={saved_run}", *argv], capsys)

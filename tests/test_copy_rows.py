@@ -2,7 +2,7 @@
 generator alone (so a resumed run draws the same rows)."""
 import torch
 
-from training.copy_rows import mix_copies, parse_span
+from training.copy_rows import mix_copies
 
 
 def batch(seed, fraction=0.5, span=(4, 6), B=4, T=20, vocab=50):
@@ -30,14 +30,3 @@ def test_the_rows_come_from_the_generator_alone():
 def test_no_fraction_no_change():
     x, y = batch(0, fraction=0.0)
     assert (x == 7).all() and (y == 8).all()
-
-
-def test_span_text():
-    assert parse_span("16,64") == (16, 64)
-    for bad in ("16", "64,16", "1,4", "a,b"):
-        try:
-            parse_span(bad)
-        except ValueError as e:
-            assert "copy_span" in str(e)
-        else:
-            raise AssertionError(f"{bad!r} was accepted")

@@ -3,22 +3,12 @@
 model within a CPU budget (issue #49; Olsson et al. 2022, arXiv:2209.11895, sec. 2 and 5, train on natural text
 and see it form only after ~2.5-5e9 tokens -- far past this project's 12.3M).
 
-A row replaced here holds one span of `span` random ids (span drawn uniformly from [lo, hi]) written back to back
+A row replaced here holds one span of n random ids (n drawn uniformly from span = (lo, hi)) written back to back
 until the row is full. Its first copy cannot be predicted, so its targets are -1 (ignored by the loss); every later
 token is predictable only by copying from one span back. Draws come from the batch generator, so a resumed run
 draws the same rows (train.py restores that generator).
 """
 import torch
-
-
-def parse_span(text):
-    """'16,64' -> (16, 64): the shortest and longest span; one line naming the key when malformed."""
-    parts = text.split(",")
-    ok = len(parts) == 2 and all(p.strip().isdigit() for p in parts)
-    lo, hi = (int(p) for p in parts) if ok else (0, 0)
-    if not ok or not 2 <= lo <= hi:
-        raise ValueError(f"copy_span must be 'lo,hi' with 2 <= lo <= hi (e.g. '16,64'), got {text!r}")
-    return lo, hi
 
 
 def mix_copies(x, y, fraction, span, vocab, generator):
