@@ -148,16 +148,21 @@ def scaling_of(name, rope_scaling):
     return rope_scaling if scaling_problem(name, rope_scaling) is None else ""
 
 
+KINDS = {int: "an integer", float: "a number", bool: "True or False", str: "a word", list: "a list"}
+
+
 def _typed(entry, key, text, kind):
     """A variant's value `text` as the setting's type (an int for a float setting too); one-line ValueError."""
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError):
         value = text                                    # a bare word: a string setting's value
+    kind = typing.get_origin(kind) or kind              # list[float] -> list
     if kind is float and type(value) is int:
         value = float(value)
     if type(value) is not kind:
-        raise ValueError(f"layer_encodings entry {entry!r}: {key} takes a {kind.__name__}, got {text!r}")
+        raise ValueError(f"layer_encodings entry {entry!r}: {key} takes {KINDS.get(kind, kind.__name__)}, "
+                         f"got {text!r}")
     return value
 
 
