@@ -54,7 +54,7 @@ def layer_schedule(cfg):
         names = repeat(cfg.layer_encodings, cfg.n_layer, "layer_encodings", str)
     keys = {}
     for i, name in enumerate(names):
-        keys.setdefault(name, f"{name.split('@')[0]}@{i}" if "@" in name else name)
+        keys.setdefault(name, f"{name.split('@')[0].strip()}@{i}" if "@" in name else name)
     windows = [cfg.window] * cfg.n_layer
     if cfg.layer_windows.strip():
         if cfg.window:

@@ -66,6 +66,8 @@ def test_layers_share_a_variant_and_the_label_shows_the_entries():
     assert [layer.encoding for layer in model.schedule] == ["rope", "rope@1", "rope", "rope@1"]
     assert list(model.pe_layers) == ["rope@1"] and model.pos_name == "rope/w8,rope@rope_base=1e6"
     assert len(set(model.schedule)) == 2                                           # two plans, as two encodings
+    spaced = tiny_gpt("rope", layer_encodings="rope, rope @ rope_base = 1e6")
+    assert list(spaced.pe_layers) == ["rope@1"] and spaced.pe_layers["rope@1"].base == 1e6
 
 
 MIXED = [  # (pos_encoding, layer_encodings, layer_windows, extra keys)
