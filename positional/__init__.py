@@ -3,7 +3,10 @@ config.pos_encoding, a key of REGISTRY. Each encoding and each RoPE frequency me
 declares its settings (a dataclass next to it); a model config holds the choice (pos_encoding,
 rope_scaling) and the chosen settings (pos_settings: {flat key: value}), typed and checked here in
 one place (resolve, chosen). Adding an encoding: its file, one line in REGISTRY, configs/<name>.py.
+A per-layer schedule's entry may be a variant, "name@key=value@...": the encoding with some of its
+settings (or its rope_scaling) of its own (variant_choice), the others the model's.
 """
+import ast
 import dataclasses
 import difflib
 import typing
@@ -126,21 +129,66 @@ def scaling_problem(pos_encoding, rope_scaling):
 
 
 def encodings_in_play(pos_encoding, layer_encodings=""):
-    """The distinct encodings of a model, its main one (pos_encoding, which a pattern must use) first."""
+    """The distinct encodings of a model (entries of its pattern, variants included), its main one
+    (pos_encoding, which a pattern must use as a plain entry) first."""
     names = [n.strip() for n in layer_encodings.split(",")] if layer_encodings.strip() else []
     for n in names:
-        if n not in REGISTRY:
-            raise ValueError(f"unknown encoding {n!r} in layer_encodings={layer_encodings!r}; "
-                             f"{_suggest(n, REGISTRY)}valid: {', '.join(REGISTRY)}")
+        base = n.split("@", 1)[0].strip()
+        if base not in REGISTRY:
+            raise ValueError(f"unknown encoding {base!r} in layer_encodings={layer_encodings!r}; "
+                             f"{_suggest(base, REGISTRY)}valid: {', '.join(REGISTRY)}")
     if names and pos_encoding not in names:
         raise ValueError(f"layer_encodings={layer_encodings!r} does not use pos_encoding={pos_encoding!r}, "
-                         f"the model's main encoding; set --pos_encoding to one of the pattern's")
+                         f"the model's main encoding; set --pos_encoding to one of the pattern's plain entries")
     return list(dict.fromkeys([pos_encoding, *names]))
 
 
 def scaling_of(name, rope_scaling):
     """The rope_scaling an encoding of a per-layer schedule takes: the model's where it applies, else none."""
     return rope_scaling if scaling_problem(name, rope_scaling) is None else ""
+
+
+KINDS = {int: "an integer", float: "a number", bool: "True or False", str: "a word", list: "a list"}
+
+
+def _typed(entry, key, text, kind):
+    """A variant's value `text` as the setting's type (an int for a float setting too); one-line ValueError."""
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        value = text                                    # a bare word: a string setting's value
+    kind = typing.get_origin(kind) or kind              # list[float] -> list
+    if kind is float and type(value) is int:
+        value = float(value)
+    if type(value) is not kind:
+        raise ValueError(f"layer_encodings entry {entry!r}: {key} takes {KINDS.get(kind, kind.__name__)}, "
+                         f"got {text!r}")
+    return value
+
+
+def variant_choice(entry, rope_scaling=""):
+    """(encoding name, its rope_scaling, {setting: typed value}) of a schedule entry "name@key=value@...":
+    the keys are settings of the encoding or of its rope_scaling method, or rope_scaling itself (the
+    layer's own method, in place of the model's); a plain name takes the model's. One-line ValueError."""
+    name, *pairs = [p.strip() for p in entry.split("@")]
+    split = [[part.strip() for part in p.partition("=")] for p in pairs]       # [key, "=", value] each
+    given = {key: value for key, _, value in split}
+    if not all(key and eq and value for key, eq, value in split) or len(given) < len(pairs):
+        raise ValueError(f"layer_encodings entry {entry!r} must be name@key=value, each key once "
+                         f"(e.g. rope@rope_base=1e6)")
+    own = given.pop("rope_scaling", None)
+    problem = own is not None and scaling_problem(name, own)
+    if problem:
+        raise ValueError(f"layer_encodings entry {entry!r}: {problem}")
+    scaling = scaling_of(name, rope_scaling) if own is None else own
+    types = {f.name: typing.get_type_hints(c)[f.name] for c in _choice(name, scaling)[1]
+             for f in dataclasses.fields(c)}
+    for key in given:
+        if key not in types:
+            raise ValueError(f"layer_encodings entry {entry!r}: {key} is not a setting of {name}"
+                             f"{' with rope_scaling=' + scaling if scaling else ''}; its settings: "
+                             f"{', '.join([*types, 'rope_scaling'])}")
+    return name, scaling, {k: _typed(entry, k, v, types[k]) for k, v in given.items()}
 
 
 def _choice(name, rope_scaling):
@@ -162,8 +210,9 @@ def settings_classes(pos_encoding, rope_scaling="", layer_encodings=""):
     if problem:
         raise ValueError(problem)
     cls, classes = _choice(pos_encoding, rope_scaling)
-    for name in encodings_in_play(pos_encoding, layer_encodings)[1:]:
-        classes += [c for c in _choice(name, scaling_of(name, rope_scaling))[1] if c not in classes]
+    for entry in encodings_in_play(pos_encoding, layer_encodings)[1:]:
+        name, scaling, _ = variant_choice(entry, rope_scaling)
+        classes += [c for c in _choice(name, scaling)[1] if c not in classes]
     return cls, classes
 
 
@@ -228,11 +277,13 @@ def pin_lengths(settings, length):
 
 def chosen(cfg, name=None):
     """(class, settings, (rope_scaling, its settings) or None) of a GPTConfig's encoding `name` (the
-    main one by default): the settings typed and checked (one-line ValueError), nothing built."""
+    main one by default; or an entry of its pattern, a variant's own settings over the model's): the
+    settings typed and checked (one-line ValueError), nothing built."""
     settings = resolve(cfg.pos_encoding, cfg.rope_scaling, inherited=cfg.pos_settings,
                        layer_encodings=cfg.layer_encodings)
-    rope_scaling = scaling_of(name or cfg.pos_encoding, cfg.rope_scaling)
-    cls, classes = _choice(name or cfg.pos_encoding, rope_scaling)
+    name, rope_scaling, own = variant_choice(name or cfg.pos_encoding, cfg.rope_scaling)
+    settings = {**settings, **own}
+    cls, classes = _choice(name, rope_scaling)
     s, *scaling = [c(**{f.name: settings[f.name] for f in dataclasses.fields(c)}) for c in classes]
     for one in (s, *scaling):
         one.check(cfg)

@@ -9,6 +9,16 @@ Gemma 3's 5:1 pattern); "" gives every layer pos_encoding / window (examples: do
 
 pos_encoding stays the model's main encoding and must be one of the pattern's; each distinct
 encoding is built once, with the model's rope_scaling where it applies.
+
+An entry "name@key=value@..." is a variant: the encoding with settings (or a rope_scaling) of its
+own, the rest the model's (positional.variant_choice), built once per distinct entry:
+
+    layer_encodings = "rope,rope,rope,rope,rope,rope@rope_base=1e6"     Gemma 3: RoPE base 10,000 in the
+    layer_windows   = "1024,1024,1024,1024,1024,0"                      local layers, 1,000,000 in the global
+    layer_encodings = "rope,rope,rope,rope@rope_scaling=yarn"           YaRN in the global layer only
+
+A variant's encoding is keyed "name@i" among the model's (i: the first layer with it; module names hold
+no dots, values may), e.g. pe_layers["rope@5"]; Layer.label keeps the entry as written.
 """
 from typing import NamedTuple
 
@@ -18,8 +28,9 @@ ATTENTIONS = ("softmax", "linear")
 
 
 class Layer(NamedTuple):
-    encoding: str   # a key of positional.REGISTRY
+    encoding: str   # the key of its encoding among the model's: a name of positional.REGISTRY, or a variant's "rope@5"
     window: int     # > 0: the layer's queries see only the last `window` keys (and the sinks)
+    label: str = ""  # the pattern's entry ("rope@rope_base=1e6"), where it is not `encoding`
 
 
 def repeat(pattern, n_layer, key, convert):
@@ -41,6 +52,9 @@ def layer_schedule(cfg):
     if cfg.layer_encodings.strip():
         positional.encodings_in_play(cfg.pos_encoding, cfg.layer_encodings)   # names checked, main included
         names = repeat(cfg.layer_encodings, cfg.n_layer, "layer_encodings", str)
+    keys = {}
+    for i, name in enumerate(names):
+        keys.setdefault(name, f"{name.split('@')[0].strip()}@{i}" if "@" in name else name)
     windows = [cfg.window] * cfg.n_layer
     if cfg.layer_windows.strip():
         if cfg.window:
@@ -49,7 +63,7 @@ def layer_schedule(cfg):
         windows = repeat(cfg.layer_windows, cfg.n_layer, "layer_windows", int)
         if min(windows) < 0:
             raise ValueError(f"layer_windows={cfg.layer_windows!r}: windows must be >= 0 (0: global)")
-    return [Layer(n, w) for n, w in zip(names, windows)]
+    return [Layer(keys[n], w, n if "@" in n else "") for n, w in zip(names, windows)]
 
 
 def check_shape(cfg, windows):
@@ -96,8 +110,9 @@ def check_layers(cfg):
     schedule = layer_schedule(cfg)
     windows = [layer.window for layer in schedule]
     check_shape(cfg, windows)
-    chosen = {name: positional.chosen(cfg, name) for name in positional.encodings_in_play(cfg.pos_encoding,
-                                                                                          cfg.layer_encodings)}
+    keys = {layer.label or layer.encoding: layer.encoding for layer in schedule}    # entry -> its key
+    chosen = {keys.get(entry, entry): positional.chosen(cfg, entry)
+              for entry in positional.encodings_in_play(cfg.pos_encoding, cfg.layer_encodings)}
     for name, (cls, _, _) in chosen.items():
         if cls.overrides("embed") and any(layer.encoding != name for layer in schedule):
             raise ValueError(f"the {name} encoding acts on the token embeddings, before any layer, so it cannot "
@@ -115,7 +130,7 @@ def build_layers(cfg):
 
 def pattern_label(schedule):
     """'rope/w32,none' for a schedule, one period of it where it repeats."""
-    labels = [layer.encoding + (f"/w{layer.window}" if layer.window else "") for layer in schedule]
+    labels = [(layer.label or layer.encoding) + (f"/w{layer.window}" if layer.window else "") for layer in schedule]
     for n in range(1, len(labels) + 1):
         if all(labels[i] == labels[i % n] for i in range(len(labels))):
             return ",".join(labels[:n])

@@ -11,6 +11,9 @@ scale the queries, hence q.k (not an encoding's additive score bias), per query 
 
   s = s_h learned per head (and layer); n is counted from the plan's visible keys (window,
   cache and sampled positions alike). Our initialisation: s_h = 1 / log L (softmax's at n = L).
+- Llama 4's temperature tuning, 1 + attn_scale log(1 + floor((n + 1) / floor_scale)) on the
+  NoPE layers only, is a setting of the none encoding (nope_attn_scale, positional/nope.py):
+  a schedule's NoPE layers take it, its RoPE layers do not.
 """
 import math
 
