@@ -118,6 +118,7 @@ def test_cli_bad_input(tiny_data, tmp_path, capsys, args, message):
     assert not os.path.exists(tmp_path / "extrapolation.csv")
 
 
+@pytest.mark.slow
 def test_cli_picks_its_threads_unless_given(tiny_data, tmp_path, capsys, monkeypatch):
     save_tiny(tiny_data, tmp_path)
     before = torch.get_num_threads()
@@ -162,6 +163,7 @@ def test_window_and_sinks_are_applied(tiny_data, tmp_path):
     assert narrow["method"] == "window 4 sinks 2"
 
 
+@pytest.mark.slow
 def test_wandb_offline_run_has_the_table_and_plot(tiny_data, tmp_path):
     from tests.conftest import run_py
     from tests.wandb_reader import history

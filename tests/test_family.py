@@ -304,6 +304,7 @@ def test_attention_config_errors():
         load_config(["--pos_encoding=kerple", "--kerple_variant=exp"])
 
 
+@pytest.mark.slow
 def test_cli_refuses_linear_attention_with_alibi(tiny_data, tmp_path):
     r = run_py("train.py", "configs/alibi.py", "--attention=linear", *TINY_ARGS, f"--data_dir={tiny_data}",
                f"--out_dir={tmp_path}", check=False)
@@ -312,6 +313,7 @@ def test_cli_refuses_linear_attention_with_alibi(tiny_data, tmp_path):
 
 
 # ---- training smoke -------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("config", NEW + ["linear_rope"])
 def test_training_loss_falls(tiny_data, tmp_path, config):
     trained(config, tiny_data, tmp_path)                                    # and the checkpoint rebuilds

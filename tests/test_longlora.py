@@ -143,6 +143,7 @@ def test_longlora_fine_tune_resumes_exactly_and_saves_a_plain_model(tiny_data, t
     assert torch.equal(last(model.train(), idx), last(model, other))   # ... which S²-Attn (groups of 8) hides
 
 
+@pytest.mark.slow
 def test_compare_reports_the_longlora_fine_tune(tiny_data, tmp_path):
     tiny = [a for a in TINY_ARGS if not a.startswith(("--max_iters", "--eval_interval"))]
     out = tmp_path / "cmp"

@@ -67,6 +67,7 @@ def test_training_fast_path_matches_reference(name, window, monkeypatch):
         assert all(n in fast for n, _ in m.named_parameters() if n.startswith("pe."))  # a learned bias gets gradients
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ALL)
 def test_generation_fast_path_matches_reference(name, monkeypatch):
     m = sharp_gpt(name)
@@ -158,6 +159,7 @@ def test_a_failing_flex_attention_falls_back_once_for_the_model(monkeypatch):
     assert model_mod.choose_kernel(p) == "sdpa"                  # the model's later forwards skip it
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["alibi", "t5", "fire"])
 def test_flex_attention_score_mod_matches_reference(name):
     """The flex path's score_mod (the encoding's score_bias at gathered positions) and block mask,
@@ -187,6 +189,7 @@ def test_explicit_attention_matches_reference_with_long_alibi_bias():
     torch.testing.assert_close(model_mod.attend(q, k, v, p), want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_compiled_model_matches_eager():
     m = sharp_gpt("t5", n_layer=1)
     x = torch.randint(40, (2, 16))
@@ -196,6 +199,7 @@ def test_compiled_model_matches_eager():
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_bench_runs_train_and_eval_and_writes_json(tmp_path, capsys):
     out = tmp_path / "b.json"
     bench.main(["--n_layer=1", "--n_head=2", "--n_embd=16", "--block_size=8", "--batch_size=2", "--rounds=2",
