@@ -197,6 +197,7 @@ def save_tiny(tiny_data, out_dir):
                     checkpoint.path_in(out_dir))
 
 
+@pytest.mark.slow
 def test_evaluate_says_what_it_scores_and_keeps_an_earlier_report(tiny_data, tmp_path, capsys):
     save_tiny(tiny_data, tmp_path)
     argv = [str(tmp_path), "--lengths=16", "--tokens_per_point=64"]
@@ -246,6 +247,7 @@ def test_positional_imports_nothing_of_the_application():
     (["bench.py"], ["--rounds=7", "rounds alternating between encodings"]),
     (["-m", "measure.plots"], ["--head_dim=128", "d of the untrained encodings"]),
 ])
+@pytest.mark.slow
 def test_every_cli_prints_its_keys_with_defaults_and_meanings(script, says):
     r = run_py(*script, "--help")
     assert r.returncode == 0 and all(s in r.stdout for s in says), r.stdout[-3000:]

@@ -132,6 +132,7 @@ def write_checked(tmp_path, monkeypatch, results, baselines, lengths):
     return saved
 
 
+@pytest.mark.slow
 def test_one_panel_keeps_its_title_inside(tmp_path, monkeypatch):
     """NoPE and the absolute encodings alone (the CPU headline's first runs): one panel, its long title wrapped."""
     results, baselines, _, lengths = headline_results(tmp_path)

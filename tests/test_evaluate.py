@@ -73,6 +73,7 @@ def test_every_length_scores_the_same_chunks_spread_over_the_split(tiny_data, tm
     assert [sum(r["chunk_loss"]) / 5 for r in a + b] == pytest.approx([r["loss"] for r in a + b], rel=1e-9)
 
 
+@pytest.mark.slow
 def test_cli_writes_table_csv_and_png_with_na_for_learned(tiny_data, tmp_path, capsys):
     save_tiny(tiny_data, tmp_path / "rope", "rope")
     save_tiny(tiny_data, tmp_path / "learned", "learned")
@@ -145,6 +146,7 @@ def test_cli_refuses_scaling_when_no_checkpoint_is_rotary(tiny_data, tmp_path, c
         evaluation.evaluate_checkpoint(str(tmp_path), [16], overrides={"rope_scaling": "yarn", "rope_factor": 4.0})
 
 
+@pytest.mark.slow
 def test_rerope_is_skipped_for_xpos_only(tiny_data, tmp_path, capsys):
     save_tiny(tiny_data, tmp_path / "x", "xpos")
     save_tiny(tiny_data, tmp_path / "r", "rope")

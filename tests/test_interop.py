@@ -24,6 +24,8 @@ from tests.conftest import TINY_TEXT, run_py, tiny_gpt
 from tests.inproc import one_line_error
 from training import checkpoint
 
+pytestmark = pytest.mark.slow   # Hugging Face transformers models built, run and trained beside posgpt's
+
 ORIG, T, V = 16, 64, 40          # original length, test length (4x), vocabulary
 SCALINGS = {  # transformers rope_scaling dicts at 4x, and posgpt's method
     "": None,
@@ -210,7 +212,6 @@ def test_safetensors_release_form_loads_back(tmp_path, tied):
         assert torch.equal(back(idx())[0], model(idx())[0])
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["neox", "llama"])
 def test_imported_model_evaluates_to_transformers_loss(tmp_path, arch):
     hf = hf_neox(tmp_path / "hf", 0.25, SCALINGS["yarn"]) if arch == "neox" else hf_llama(tmp_path / "hf",
@@ -274,7 +275,6 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert not any((tmp_path / o).exists() for o in ("o1", "o2", "o3", "o4"))
 
 
-@pytest.mark.slow
 def test_imported_model_fine_tunes_with_train(tmp_path, tiny_data):
     hf = hf_neox(tmp_path / "hf", 0.25, vocab_size=34)    # the tiny dataset's 34 characters
     import_(tmp_path / "hf", tmp_path / "out")
@@ -286,7 +286,6 @@ def test_imported_model_fine_tunes_with_train(tmp_path, tiny_data):
     assert not torch.equal(tuned["model"]["wte.weight"], hf.state_dict()["gpt_neox.embed_in.weight"])   # it trained
 
 
-@pytest.mark.slow
 def test_llama_block_trained_by_train_py_exports_to_llama(tmp_path, tiny_data):
     """The block keys on the command line: a few steps of a Llama-style model, its checkpoint sampled
     from and run by transformers' Llama with the same logits."""

@@ -285,6 +285,7 @@ def test_a_bias_by_distance_is_read_as_a_view(name, monkeypatch):
     assert seen.largest <= 64 * T, seen.largest   # the embeddings and logits, (T, 16) and (T, 40): no block of scores
 
 
+@pytest.mark.slow
 def test_a_bias_made_by_blocks_goes_by_chunks_through_a_cache(monkeypatch):
     """FIRE past its L (its bias reads the query position: no view) over more than ATTENTION_BLOCK queries without
     gradients: the forward runs by chunks of 8 query rows through a KV cache (GPT.by_chunks), each chunk's bias made
@@ -318,6 +319,7 @@ def test_a_bias_made_by_blocks_goes_by_chunks_through_a_cache(monkeypatch):
 BANDED = [n for n, cls in positional.REGISTRY.items() if cls.overrides("far")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BANDED)
 def test_a_band_of_own_logits_and_the_far_field_by_sdpa(name, monkeypatch):
     """The banded kernel (the encoding's logits on the keys less than `band` behind, far() through SDPA's fused

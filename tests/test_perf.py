@@ -294,6 +294,7 @@ def test_explicit_attention_in_causal_blocks_matches_the_full_square(T):
     torch.testing.assert_close(grads[1][0], reference_attend(q, k, v, mask), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in ALL if positional.REGISTRY[n].overrides("attend")])
 def test_own_scores_by_query_block_match_the_full_square(name, monkeypatch):
     """At T = 200 (3 query blocks) an encoding that forms its own scores gives the loss and

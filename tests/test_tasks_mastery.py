@@ -19,6 +19,7 @@ def fake(task, enc, seed, at_l, past):
     return dict(task=task, encoding=enc, seed=seed, rows=rows, train_s=1.0, score_s=0.5)
 
 
+@pytest.mark.slow
 def test_runs_below_mastery_are_counted_and_left_out_of_the_ranking(tmp_path):
     results = [fake("copy", "a", 1, 1.0, 0.5), fake("copy", "a", 2, 0.94, 0.9),   # seed 2 not learned: its 0.9 unused
                fake("copy", "b", 1, 0.95, 0.4), fake("copy", "b", 2, 1.0, 0.6),   # 95% counts; ties a at 0.5
