@@ -19,7 +19,7 @@ RELATIVE = [n for n in ALL if not positional.REGISTRY[n].overrides("embed")]
 
 @pytest.mark.parametrize("name", RELATIVE)
 def test_relative_encodings_give_the_same_logits_at_shifted_positions(name):
-    """The whole model's logits at positions 0..11 and at 29..40 (beyond the 32 trained positions)."""
+    """The whole model's logits at positions 0..11 and at 29..40 are the same."""
     model = tiny_gpt(name, n_layer=1, block_size=64)
     if name == "fire":
         model.pe.L_multiplier.data.fill_(1.0)   # FIRE is relative below its threshold L (here 64, past every position)
