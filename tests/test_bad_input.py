@@ -82,6 +82,7 @@ def test_config_file_that_raises(saved_run, tmp_path, capsys):
     assert f"config file '{bad}' raised ZeroDivisionError: division by zero" in err
 
 
+@pytest.mark.slow
 def test_dataset_that_cannot_be_prepared_says_why(saved_run, tmp_path, monkeypatch, capsys):
     (tmp_path / "repo" / "broken").mkdir(parents=True)
     (tmp_path / "repo" / "broken" / "prepare.py").write_text("import sys; sys.exit('corpus download failed: offline')\n")

@@ -130,6 +130,7 @@ def test_compare_baselines_score_the_targets_of_the_runs(tiny_run, tiny_data, tm
     assert compare.baselines(kept_elsewhere, dict(settings, eval_tokens=128), cfg) == []
 
 
+@pytest.mark.slow
 def test_report_marks_runs_worse_than_the_4gram(tmp_path):
     from types import SimpleNamespace
     results = []

@@ -28,6 +28,7 @@ def _save_forever(out_dir, state, first, report_fd):
         n += 1
 
 
+@pytest.mark.slow
 def test_sigkill_during_save_leaves_the_previous_or_the_new_checkpoint(tmp_path):
     """25 times: a process saving in a loop is SIGKILLed at a random moment; ckpt.pt must then
     load and be either the last checkpoint it reported saved, or the one it was writing."""

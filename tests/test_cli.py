@@ -99,6 +99,7 @@ def test_compile_runs_generation_through_the_compiled_step(tiny_run, capsys, mon
     assert "compiled" not in eager.err
 
 
+@pytest.mark.slow
 def test_aot_samples_the_eager_text_through_the_ahead_of_time_step(tiny_run, capsys):
     """--aot=True: the same text as the eager static step, every new token but the last by the compiled package."""
     eager = generated(tiny_run, capsys)
@@ -206,6 +207,7 @@ def test_the_header_counts_the_targets_a_short_split_has(tiny_data, tmp_path, ca
     assert f"val perplexity of {rows[0]['tokens']:,} val targets, in chunks" in header, header
 
 
+@pytest.mark.slow
 def test_evaluate_says_what_it_scores_and_keeps_an_earlier_report(tiny_data, tmp_path, capsys):
     save_tiny(tiny_data, tmp_path)
     argv = [str(tmp_path), "--lengths=16", "--tokens_per_point=64"]
@@ -245,6 +247,7 @@ def test_positional_imports_nothing_of_the_application():
 
 
 # ---- --help everywhere, generated from the source ----------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("script, says", [
     (["train.py"], ["--max_iters=2000", "optimizer steps", "--pos_encoding='rope'", "a key of positional.REGISTRY",
                     "--rope_base=10000.0", "theta_j = base^(-2j/d) [rope"]),
@@ -254,11 +257,13 @@ def test_positional_imports_nothing_of_the_application():
     (["bench.py"], ["--rounds=7", "rounds alternating between encodings"]),
     (["-m", "measure.plots"], ["--head_dim=128", "d of the untrained encodings"]),
 ])
+@pytest.mark.slow
 def test_every_cli_prints_its_keys_with_defaults_and_meanings(script, says):
     r = run_py(*script, "--help")
     assert r.returncode == 0 and all(s in r.stdout for s in says), r.stdout[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "benchmarks", "*.py"))))
 def test_every_benchmark_script_answers_help_without_pythonpath(script):
     """Run as a new user runs them (`python benchmarks/x.py --help` from the root, no PYTHONPATH): each finds the
@@ -267,12 +272,14 @@ def test_every_benchmark_script_answers_help_without_pythonpath(script):
     assert r.returncode == 0 and r.stdout.strip(), f"{script}: exit {r.returncode}\n{r.stderr[-2000:]}"
 
 
+@pytest.mark.slow
 def test_help_lists_only_evaluation_time_keys_where_the_model_is_the_checkpoints():
     text = run_py("sample.py", "--help").stdout
     keys = set(re.findall(r"^  --(\w+)=", text.split("evaluation-time model keys")[1], re.M))
     assert keys == config.EVAL_KEYS and "pos_encoding" not in keys and "n_layer" not in keys
 
 
+@pytest.mark.slow
 def test_train_without_arguments_prints_the_usage_and_trains_nothing(tmp_path):
     r = run_py("train.py", check=False)
     assert r.returncode == 2 and r.stdout == "" and r.stderr.startswith("usage: python train.py [CONFIG_FILE]")

@@ -29,6 +29,7 @@ def args(tiny_data, out_root, *extra):
             "--context_use=False", "--context_labels=[]", "--scaled_encodings=[]", *extra]
 
 
+@pytest.mark.slow
 def test_compare_trains_reports_skips_and_resumes(tiny_data, tmp_path):
     out = tmp_path / "cmp"
     env = {"OMP_NUM_THREADS": "1"}
@@ -121,6 +122,7 @@ def test_compare_trains_reports_skips_and_resumes(tiny_data, tmp_path):
                                                                       for n in report_files}
 
 
+@pytest.mark.slow
 def test_side_by_side_runs_equal_one_after_the_other(tiny_data, tmp_path):
     """--jobs=2 trains and evaluates the runs concurrently, one thread each; every number equals
     the serial run's (same seeds, same single-threaded kernels), each in its own folder."""
@@ -160,6 +162,7 @@ def test_bad_input_one_line(extra, message, tiny_data, tmp_path, capsys):
     assert not os.listdir(tmp_path)
 
 
+@pytest.mark.slow
 def test_changed_recipe_is_refused_before_training(tiny_data, tmp_path, capsys):
     run_dir = tmp_path / "rope-s1337"
     run_py("train.py", *TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={run_dir}", "--max_iters=5")
@@ -224,6 +227,7 @@ def test_report_of_several_seeds(tmp_path):
     assert (tmp_path / "report" / "ppl_vs_length.png").read_bytes().startswith(PNG)
 
 
+@pytest.mark.slow
 def test_variants_train_with_their_keys_and_share_the_out_root(tiny_data, tmp_path):
     """A variant is a name and its training keys: it trains with them, is reported under its
     name, and a later comparison in the same out_root reuses every finished run."""
@@ -243,6 +247,7 @@ def test_variants_train_with_their_keys_and_share_the_out_root(tiny_data, tmp_pa
     assert bad.returncode == 2 and "unknown encoding 'rope_qk'" in bad.stderr and bad.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_the_readmes_quick_comparison_runs(tiny_data, tmp_path):
     """`python compare.py configs/compare.py --only=rope,alibi --seeds=1 --finetune_iters=0`, at tiny size:
     the config's context labels of fine-tunes are left out (no fine-tuning), the others measured."""
@@ -273,6 +278,7 @@ def test_the_task_suite_is_chosen_by_the_config():
     assert compare.parse(["configs/compare.py"])[0]["suite"] == "lm"
 
 
+@pytest.mark.slow
 def test_compare_without_arguments_prints_the_usage_and_runs_nothing():
     r = run_py("compare.py", check=False)
     assert r.returncode == 2 and r.stderr.startswith("usage: python compare.py CONFIG_FILE") and r.stdout == ""

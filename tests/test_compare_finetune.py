@@ -9,6 +9,8 @@ import torch
 
 from tests.conftest import TINY_ARGS, run_py
 
+pytestmark = pytest.mark.slow   # compare.py in subprocesses, minutes of training
+
 
 def args(tiny_data, out_root, *extra):
     tiny = [a for a in TINY_ARGS if not a.startswith(("--max_iters", "--eval_interval"))]

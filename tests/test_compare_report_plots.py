@@ -132,6 +132,7 @@ def write_checked(tmp_path, monkeypatch, results, baselines, lengths):
     return saved
 
 
+@pytest.mark.slow
 def test_one_panel_keeps_its_title_inside(tmp_path, monkeypatch):
     """NoPE and the absolute encodings alone (the CPU headline's first runs): one panel, its long title wrapped."""
     results, baselines, _, lengths = headline_results(tmp_path)
@@ -140,6 +141,7 @@ def test_one_panel_keeps_its_title_inside(tmp_path, monkeypatch):
     assert len(saved["ppl_vs_length.png"]) == 1
 
 
+@pytest.mark.slow
 def test_every_report_figure_fits(tmp_path, monkeypatch):
     results, baselines, by_label, lengths = headline_results(tmp_path)
     saved = write_checked(tmp_path, monkeypatch, results, baselines, lengths)
@@ -154,6 +156,7 @@ def test_every_report_figure_fits(tmp_path, monkeypatch):
     assert sorted(t for panel in saved["val_loss.png"] for t in panel) == sorted({r["encoding"] for r in results})
 
 
+@pytest.mark.slow
 def test_redraw_from_runs_csv(tmp_path):
     """A report's ppl_vs_length.png is drawn again from its runs.csv alone."""
     (tmp_path / "runs.csv").write_text(open(HEADLINE).read())

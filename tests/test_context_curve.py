@@ -106,6 +106,7 @@ def test_the_reference_key():
         compare.parse([*base, "--context_reference=rop"])
 
 
+@pytest.mark.slow
 def test_reference_and_in_range_section_end_to_end(tiny_data, tmp_path):
     """rope and alibi at L = 16 and rope trained at 2L as the reference: the same targets for every label, the
     reference measured as trained (no method, no fine-tune), its curve past L in the report."""

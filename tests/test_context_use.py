@@ -129,6 +129,7 @@ def test_bad_arguments(kw, match):
         context_use.context_gain(tiny_gpt("rope"), stream(100), L)
 
 
+@pytest.mark.slow
 def test_evaluate_cli_writes_the_context_reports(tiny_run, tiny_data, tmp_path, capsys):
     import evaluate
     evaluate.main([str(tiny_run), f"--data_dir={tiny_data}", f"--report_dir={tmp_path}", "--lengths=16",

@@ -62,6 +62,7 @@ def test_char_prepare_round_trip(tmp_path):
     assert encode(text) == np.concatenate([train, val]).tolist()
 
 
+@pytest.mark.slow
 def test_char_prepare_script_from_any_cwd(tmp_path, text_file):
     out = tmp_path / "out"
     script = os.path.join(ROOT, "data", "shakespeare_char", "prepare.py")
@@ -143,6 +144,7 @@ def test_ensure_prepared(tmp_path):
     ensure_prepared(tmp_path, "nope")  # already there: returns without running anything
 
 
+@pytest.mark.slow
 def test_ensure_prepared_reports_a_failing_script(tmp_path, monkeypatch):
     import data.loader
     (tmp_path / "repo" / "broken").mkdir(parents=True)
@@ -163,6 +165,7 @@ with open(os.path.join(out, 'val.bin'), 'wb') as f:   # written in two halves, a
 """
 
 
+@pytest.mark.slow
 def test_ranks_starting_together_prepare_once_and_read_whole_files(tmp_path, monkeypatch):
     """torchrun on a fresh machine: every rank calls ensure_prepared at once. One prepares, the
     others wait and then see val.bin whole (200 bytes), never a half-written one or a second run."""

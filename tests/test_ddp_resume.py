@@ -1,10 +1,13 @@
 """Exact resume under DDP: 2 processes (gloo, CPU) stopped at N and resumed to 2N end with
 the weights of one uninterrupted 2N run, bitwise; each rank continues its own batches and
 dropout from the random states the checkpoint keeps for every rank."""
+import pytest
 import torch
 
 from tests.conftest import TINY_ARGS, run_py
 from training import checkpoint
+
+pytestmark = pytest.mark.slow   # torchrun
 
 TORCHRUN = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py"]
 

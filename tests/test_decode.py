@@ -40,6 +40,7 @@ def test_static_step_matches_full_forward(name, kw):
         assert isinstance(cache, KVCache) and cache.size < 30
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ALL)
 @pytest.mark.parametrize("kw", WINDOWS, ids=["full", "window"])
 def test_static_generation_draws_the_reference_tokens(name, kw):
@@ -100,6 +101,7 @@ def test_a_long_prompt_fills_a_ring_in_chunks():
     torch.testing.assert_close(got, full, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_the_compiled_step_runs_and_agrees():
     model = tiny_gpt("rope", n_layer=1)
     prompt = torch.randint(0, 40, (1, 3))
@@ -115,6 +117,7 @@ def test_the_compiled_step_runs_and_agrees():
     torch.testing.assert_close(step_logits(model, idx, 3, compile=True), full, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["alibi", "fox", "transformer_xl"])   # the last two keep decoding state
 @pytest.mark.parametrize("kw", WINDOWS, ids=["slot per position", "ring"])
 def test_one_compiled_graph_serves_every_step(name, kw, monkeypatch):
@@ -135,6 +138,7 @@ def test_one_compiled_graph_serves_every_step(name, kw, monkeypatch):
     assert (d.cache.size < 28) == bool(kw)   # the ring: fewer slots than positions
 
 
+@pytest.mark.slow
 def test_a_cache_filled_to_its_last_position_needs_no_second_graph(monkeypatch):
     """learned, its 16 positions outgrown: the last compiled step attends over all 16 (then the
     text is re-encoded); that count is no special case for the graph (KVCache: one spare slot).
@@ -151,6 +155,7 @@ def test_a_cache_filled_to_its_last_position_needs_no_second_graph(monkeypatch):
     assert torch.equal(got, model.generate(got[:, :4], 24, 0.9, 20, torch.Generator().manual_seed(1), static=False))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in ALL if tiny_gpt(n).static_decoding])  # the others: reference step
 @pytest.mark.parametrize("kw", WINDOWS, ids=["full", "window"])
 def test_every_static_step_compiles_whole_and_draws_the_reference_tokens(name, kw, monkeypatch):
@@ -197,6 +202,7 @@ class GPT(torch.nn.Module):
 '''
 
 
+@pytest.mark.slow
 def test_bench_decode_section_with_a_nanogpt_folder(tmp_path, capsys):
     import bench
     (tmp_path / "nano").mkdir()
@@ -231,6 +237,7 @@ def test_bench_decode_bad_input(argv, message, capsys):
     assert message in one_line_error(bench.main, ["--sections=decode", *argv], capsys)
 
 
+@pytest.mark.slow
 def test_every_encoding_decodes_compiled_in_one_process():
     """Issue #22: one process generates with compile=True from every registered encoding (more models than
     dynamo's recompile limit of 8 graphs a function), each agreeing with its eager static step."""
@@ -243,6 +250,7 @@ def test_every_encoding_decodes_compiled_in_one_process():
         assert torch.equal(got, model.generate(prompt, 20, top_k=1)), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["rope", "rnn", "conv", "floater"])
 def test_ahead_of_time_step_gives_the_eager_tokens_and_serves_every_model_of_its_shape(name):
     """compile=AheadOfTime (training/aot.py): the exported step's tokens are the eager static step's, with what the

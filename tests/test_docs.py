@@ -179,6 +179,7 @@ def docs_data(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow
 def test_readme_commands_run_at_tiny_size(docs_data, tmp_path):
     ran, skipped = [], []
     for line in commands("README.md"):
@@ -202,6 +203,7 @@ def test_readme_shows_install_and_test_command_on_the_first_screen():
     assert len(read("README.md").splitlines()) <= 200
 
 
+@pytest.mark.slow
 def test_every_key_in_the_docs_is_listed_by_its_help():
     keys = {}
     for page in PAGES:

@@ -162,6 +162,7 @@ def test_evaluating_on_data_of_another_tokenizer_is_refused(doc_run, doc_data, t
                           f"the checkpoint's (char, ")
 
 
+@pytest.mark.slow
 def test_end_to_end_bpe_folder_masked_training_sample_and_per_document_bits_per_byte(tmp_path):
     src = tmp_path / "src"
     src.mkdir()

@@ -100,6 +100,7 @@ def test_causality(name):
     assert not torch.allclose(a[:, t], b[:, t])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ALL)
 @pytest.mark.parametrize("kw", [{}, dict(window=6, sinks=1, ssmax=True)], ids=["full", "window"])
 def test_documents_see_only_themselves_with_the_kv_cache(name, kw):
@@ -146,6 +147,7 @@ def test_kv_cache_matches_full_forward(name, block):
     assert cache.k0.shape[1] == (2 if block == "llama" else 4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ALL)
 def test_static_decoding_with_grouped_query_attention(name):
     """The static step (a cache of n_kv_head heads) generates what the reference step does."""

@@ -73,6 +73,7 @@ def test_every_length_scores_the_same_chunks_spread_over_the_split(tiny_data, tm
     assert [sum(r["chunk_loss"]) / 5 for r in a + b] == pytest.approx([r["loss"] for r in a + b], rel=1e-9)
 
 
+@pytest.mark.slow
 def test_cli_writes_table_csv_and_png_with_na_for_learned(tiny_data, tmp_path, capsys):
     save_tiny(tiny_data, tmp_path / "rope", "rope")
     save_tiny(tiny_data, tmp_path / "learned", "learned")
@@ -139,6 +140,7 @@ def test_cli_retrieval_probe_prints_and_writes_its_table(tiny_data, tmp_path, ca
     assert table[2]["probe"] == "nan" and os.path.exists(tmp_path / "rep" / "retrieval_probe.md")
 
 
+@pytest.mark.slow
 def test_cli_picks_its_threads_unless_given(tiny_data, tmp_path, capsys, monkeypatch):
     save_tiny(tiny_data, tmp_path)
     before = torch.get_num_threads()
@@ -165,6 +167,7 @@ def test_cli_refuses_scaling_when_no_checkpoint_is_rotary(tiny_data, tmp_path, c
         evaluation.evaluate_checkpoint(str(tmp_path), [16], overrides={"rope_scaling": "yarn", "rope_factor": 4.0})
 
 
+@pytest.mark.slow
 def test_rerope_is_skipped_for_xpos_only(tiny_data, tmp_path, capsys):
     save_tiny(tiny_data, tmp_path / "x", "xpos")
     save_tiny(tiny_data, tmp_path / "r", "rope")
@@ -183,6 +186,7 @@ def test_window_and_sinks_are_applied(tiny_data, tmp_path):
     assert narrow["method"] == "window 4 sinks 2"
 
 
+@pytest.mark.slow
 def test_wandb_offline_run_has_the_table_and_plot(tiny_data, tmp_path):
     from tests.conftest import run_py
     from tests.wandb_reader import history

@@ -2,6 +2,7 @@
 reference computations, invariances, and end-to-end training."""
 import math
 import os
+import re
 
 import pytest
 import torch
@@ -200,9 +201,21 @@ def test_fire_mlp_by_its_pieces_is_the_mlp_values_and_gradients():
 
 
 # ---- capability --------------------------------------------------------------------------
-def test_needs_score_matrix_is_derived_from_the_hooks():
-    needs = {name for name, cls in positional.REGISTRY.items() if cls.needs_score_matrix}
-    assert needs == {"t5", "alibi", "shaw", "transformer_xl", "kerple", "fire", "fox", "cope", "deberta", "rope+alibi"}
+@pytest.mark.parametrize("name", list(positional.REGISTRY))
+def test_linear_attention_takes_an_encoding_only_when_it_loses_nothing(name):
+    """Linear attention never forms the score matrix: an encoding it accepts has scores that are the
+    rotated queries' and keys' dot products (nothing in a bias or its own logits is dropped); any other
+    is refused in one line naming it."""
+    if positional.REGISTRY[name].needs_score_matrix:
+        with pytest.raises(ValueError, match=re.escape(f"the {name} encoding acts on the attention score matrix")):
+            GPT(GPTConfig(n_layer=1, n_head=4, n_embd=32, vocab_size=40, pos_encoding=name, attention="linear"))
+        return
+    pe = tiny_gpt(name, attention="linear").pe
+    q, k = torch.randn(2, 1, 4, 8, 8).unbind(0)
+    pos = torch.arange(8)
+    dots = rotate(pe, q, pos) @ rotate(pe, k, pos, key=True).transpose(-1, -2) / math.sqrt(8)
+    m = visible(pos, pos)
+    torch.testing.assert_close(scores(pe, q, k, pos, pos)[..., m], dots[..., m])
 
 
 # ---- linear attention ----------------------------------------------------------------------
@@ -291,6 +304,7 @@ def test_attention_config_errors():
         load_config(["--pos_encoding=kerple", "--kerple_variant=exp"])
 
 
+@pytest.mark.slow
 def test_cli_refuses_linear_attention_with_alibi(tiny_data, tmp_path):
     r = run_py("train.py", "configs/alibi.py", "--attention=linear", *TINY_ARGS, f"--data_dir={tiny_data}",
                f"--out_dir={tmp_path}", check=False)
@@ -299,6 +313,7 @@ def test_cli_refuses_linear_attention_with_alibi(tiny_data, tmp_path):
 
 
 # ---- training smoke -------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("config", NEW + ["linear_rope"])
 def test_training_loss_falls(tiny_data, tmp_path, config):
     trained(config, tiny_data, tmp_path)                                    # and the checkpoint rebuilds

@@ -149,6 +149,7 @@ def test_deberta_c2p_and_p2c_match_an_explicit_t_t_d_computation():
     torch.testing.assert_close(pe.logits(q, k, Ctx(pos, pos), layer)[0], want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["rope_alibi", "rope_learned_freq", "multiplicative", "conv", "rnn", "floater",
                                     "complex_order", "deberta"])
 def test_training_loss_falls_and_the_checkpoint_reloads(tiny_data, tmp_path, config):

@@ -24,6 +24,8 @@ from tests.conftest import TINY_TEXT, run_py, tiny_gpt
 from tests.inproc import one_line_error
 from training import checkpoint
 
+pytestmark = pytest.mark.slow   # Hugging Face transformers models built, run and trained beside posgpt's
+
 ORIG, T, V = 16, 64, 40          # original length, test length (4x), vocabulary
 SCALINGS = {  # transformers rope_scaling dicts at 4x, and posgpt's method
     "": None,

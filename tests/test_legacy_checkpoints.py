@@ -72,6 +72,7 @@ def test_legacy_checkpoint_scores_as_before(case):
             assert abs(have - loss) < 1e-4, f"{case} at length {length}: loss {have:.6f}, expected {loss:.6f}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_legacy_checkpoint_samples_as_before(case):
     want = CASES[case]

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 from lm_eval.api.instance import Instance
@@ -75,6 +76,7 @@ metric_list:
 """
 
 
+@pytest.mark.slow
 def test_lm_eval_command_line_runs_posgpt_on_a_local_task(tiny_run, tmp_path):
     docs = [TINY_TEXT[i * 50:(i + 1) * 50] for i in range(3)]
     (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
@@ -89,6 +91,7 @@ def test_lm_eval_command_line_runs_posgpt_on_a_local_task(tiny_run, tmp_path):
     assert abs(got - -sum(ll) / sum(len(d.encode()) for d in docs) / math.log(2)) < 1e-3
 
 
+@pytest.mark.slow
 def test_the_command_without_the_extras_is_one_line():
     """A newcomer without requirements-hf.txt: one line naming the fix, exit 2, no traceback."""
     code = ("import sys, runpy; sys.modules['lm_eval'] = None; sys.argv = ['x', '--help']; "

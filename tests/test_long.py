@@ -57,6 +57,7 @@ def test_documents_by_query_blocks(monkeypatch):
     assert calls == ["blocks"] * 2
 
 
+@pytest.mark.slow
 def test_compiled_flex_attention_on_cpu_equals_the_dense_path():
     """attention_kernel=flex: ALiBi's bias computed inside the score_mod, the block mask compiled, from 128 queries
     (136 = 8 mod 16: torch 2.13's CPU kernel gave wrong rows at such lengths below 128 on an AVX2 EPYC, which keep
@@ -74,6 +75,7 @@ def test_compiled_flex_attention_on_cpu_equals_the_dense_path():
     torch.testing.assert_close(flex, dense, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["alibi", "kerple", "fire"])
 def test_flex_attention_at_given_positions_and_documents(name):
     """Consecutive positions from an offset (read as index + first) and positions with gaps plus two
@@ -114,6 +116,7 @@ def score_mod_backward_check(name):
     validate_joint_graph(joint.graph)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BIASES)
 def test_the_biases_score_mods_pass_flex_attentions_backward_check(name):
     """Training on CUDA takes FlexAttention with the bias's gradient, and inductor refuses a score_mod that indexes a
@@ -126,6 +129,7 @@ def test_the_biases_score_mods_pass_flex_attentions_backward_check(name):
         score_mod_backward_check(name)
 
 
+@pytest.mark.slow
 def test_a_training_step_whose_flex_attention_fails_falls_back_with_the_same_gradients(monkeypatch):
     """FlexAttention chosen for a training step (as on CUDA) and failing at the forward (here the CPU's refusal of a
     backward, standing in for FIRE's refused score_mod on CUDA): one warning, the explicit path, the gradients of a
@@ -183,6 +187,7 @@ class LargestTensor(TorchDispatchMode):
         return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SCORED)
 def test_no_tensor_of_t_squared_at_4096_tokens(name, monkeypatch):
     """A 1-layer, 2-head, 16-wide model over 4,096 tokens: the largest tensor of the forward is a block's
@@ -197,6 +202,7 @@ def test_no_tensor_of_t_squared_at_4096_tokens(name, monkeypatch):
         assert seen.largest <= budget * (1 + 1 / T), (seen.largest, budget)
 
 
+@pytest.mark.slow
 def test_bench_long_section(tmp_path):
     """bench.py --sections=long: seconds, tokens/s and a process peak per encoding and length."""
     out = tmp_path / "b.json"
@@ -207,6 +213,7 @@ def test_bench_long_section(tmp_path):
     assert long["alibi"]["96"]["tokens_per_s"] == pytest.approx(96 / long["alibi"]["96"]["s"])
 
 
+@pytest.mark.slow
 def test_bench_train_memory_section(tmp_path, capsys):
     """bench.py --sections=train_memory: one training step's peak per encoding, RoPE the reference, the machine named."""
     out = tmp_path / "b.json"
@@ -218,6 +225,7 @@ def test_bench_train_memory_section(tmp_path, capsys):
     assert f"machine: {r['machine']['name']}" in printed and "vs rope" in printed
 
 
+@pytest.mark.slow
 def test_bench_train_memory_records_a_failing_encoding_and_goes_on(tmp_path, capsys, monkeypatch):
     """An encoding whose training step raises (as Kerple's FlexAttention backward did on a GPU) is written down as
     failed, and the encodings after it are still measured."""
@@ -277,6 +285,7 @@ def test_a_bias_by_distance_is_read_as_a_view(name, monkeypatch):
     assert seen.largest <= 64 * T, seen.largest   # the embeddings and logits, (T, 16) and (T, 40): no block of scores
 
 
+@pytest.mark.slow
 def test_a_bias_made_by_blocks_goes_by_chunks_through_a_cache(monkeypatch):
     """FIRE past its L (its bias reads the query position: no view) over more than ATTENTION_BLOCK queries without
     gradients: the forward runs by chunks of 8 query rows through a KV cache (GPT.by_chunks), each chunk's bias made
@@ -310,6 +319,7 @@ def test_a_bias_made_by_blocks_goes_by_chunks_through_a_cache(monkeypatch):
 BANDED = [n for n, cls in positional.REGISTRY.items() if cls.overrides("far")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BANDED)
 def test_a_band_of_own_logits_and_the_far_field_by_sdpa(name, monkeypatch):
     """The banded kernel (the encoding's logits on the keys less than `band` behind, far() through SDPA's fused

@@ -114,6 +114,7 @@ def test_only_adapters_embeddings_norms_and_the_encoding_train():
     assert n == sum(p.numel() for p in model.parameters() if p.requires_grad) == 40 * 32 + 5 * 32 + table + 2 * (4 * 32 + 96 * 4)
 
 
+@pytest.mark.slow
 def test_longlora_fine_tune_resumes_exactly_and_saves_a_plain_model(tiny_data, tmp_path, monkeypatch):
     common = [*TINY_ARGS, f"--data_dir={tiny_data}", "--eval_interval=4"]
     assert run_train([*common, "--max_iters=4", f"--out_dir={tmp_path / 'pre'}"]) == 0
@@ -143,6 +144,7 @@ def test_longlora_fine_tune_resumes_exactly_and_saves_a_plain_model(tiny_data, t
     assert torch.equal(last(model.train(), idx), last(model, other))   # ... which S²-Attn (groups of 8) hides
 
 
+@pytest.mark.slow
 def test_compare_reports_the_longlora_fine_tune(tiny_data, tmp_path):
     tiny = [a for a in TINY_ARGS if not a.startswith(("--max_iters", "--eval_interval"))]
     out = tmp_path / "cmp"

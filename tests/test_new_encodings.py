@@ -230,6 +230,7 @@ def test_bounded_window_cache_decodes_like_a_recompute(name):
 
 
 # ---- training smoke -------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("config", NEW)
 def test_training_loss_falls(tiny_data, tmp_path, config):
     model, ckpt, _ = trained(config, tiny_data, tmp_path)

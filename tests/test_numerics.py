@@ -20,6 +20,7 @@ def forward(model, idx, dtype):
         return model(idx, idx)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", positional.REGISTRY)
 def test_forward_finite_at_16x_training_length(name, dtype):
@@ -31,6 +32,7 @@ def test_forward_finite_at_16x_training_length(name, dtype):
     assert torch.isfinite(logits).all() and torch.isfinite(loss)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", positional.REGISTRY)
 def test_far_positions_finite_or_refused(name, dtype):

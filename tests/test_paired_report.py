@@ -47,6 +47,7 @@ def test_comparisons_pair_encodings_with_rope_and_methods_with_their_encoding():
     assert compare_report.comparisons(["alibi", "alibi+x"]) == [("alibi+x", "alibi")]   # no rope: methods only
 
 
+@pytest.mark.slow
 def test_paired_differences_by_hand(tmp_path):
     """alibi's chunks all differ from rope's by the seed's difference: the bootstrap interval is that mean
     alone, a result. learned's chunks differ by +1 and -1 around it: the interval spans 0, not a result."""
@@ -72,6 +73,7 @@ def test_paired_differences_by_hand(tmp_path):
     assert p["result"] == "False" and "| learned | rope | +0.010 ± 0.101, 2/3, [-0.990, +1.010], not a result | — |" in md
 
 
+@pytest.mark.slow
 def test_a_report_without_chunk_losses_uses_the_seeds(tmp_path):
     """Rows without chunk_loss (a report written before them): Student's t interval over seeds."""
     md, paired = write_report(tmp_path, RUNS, None)

@@ -121,6 +121,7 @@ def test_scaled_inv_freq_interpolates_and_extrapolates():
     assert yarn[0].item() == pytest.approx(1.0) and yarn[-1].item() == pytest.approx(0.25)
 
 
+@pytest.mark.slow
 def test_draw_all_writes_every_figure(tmp_path):
     paths = plots.draw_all(str(tmp_path), head_dim=16, n_head=4, length=64, bases=(1e4, 1e5))
     assert {"rope_decay", "rope_angles", "expected_logits", "alibi_bias", "sinusoidal_similarity"} <= set(paths)
@@ -134,6 +135,7 @@ def test_draw_all_writes_every_figure(tmp_path):
     assert data.startswith(PNG) and len(data) > 5000
 
 
+@pytest.mark.slow
 def test_cli(tmp_path):
     r = run_py("-m", "measure.plots", f"--out={tmp_path}", "--head_dim=16", "--length=64", "--n_head=2")
     assert len(r.stdout.split()) >= 5 and all(p.endswith(".png") for p in r.stdout.split())

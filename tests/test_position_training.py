@@ -79,6 +79,7 @@ COMMON = [*TINY_ARGS, "--position_sampling=pose", "--max_position=64", "--pose_c
           "--max_iters=40", "--eval_interval=10"]
 
 
+@pytest.mark.slow
 def test_pose_run_resumes_bitwise_and_records_the_sampling(tiny_data, tmp_path, monkeypatch):
     drawn, real = [], position_sampling.sample
     monkeypatch.setattr(position_sampling, "sample", lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])

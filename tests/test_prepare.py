@@ -152,6 +152,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, inputs, kw, message,
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_the_script_reads_a_glob_and_fails_in_one_line(folder, tmp_path):
     r = run_py(os.path.join(prepare_cli.ROOT, "data", "prepare.py"), f"--input={folder}", "--glob=d1*.txt",
                "--tokenizer=byte", f"--out_dir={tmp_path / 'out'}")

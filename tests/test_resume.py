@@ -15,6 +15,8 @@ from training import checkpoint
 from tests.conftest import ROOT, TINY_ARGS
 from tests.inproc import on_training_forward, run_train, train_error
 
+pytestmark = pytest.mark.slow   # train.py and torchrun in subprocesses, signalled
+
 # dropout and gradient accumulation exercise the RNG states and the micro-step loop;
 # lr_decay_iters pins the schedule so that a 20-step run has the same lr as a 40-step one
 COMMON = [*TINY_ARGS, "--dropout=0.1", "--gradient_accumulation_steps=2", "--lr_decay_iters=40", "--max_iters=40"]

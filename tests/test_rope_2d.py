@@ -89,6 +89,7 @@ def test_bad_settings_are_refused_in_one_line(kw, message):
     assert len(str(e.value).splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_training_loss_falls_and_the_checkpoint_reloads(tiny_data, tmp_path):
     r = run_py("train.py", "configs/rope_2d.py", *TINY_ARGS, "--grid_width=4", f"--data_dir={tiny_data}",
                f"--out_dir={tmp_path}")

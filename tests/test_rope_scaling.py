@@ -196,6 +196,7 @@ def test_xpos_takes_frequency_methods_but_not_rerope():
         tiny_gpt("xpos", rope_scaling="rerope")
 
 
+@pytest.mark.slow
 def test_fine_tune_longer_keeps_the_trained_length_as_original(tiny_data, tmp_path):
     """Position interpolation's recipe: resume at a longer block_size with a scaling; L is
     the length the checkpoint was trained at, and the checkpoint remembers it."""

@@ -152,6 +152,7 @@ def test_train_refuses_a_bad_pattern_before_anything_is_written(tiny_data, tmp_p
 
 
 # ---- training smoke -----------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["llama4_nope", "rnope", "local_global"])
 def test_scheduled_configs_train_and_reload(tiny_data, tmp_path, config):
     model, ckpt, stdout = trained(config, tiny_data, tmp_path, "--n_layer=4")

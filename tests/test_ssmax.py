@@ -96,6 +96,7 @@ def test_attention_entropy_of_uniform_attention_is_log_n():
     torch.testing.assert_close(h, torch.log(torch.arange(1, 13, dtype=torch.float64).clamp(max=4)), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_plots_entropy_draws_each_checkpoint_with_and_without_log_n(tiny_data, tmp_path):
     from measure import plots
     from tests.conftest import TINY_ARGS

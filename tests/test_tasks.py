@@ -216,6 +216,7 @@ def test_train_py_passes_the_curriculum_to_the_batches(tmp_path):
     assert not all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("curriculum", [0, 5])
 def test_task_run_resumes_exactly_and_records_its_task(tmp_path, curriculum):
     from training import checkpoint

@@ -16,6 +16,8 @@ COPY = ["configs/tasks/copy.py", "--block_size=12", "--n_layer=2", "--n_head=2",
         "--max_iters=300", "--lr_decay_iters=300", "--warmup_iters=20", "--learning_rate=5e-3", "--min_lr=1e-3",
         "--eval_interval=100", "--eval_iters=2", "--log_interval=100", "--device=cpu", "--pos_encoding=rope"]
 
+pytestmark = pytest.mark.slow   # a 300-step training run shared by the module, compare.py's task suite
+
 
 @pytest.fixture(scope="module")
 def copy_run(tmp_path_factory):

@@ -19,6 +19,7 @@ def fake(task, enc, seed, at_l, past):
     return dict(task=task, encoding=enc, seed=seed, rows=rows, train_s=1.0, score_s=0.5)
 
 
+@pytest.mark.slow
 def test_runs_below_mastery_are_counted_and_left_out_of_the_ranking(tmp_path):
     results = [fake("copy", "a", 1, 1.0, 0.5), fake("copy", "a", 2, 0.94, 0.9),   # seed 2 not learned: its 0.9 unused
                fake("copy", "b", 1, 0.95, 0.4), fake("copy", "b", 2, 1.0, 0.6),   # 95% counts; ties a at 0.5
@@ -48,6 +49,7 @@ TINY = ["configs/tasks/passkey_pi.py", "--block_size=12", "--n_layer=1", "--n_he
         "--finetune_steps=1,2", "--rope_scalings=linear"]
 
 
+@pytest.mark.slow
 def test_pi_table4_in_miniature(tmp_path, monkeypatch):
     args = [*TINY, f"--out_root={tmp_path}", f"--report_dir={tmp_path / 'report'}"]
     monkeypatch.setattr(report, "MASTERY", 0.0)   # 3 iterations learn nothing; count every run as learned
@@ -129,6 +131,7 @@ SUITE = ["configs/tasks/compare.py", "--block_size=12", "--n_layer=1", "--n_head
          "--encodings=rope", "--tasks=copy,parity"]
 
 
+@pytest.mark.slow
 def test_a_task_trains_on_its_own_recipe(tmp_path):
     """task_recipes: copy trains with its recipe's keys (4 iterations at its learning rate), parity on the config's
     (2); the report names the recipe; a second call trains nothing again."""
@@ -154,6 +157,7 @@ def test_bad_task_recipes_one_line(bad, says, tmp_path, capsys):
     assert says in err and not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_a_kept_task_run_is_not_run_again_anywhere(tmp_path):
     """A task run's scores are kept in the report folder: with the run folders gone (another machine), the same
     report comes back and nothing is trained; --kept_only=True reports what is kept."""
@@ -170,6 +174,7 @@ def test_a_kept_task_run_is_not_run_again_anywhere(tmp_path):
     assert not (tmp_path / "out" / "copy" / "rope-s1338").exists()
 
 
+@pytest.mark.slow
 def test_a_variant_is_reported_under_its_own_name(tmp_path):
     """configs/tasks/compare.py's rope_randomized trains a rope model on sampled positions: the report and runs.csv
     keep it apart from rope (its label), also when it comes back kept."""
@@ -181,6 +186,7 @@ def test_a_variant_is_reported_under_its_own_name(tmp_path):
             assert {r["encoding"] for r in csv.DictReader(f)} == {"rope", "rope_randomized"}
 
 
+@pytest.mark.slow
 def test_a_recipe_trial_trains_scores_and_appends_its_row(tmp_path, monkeypatch):
     """python -m tasks.trial: its row holds the keys it trained with (model keys under `other`) and the exact
     match at L of the checkpoint it trained, scored again here."""
@@ -205,6 +211,7 @@ def test_a_recipe_trial_trains_scores_and_appends_its_row(tmp_path, monkeypatch)
     assert scored[-1][-1] is not None and scored[-1][-1](12, 0).max() < 48                 # on sampled positions
 
 
+@pytest.mark.slow
 def test_a_recipe_trial_stopped_by_its_time_limit_scores_its_saved_checkpoint(tmp_path, monkeypatch):
     """--time_limit: train.py is stopped by SIGTERM (it saves that step), the checkpoint is scored, and the row
     names the iteration it stopped at; a limit too short for any checkpoint writes no row and exits 1."""

@@ -10,6 +10,8 @@ import torch
 from tests.conftest import ROOT, TINY_ARGS, run_py
 from tests.wandb_reader import history
 
+pytestmark = pytest.mark.slow   # train.py and sample.py in subprocesses, torchrun
+
 
 def val_losses(stdout):
     return [float(v) for v in re.findall(r"step \d+: train loss [0-9.]+, val loss ([0-9.]+)", stdout)]

@@ -1,11 +1,14 @@
 """A resumed run continues its wandb run: the checkpoint keeps the run id, and the resume
 logs under the same id (offline here), its steps following the first part's."""
+import pytest
 import glob
 import os
 
 from tests.conftest import TINY_ARGS, run_py
 from tests.wandb_reader import history
 from training import checkpoint
+
+pytestmark = pytest.mark.slow   # train.py in subprocesses
 
 
 def test_resume_continues_the_same_wandb_run(tiny_data, tmp_path):

@@ -193,6 +193,7 @@ def test_hf_dict_on_the_command_line():
         load_config(["configs/rope.py", "--rope_scaling={'rope_type': 'yarn', 'factor': 4, 'truncate': 'yes'}"])
 
 
+@pytest.mark.slow
 def test_hf_dict_in_evaluate(tiny_run, tiny_data, tmp_path):
     """The dict's settings reach the model: the same losses as the flat keys, not those of
     yarn's defaults (head dim 16, L = 16: d(0.1) = 2.81, so truncate changes pair 1's ramp)."""
