@@ -49,17 +49,22 @@ class NoPE(PositionalEncoding):
     name = "none"
     Settings = NoPESettings
 
-    def __init__(self, attn_scale=0.0, floor_scale=8192):
+    @classmethod
+    def from_config(cls, cfg, s):
+        """NoPE, or with nope_attn_scale its tempered form: the class itself keeps every no-op hook, so what is
+        derived from its hooks (its family in the reports, what the attention may skip) stays NoPE's."""
+        return Llama4Temperature(s.nope_attn_scale, s.nope_floor_scale) if s.nope_attn_scale else cls()
+
+
+class Llama4Temperature(NoPE):
+    """NoPE whose queries are scaled by Llama 4's temperature (the module docstring)."""
+
+    def __init__(self, attn_scale, floor_scale):
         super().__init__()
         self.attn_scale, self.floor_scale = attn_scale, floor_scale
 
-    @classmethod
-    def from_config(cls, cfg, s):
-        return cls(s.nope_attn_scale, s.nope_floor_scale)
-
     def rotate(self, x, ctx, key=False):
-        """Queries scaled by Llama 4's temperature at ctx.q_pos (x (B, H, T, D)); keys, and everything when off,
-        unchanged."""
-        if key or not self.attn_scale:
+        """Queries scaled by Llama 4's temperature at ctx.q_pos (x (B, H, T, D)); keys unchanged."""
+        if key:
             return x
         return x * llama4_scale(ctx.q_pos, self.attn_scale, self.floor_scale).to(x.dtype)[:, None]   # (T, 1)

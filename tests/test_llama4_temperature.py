@@ -91,7 +91,7 @@ def test_off_by_default_bitwise_the_plain_none_encoding():
     a, b = tiny_gpt("none"), tiny_gpt("none", nope_attn_scale=0.0)
     with torch.no_grad():
         assert torch.equal(a(idx)[0], b(idx)[0])
-    assert a.pe.attn_scale == 0.0 and a.pe.floor_scale == 8192
+    assert not type(a.pe).overrides("rotate")   # off: NoPE's own hooks, so its family and kernels stay NoPE's
 
 
 @pytest.mark.parametrize("keys", [dict(pos="none"), dict(pos="rope", layer_encodings="rope,rope,rope,none", n_layer=4,
