@@ -83,9 +83,10 @@ def score(model, tokens, windows, length, device="cpu", batch_tokens=BATCH_TOKEN
 
 
 def method_label(model):
-    """'base', 'yarn x4', 'window 64 sinks 4', 'rerope w32 + window 64', ... of a model."""
+    """'base', 'yarn x4', 'window 64 sinks 4', 'windows 32,0', 'rerope w32 + window 64', ... of a model."""
     cfg = model.config
-    window = f"window {cfg.window}" + (f" sinks {cfg.sinks}" if cfg.sinks else "") if cfg.window else ""
+    window = f"windows {cfg.layer_windows}" if cfg.layer_windows else f"window {cfg.window}" if cfg.window else ""
+    window += f" sinks {cfg.sinks}" if window and cfg.sinks else ""
     return " + ".join(p for p in (model.pe.method_label(), window) if p) or "base"
 
 

@@ -46,7 +46,8 @@ def attention_probe(record):
 
     def probed_attend(q, k, v, plan):
         scores = (q @ k.transpose(-1, -2)).float() / math.sqrt(q.shape[-1])       # (B, H, Tq, Tk)
-        mask = plan.mask if plan.mask is not None else torch.ones(scores.shape[-2:], dtype=torch.bool).tril()
+        causal = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()   # (Tq, Tk)
+        mask = plan.mask if plan.mask is not None else causal
         scores = scores.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else scores + mask
         record(torch.softmax(scores, -1))
         return attend(q, k, v, plan)

@@ -138,12 +138,12 @@ def score_checkpoints(dirs, overrides=None, lengths=None, samples=SAMPLES, depth
     for d, model, name, _ in models:
         positions = scoring_positions(ckpts[d]["config"])
         rows = score_lengths(model, name, lengths, samples, positions)
-        run = {"encoding": model.pe.name, "rows": rows}
+        run = {"encoding": model.pos_name, "rows": rows}
         if name == "passkey":
             run["grid"] = passkey_grid(model, lengths, depths, samples, positions)
             run["effective_window"] = effective_window(run["grid"])
         out["runs"][d] = run
-        print(f"{d} ({model.pe.name}, {name}): " + ", ".join(
+        print(f"{d} ({model.pos_name}, {name}): " + ", ".join(
             f"{r['length']}: {'n/a' if r['exact'] is None else format(r['exact'], '.0%')}" for r in rows)
             + (f"; effective window {run['effective_window']}" if "grid" in run else ""), flush=True)
     return out

@@ -162,6 +162,17 @@ def test_window_and_sinks_are_applied(tiny_data, tmp_path):
     assert narrow["method"] == "window 4 sinks 2"
 
 
+def test_per_layer_windows_are_named_in_the_method(tiny_data, tmp_path):
+    """B5: an evaluation with layer_windows is labelled by its windows, not "base" (which the full model is)."""
+    save_tiny(tiny_data, tmp_path, "alibi")
+    full, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64)
+    local, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64, overrides={"layer_windows": "4,0"})
+    sunk, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64,
+                                           overrides={"layer_windows": "4,0", "sinks": 2})
+    assert full["method"] == "base" and local["loss"] != pytest.approx(full["loss"])
+    assert local["method"] == "windows 4,0" and sunk["method"] == "windows 4,0 sinks 2"
+
+
 def test_wandb_offline_run_has_the_table_and_plot(tiny_data, tmp_path):
     from tests.conftest import run_py
     from tests.wandb_reader import history
