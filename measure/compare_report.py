@@ -1,7 +1,7 @@
 """The report folder of compare.py's "lm" suite (report.md, runs.csv, eval.csv and PNG plots, built
-from each run's log.jsonl, written by train.py, and its measurements, by compare.py), and the cell,
-table, CSV and figure helpers that tasks/report.py shares. Several seeds of one encoding are
-summarised as mean ± sample standard deviation; the plots draw the mean with a min-max band.
+from each run's log.jsonl, written by train.py, and its measurements, by compare.py). Several seeds of
+one encoding are summarised as mean ± sample standard deviation (measure/tables.py); the plots draw the
+mean with a min-max band.
 """
 import csv
 import datetime
@@ -11,22 +11,17 @@ import os
 import platform
 import subprocess
 
-import matplotlib
 import matplotlib.ticker
+import torch
 
 import positional
-from model import GPTConfig
 from measure import context_use, published, stats
+from measure.encoding_plots import draw_all, figure
+from measure.tables import fmt, md_table, mean_std, write_csv
 from measure.panels import FAMILIES, draw_seeds, family, fit_panels, length_axis, panel_grid, small_multiples
 from positional.rope import RoPESettings
 from positional.rope_scaling.effective import effect
-from positional.plot import (figure, bias_by_distance, draw_bias_per_head, draw_expected_logits,
-                             draw_rope_angles, draw_rope_decay, draw_similarity, position_table)
 from training import checkpoint
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METRICS = ("params", "train_loss", "val_loss", "val_bpb", "tokens_per_sec", "wall_s")   # runs.csv's, from log.jsonl
@@ -67,69 +62,6 @@ def read_log(run_dir):
                 tokens_per_sec=speeds[len(speeds) // 2] if speeds else math.nan, wall_s=wall + seg_end, curve=curve)
 
 
-# ---- cells, tables and files of every report -------------------------------------------
-def mean_std(values):
-    """(mean, sample standard deviation; None for one value) of the values that are not None or NaN."""
-    vals = [v for v in values if v is not None and not math.isnan(v)]
-    if not vals:
-        return None, None
-    m = sum(vals) / len(vals)
-    return m, (math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else None)
-
-
-def fmt(values, spec, scale=1, missing="—"):
-    """A table cell: "mean ± std" of the values (times scale), the mean alone for one value, `missing` for none."""
-    m, sd = mean_std(values)
-    if m is None:
-        return missing
-    return f"{scale * m:{spec}}" + ("" if sd is None else f" ± {scale * sd:{spec}}")
-
-
-def md_table(head, rows):
-    """Markdown lines of a table: the header, then one line per row of cells."""
-    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
-
-
-def write_csv(path, rows, empty=("label",)):
-    """Dicts as CSV rows, the columns in order of first appearance (`empty`: the header when there are none)."""
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)) or list(empty))
-        w.writeheader()
-        w.writerows(rows)
-    return path
-
-
-# ---- what each encoding does (also python -m measure.plots) -----------------------------
-def draw_all(out, head_dim=128, n_head=8, length=1024, bases=(1e4, 1e5, 1e6), checkpoints=(), factor=4.0):
-    """Every figure into folder `out` -> {figure name: path}; encodings with parameters are drawn only from
-    trained checkpoints. The RoPE angle plot extends a training length of length / factor to `length`."""
-    paths = {"rope_decay": draw_rope_decay(os.path.join(out, "rope_decay.png"), head_dim, length, bases),
-             "rope_angles": draw_rope_angles(os.path.join(out, "rope_angles.png"), head_dim, bases[0],
-                                             max(1, round(length / factor)), factor)}
-    every = {}   # {label: (encoding, head_dim)}: the fixed ones untrained, the others as trained
-    for name in positional.REGISTRY:
-        pe = positional.build(GPTConfig(block_size=length, n_head=n_head, n_embd=head_dim * n_head, pos_encoding=name))
-        if not any(True for _ in pe.parameters()):
-            every[name] = (pe, head_dim)
-    for folder in checkpoints:
-        model, _ = checkpoint.load_model(folder)
-        if any(True for _ in model.pe.parameters()):
-            every[f"{model.pe.name} (trained)"] = (model.pe.eval(), model.config.n_embd // model.config.n_head)
-    unbounded = {k: v for k, v in every.items() if v[0].max_positions is None or v[0].max_positions >= length}
-    paths["expected_logits"] = draw_expected_logits(os.path.join(out, "expected_logits.png"), unbounded, length)
-    for label, (pe, _) in every.items():
-        slug = label.replace(" (trained)", "_trained")
-        n = min(length, pe.max_positions or length)
-        bias, table = bias_by_distance(pe, n), position_table(pe, min(n, 256))
-        if bias is not None:
-            paths[f"{slug}_bias"] = draw_bias_per_head(os.path.join(out, f"{slug}_bias.png"), bias,
-                                                       f"{label}: bias per head against distance")
-        if table is not None:
-            paths[f"{slug}_similarity"] = draw_similarity(os.path.join(out, f"{slug}_similarity.png"), table,
-                                                          f"{label}: cosine similarity of positions")
-    return paths
-
-
 # ---- the lm report ---------------------------------------------------------------------
 def git_commit():
     """The commit of this code, "-dirty" with uncommitted changes; "unknown" outside git."""
@@ -156,13 +88,6 @@ def collect(results, baselines=()):
         by_label.setdefault(row["label"], [dict(seed="", encoding="ngram", metrics=dict.fromkeys(METRICS, ""), ppl={},
                                                 main=False)])[0]["ppl"][row["length"]] = row["ppl"]
     return by_label
-
-
-def palette(encodings):
-    """{encoding: colour}, distinct for up to 20 encodings."""
-    names = list(dict.fromkeys(encodings))
-    cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
-    return {name: cmap(i % cmap.N) for i, name in enumerate(names)}
 
 
 def plot_val_loss(path, results):

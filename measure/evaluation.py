@@ -252,7 +252,7 @@ def label(key):
 def plot(rows, path, train_len=None, title=""):
     """Perplexity against length (log-log), a line per (checkpoint, method, mode)."""
     from matplotlib.ticker import NullFormatter, ScalarFormatter
-    from positional.plot import figure
+    from measure.encoding_plots import figure   # here: scoring needs no matplotlib
     lengths = sorted({r["length"] for r in rows})
     with figure(path, train_len=train_len, title=title, xlabel="evaluation length (tokens)",
                 ylabel="validation perplexity") as ax:

@@ -1,5 +1,5 @@
 """Pictures of what each positional encoding does, untrained and from trained checkpoints
-(positional/plot.py's figures, drawn by compare_report.draw_all as compare.py's report shows them).
+(measure/encoding_plots.py's figures, drawn by its draw_all as compare.py's report shows them).
 
     python -m measure.plots --out=plots/                                   # d = 128, distances up to 1024
     python -m measure.plots --out=plots/ --ckpt=out-t5,out-learned         # plus trained tables
@@ -19,9 +19,8 @@ import torch
 from training import checkpoint
 import model as model_module
 from training.cli import fail, help_text, parse
-from measure.compare_report import draw_all
+from measure.encoding_plots import draw_all, figure
 from measure.evaluation import validation_tokens
-from positional.plot import figure
 
 OPTIONS = {
     "out": "plots",                   # the folder of the pictures

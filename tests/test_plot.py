@@ -1,4 +1,4 @@
-"""positional/plot.py: the numbers behind each picture against formulas, and every figure
+"""measure/encoding_plots.py: the numbers behind each picture against formulas, and every figure
 written as a readable PNG."""
 import math
 
@@ -6,9 +6,8 @@ import pytest
 import torch
 
 import positional
-from measure import plots
+from measure import encoding_plots as plot, plots
 from model import GPTConfig
-from positional import plot
 from positional.alibi import ALiBi, alibi_slopes
 from positional.base import Ctx
 from positional.nope import NoPE
