@@ -166,7 +166,8 @@ def test_per_layer_windows_are_named_in_the_method(tiny_data, tmp_path):
     """B5: an evaluation with layer_windows is labelled by its windows, not "base" (which the full model is)."""
     save_tiny(tiny_data, tmp_path, "alibi")
     full, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64)
-    local, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64, overrides={"layer_windows": "4,0"})
+    local, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64,
+                                            overrides={"layer_windows": "4,0"})
     sunk, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64,
                                            overrides={"layer_windows": "4,0", "sinks": 2})
     assert full["method"] == "base" and local["loss"] != pytest.approx(full["loss"])
