@@ -30,6 +30,7 @@ import positional
 from comparison import lm_suite, task_suite
 from comparison.runs import NOT_COMPARED, PER_RUN, run_keys, trained_iters
 from measure import evaluation, kept
+from measure.progress import Progress
 from training.cli import check_lows, fail, fmt_time, help_text, pick_device, pick_dtype, typed
 from training.config import FIELDS, ConfigError, coerce, gather, make_config
 
@@ -195,6 +196,11 @@ def main(argv):
           f"{settings['jobs']} side by side with {settings['threads']} thread(s) each, in {settings['out_root']}/",
           flush=True)
     t0, results, failed = time.time(), {}, []
+    if settings["kept_only"]:   # an interim report: the finished runs, the rest left for later
+        runs = [r for r in runs if kept.load(kept.folder(settings["report_dir"], r["tag"]),
+                                             kept_key(r, settings, train_keys, cfg), NOT_MEASURED) is not None]
+        print(f"compare: {len(runs)} runs kept in {settings['report_dir']}/runs", flush=True)
+    progress = Progress("compare", len(runs), "runs")
 
     def one(i):
         try:
@@ -202,11 +208,7 @@ def main(argv):
         except (ValueError, RuntimeError, FileNotFoundError) as e:  # one broken run does not stop the others
             print(f"{runs[i]['say']} error: {e}", file=sys.stderr, flush=True)
             failed.append((runs[i], str(e)))
-
-    if settings["kept_only"]:   # an interim report: the finished runs, the rest left for later
-        runs = [r for r in runs if kept.load(kept.folder(settings["report_dir"], r["tag"]),
-                                             kept_key(r, settings, train_keys, cfg), NOT_MEASURED) is not None]
-        print(f"compare: {len(runs)} runs kept in {settings['report_dir']}/runs", flush=True)
+        progress.step()
     with ThreadPoolExecutor(settings["jobs"]) as pool:
         list(pool.map(one, range(len(runs))))
     print(f"compare: {len(runs)} runs in {fmt_time(time.time() - t0)}", flush=True)

@@ -7,6 +7,7 @@ past it (docs/tasks.md). evaluate.py and compare.py call score_checkpoints.
 """
 import torch
 
+from measure.progress import Progress
 from positional import sampling
 from training import checkpoint
 import tasks
@@ -90,10 +91,11 @@ def score_lengths(model, name, lengths, samples=SAMPLES, positions=None):
     task = tasks.get(name)
     for n in lengths:
         tasks.common.check_length(name, task.MIN_LENGTH, n)
-    rows = []
+    rows, progress = [], Progress("score", sum(lengths), "tokens of its lengths", name)   # longer costs more
     for n in lengths:
         exact, token = accuracy(model, task, n, samples, positions=positions)
         rows.append(dict(length=n, exact=exact, token=token, samples=samples))
+        progress.step(n)
     return rows
 
 
