@@ -95,7 +95,7 @@ def check(claim, by, train_len, budget, four_gram=None):
 
 
 def lines(rows, train_len):
-    """Markdown: the claims table from compare_report.read_eval's rows (the report's eval.csv and chunks)."""
+    """Markdown: the claims table from paired.read_eval's rows (the report's eval.csv and chunks)."""
     by, four_gram = {}, None
     for r in rows:
         if r.get("encoding") != "ngram" and not math.isnan(r["loss"]):
