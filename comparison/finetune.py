@@ -10,10 +10,9 @@ from training import checkpoint
 from training.config import ConfigError
 from comparison.runs import run_keys, train
 
-
-# The fine-tune protocol (PI: Chen et al. 2023; YaRN: Peng et al. 2023); a new method: its name here (unless it
-# is a rope_scaling) and its train.py arguments in finetune_args. "direct": no scaling (PI's control);
-# "longlora": LongLoRA's (PI's interpolation, LoRA and S²-Attn: training/longlora.py), with finetune_longlora.
+# A new method: its name here (unless it is a rope_scaling) and its train.py arguments in finetune_args.
+# "direct": no scaling (PI's control); "longlora": LongLoRA's (PI's interpolation, LoRA and S²-Attn:
+# training/longlora.py), with finetune_longlora.
 FINETUNE_ONLY = ["direct", "longlora"]
 
 

@@ -12,11 +12,7 @@ from training.cli import as_arg, fmt_time
 from training.config import FIELDS, ConfigError, coerce, make_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repository, where train.py is
-
-
 PER_RUN = ("task", "pos_encoding", "seed", "out_dir", "init_from", "wandb_run_name")   # set for each run
-
-
 # training keys a finished run may differ in and still count (the schedule follows max_iters; the rest
 # does not change what is trained)
 NOT_COMPARED = {"max_iters", "lr_decay_iters", "warmup_iters", "eval_interval", "log_interval", "eval_iters",
