@@ -1,7 +1,7 @@
 """The report folder of compare.py's "lm" suite (report.md, runs.csv, eval.csv and PNG plots, built
-from each run's log.jsonl, written by train.py, and its measurements, by compare.py), and the cell,
-table, CSV and figure helpers that tasks/report.py shares. Several seeds of one encoding are
-summarised as mean ± sample standard deviation; the plots draw the mean with a min-max band.
+from each run's log.jsonl, written by train.py, and its measurements, by compare.py). Several seeds of
+one encoding are summarised as mean ± sample standard deviation (measure/tables.py); the plots draw the
+mean with a min-max band.
 """
 import csv
 import datetime
@@ -11,22 +11,18 @@ import os
 import platform
 import subprocess
 
-import matplotlib
 import matplotlib.ticker
+import torch
 
 import positional
-from model import GPTConfig
-from measure import context_use, kept, published, stats
+from measure import context_use, kept, published
+from measure.encoding_plots import draw_all, figure
+from measure.paired import paired_lines, paired_rows, read_eval, write_evals
+from measure.tables import fmt, md_table, mean_std, write_csv
 from measure.panels import FAMILIES, draw_seeds, family, fit_panels, length_axis, panel_grid, small_multiples
 from positional.rope import RoPESettings
 from positional.rope_scaling.effective import effect
-from positional.plot import (figure, bias_by_distance, draw_bias_per_head, draw_expected_logits,
-                             draw_rope_angles, draw_rope_decay, draw_similarity, position_table)
 from training import checkpoint
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METRICS = ("params", "train_loss", "val_loss", "val_bpb", "tokens_per_sec", "wall_s")   # runs.csv's, from log.jsonl
@@ -71,69 +67,6 @@ def read_log(run_dir):
                 tokens_per_sec=speeds[len(speeds) // 2] if speeds else math.nan, wall_s=wall + seg_end, curve=curve)
 
 
-# ---- cells, tables and files of every report -------------------------------------------
-def mean_std(values):
-    """(mean, sample standard deviation; None for one value) of the values that are not None or NaN."""
-    vals = [v for v in values if v is not None and not math.isnan(v)]
-    if not vals:
-        return None, None
-    m = sum(vals) / len(vals)
-    return m, (math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else None)
-
-
-def fmt(values, spec, scale=1, missing="—"):
-    """A table cell: "mean ± std" of the values (times scale), the mean alone for one value, `missing` for none."""
-    m, sd = mean_std(values)
-    if m is None:
-        return missing
-    return f"{scale * m:{spec}}" + ("" if sd is None else f" ± {scale * sd:{spec}}")
-
-
-def md_table(head, rows):
-    """Markdown lines of a table: the header, then one line per row of cells."""
-    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
-
-
-def write_csv(path, rows, empty=("label",)):
-    """Dicts as CSV rows, the columns in order of first appearance (`empty`: the header when there are none)."""
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)) or list(empty))
-        w.writeheader()
-        w.writerows(rows)
-    return path
-
-
-# ---- what each encoding does (also python -m measure.plots) -----------------------------
-def draw_all(out, head_dim=128, n_head=8, length=1024, bases=(1e4, 1e5, 1e6), checkpoints=(), factor=4.0):
-    """Every figure into folder `out` -> {figure name: path}; encodings with parameters are drawn only from
-    trained checkpoints. The RoPE angle plot extends a training length of length / factor to `length`."""
-    paths = {"rope_decay": draw_rope_decay(os.path.join(out, "rope_decay.png"), head_dim, length, bases),
-             "rope_angles": draw_rope_angles(os.path.join(out, "rope_angles.png"), head_dim, bases[0],
-                                             max(1, round(length / factor)), factor)}
-    every = {}   # {label: (encoding, head_dim)}: the fixed ones untrained, the others as trained
-    for name in positional.REGISTRY:
-        pe = positional.build(GPTConfig(block_size=length, n_head=n_head, n_embd=head_dim * n_head, pos_encoding=name))
-        if not any(True for _ in pe.parameters()):
-            every[name] = (pe, head_dim)
-    for folder in checkpoints:
-        model, _ = checkpoint.load_model(folder)
-        if any(True for _ in model.pe.parameters()):
-            every[f"{model.pe.name} (trained)"] = (model.pe.eval(), model.config.n_embd // model.config.n_head)
-    unbounded = {k: v for k, v in every.items() if v[0].max_positions is None or v[0].max_positions >= length}
-    paths["expected_logits"] = draw_expected_logits(os.path.join(out, "expected_logits.png"), unbounded, length)
-    for label, (pe, _) in every.items():
-        slug = label.replace(" (trained)", "_trained")
-        n = min(length, pe.max_positions or length)
-        bias, table = bias_by_distance(pe, n), position_table(pe, min(n, 256))
-        if bias is not None:
-            paths[f"{slug}_bias"] = draw_bias_per_head(os.path.join(out, f"{slug}_bias.png"), bias,
-                                                       f"{label}: bias per head against distance")
-        if table is not None:
-            paths[f"{slug}_similarity"] = draw_similarity(os.path.join(out, f"{slug}_similarity.png"), table,
-                                                          f"{label}: cosine similarity of positions")
-    return paths
-
-
 # ---- the lm report ---------------------------------------------------------------------
 def git_commit():
     """The commit of this code, "-dirty" with uncommitted changes; "unknown" outside git."""
@@ -160,13 +93,6 @@ def collect(results, baselines=()):
         by_label.setdefault(row["label"], [dict(seed="", encoding="ngram", metrics=dict.fromkeys(METRICS, ""), ppl={},
                                                 main=False)])[0]["ppl"][row["length"]] = row["ppl"]
     return by_label
-
-
-def palette(encodings):
-    """{encoding: colour}, distinct for up to 20 encodings."""
-    names = list(dict.fromkeys(encodings))
-    cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
-    return {name: cmap(i % cmap.N) for i, name in enumerate(names)}
 
 
 def plot_val_loss(path, results):
@@ -387,102 +313,6 @@ def baseline_note(by_label, train_len):
     return [f"The n-gram rows are count models of the training split (interpolated absolute discounting, d = 0.75: "
             f"measure/ngram.py), scored on the same targets as the runs, each history cut at its window's start as "
             f"a run's context is. " + marked, ""]
-
-
-# ---- paired statistics (measure/stats.py) ------------------------------------------------
-def write_evals(out, rows):
-    """eval.csv (every evaluation point) and eval_chunks.csv (each point's mean loss per evaluation chunk,
-    in evaluation.chunk_starts' order; per document in mode documents) into folder out."""
-    write_csv(os.path.join(out, "eval.csv"), [{k: v for k, v in row.items() if k != "chunk_loss"} for row in rows])
-    write_csv(os.path.join(out, "eval_chunks.csv"), [
-        dict(label=row["label"], seed=row["seed"], length=row["length"],
-             **{f"chunk{i}": f"{v:.6f}" for i, v in enumerate(row["chunk_loss"])})
-        for row in rows if row.get("chunk_loss")])
-
-
-def read_eval(report_dir):
-    """eval.csv's rows (loss a float, length an int), each with chunk_loss from eval_chunks.csv ([] where a
-    report predates it or the row has none)."""
-    with open(os.path.join(report_dir, "eval.csv")) as f:
-        rows = list(csv.DictReader(f))
-    chunks, path = {}, os.path.join(report_dir, "eval_chunks.csv")
-    if os.path.exists(path):
-        with open(path) as f:
-            for r in csv.DictReader(f):
-                chunks[r["label"], r["seed"], r["length"]] = [float(v) for k, v in r.items() if k.startswith("chunk")]
-    return [dict(r, loss=float(r.get("loss") or "nan"), length=int(r["length"]),
-                 chunk_loss=chunks.get((r["label"], r["seed"], r["length"]), [])) for r in rows]
-
-
-def comparisons(labels, reference="rope"):
-    """[(label, reference)]: each encoding (a label of the registry, or one without "+") against the
-    reference encoding, and each method of an encoding ("<enc>+<method>", with or without " ft")
-    against the encoding as trained."""
-    encodings = [label for label in labels if label in positional.REGISTRY or "+" not in label]
-    out = [(label, reference) for label in encodings if label != reference and reference in labels]
-    for label in labels:
-        base = max((e for e in encodings if label.startswith(e + "+")), key=len, default=None)
-        out += [(label, base)] if base and label not in encodings else []
-    return out
-
-
-def paired_rows(rows):
-    """paired.csv's rows: per comparison and length, the per-seed paired difference of loss (label minus
-    reference, nats per token) over the seeds both have (stats.paired), with the bootstrap interval over
-    evaluation chunks where every run has the same chunks, else Student's t interval over seeds."""
-    by = {}
-    for r in rows:
-        if r.get("encoding") != "ngram" and not math.isnan(r["loss"]):
-            by.setdefault(r["label"], {}).setdefault(r["length"], {})[str(r["seed"])] = r
-    out = []
-    for label, ref in comparisons(list(by)):
-        for length in sorted(by[label]):
-            seeds = [s for s in by[label][length] if s in by[ref].get(length, {})]
-            if not seeds:
-                continue
-            a, b = [by[label][length][s] for s in seeds], [by[ref][length][s] for s in seeds]
-            p = stats.paired_evals(a, b)
-            chunked = not math.isnan(p.lo)
-            lo, hi = p.interval()
-            out.append(dict(label=label, reference=ref, length=length, seeds=p.n, mean=p.mean, sd=p.sd, agree=p.agree,
-                            lo=lo, hi=hi, interval=f"{len(a[0]['chunk_loss'])} chunks" if chunked else "seeds",
-                            result=p.is_result))
-    return out
-
-
-def paired_cell(p):
-    """"-0.012 ± 0.004, 3/3, [-0.015, -0.009]", in bold when a result, else followed by "not a result"."""
-    sd = "" if math.isnan(p["sd"]) else f" ± {p['sd']:.3f}"
-    ci = "no interval" if math.isnan(p["lo"]) else f"[{p['lo']:+.3f}, {p['hi']:+.3f}]"
-    text = f"{p['mean']:+.3f}{sd}, {p['agree']}/{p['seeds']}, {ci}"
-    return f"**{text}**" if p["result"] else f"{text}, not a result"
-
-
-def paired_table(prows):
-    """Markdown: one row per comparison, one column per length, and how many differences are results."""
-    lengths = sorted({p["length"] for p in prows})
-    cells = {}
-    for p in prows:
-        cells.setdefault((p["label"], p["reference"]), {})[p["length"]] = paired_cell(p)
-    return [*md_table(["row", "reference"] + [f"Δ loss @{L}" for L in lengths],
-                      [[*pair, *(by_len.get(L, "—") for L in lengths)] for pair, by_len in cells.items()]), "",
-            f"{sum(p['result'] for p in prows)} of {len(prows)} differences are results (interval over "
-            f"{', '.join(sorted({p['interval'] for p in prows}))})."]
-
-
-def paired_lines(prows):
-    """Markdown: the paired section of a report; [] without comparisons."""
-    if not prows:
-        return []
-    return ["## Paired differences", "",
-            "Loss of each row minus its reference's, in nats per token (negative: the row is better), paired by seed "
-            "(the same seed trains both on the same batches, and both are scored on the same targets): mean ± sd "
-            "over seeds, the seeds whose difference has the mean's sign, and a 95% interval of the mean difference "
-            "(measure/stats.py): a bootstrap over the evaluation chunks, resampled together for every seed, or, where "
-            "runs have no per-chunk losses, Student's t interval over seeds (mean ± t sd / √n). A difference is a "
-            "result only when its interval excludes zero and every seed's difference has the mean's sign (the "
-            "bootstrap holds the seeds fixed): those are in bold; every other cell says that it is not a result.", "",
-            *paired_table(prows), "", "Data: [paired.csv](paired.csv).", ""]
 
 
 def write(results, failed, settings, cfg, command, baselines=()):

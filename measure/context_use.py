@@ -22,8 +22,13 @@ import math
 import os
 
 import numpy as np
+from matplotlib.ticker import NullFormatter
 
+from measure.encoding_plots import figure, save
 from measure.evaluation import MULTIPLES, TOKENS_PER_POINT, window_losses
+from measure.tables import fmt, md_table, palette, write_csv
+
+import matplotlib.pyplot as plt  # noqa: E402  (after encoding_plots, which picks the Agg backend)
 
 SEQUENCES = 32            # sequences of length 16 L averaged by per_position_loss
 SHORTEST = 8              # the in-range curve's shortest context
@@ -166,8 +171,6 @@ def write_per_position(curves, report_dir, train_len=None, binned=False):
                 w.writerows([label, a, b, f"{curve[a - 1:b].mean().item():.6f}"] for a, b in log_bins(len(curve)))
             else:
                 w.writerows([label, t, f"{v:.6f}"] for t, v in enumerate(curve.tolist()))
-    from positional.plot import figure
-    from measure.compare_report import palette   # here: compare_report imports this module
     colors = palette(curves)                      # distinct for up to 20 curves (tab10 repeats from the 11th)
     with figure(paths["png"], train_len=train_len, xscale="log", xlabel="position in the sequence (1-based)",
                 ylabel="mean loss (nats); thin: each position, thick: log-spaced bins",
@@ -202,9 +205,6 @@ def plot_in_range(path, curves, train_len, reference=""):
     """Small multiples of loss against context, log-2 x with a tick at each context: per label the seeds'
     mean and min-max band; the reference (grey, dashed) in every panel; L dotted. curves: {label:
     (contexts, (contexts, seeds) array of losses)}."""
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
-    from positional.plot import save
     groups = panels([label for label in curves if label != reference])
     cols = min(2, len(groups))
     rows = math.ceil(len(groups) / cols)
@@ -238,7 +238,6 @@ def write_in_range(runs_by_label, report_dir, train_len):
     """compare.py's in-range curves: context_curve.csv and .png into report_dir; -> the report's markdown
     lines ([] when no run measured one). runs_by_label: {label: [per seed: {"seed", "in_range": context_curve
     rows, "reference": whether the label is the run trained past L}]}."""
-    from measure.compare_report import fmt, md_table, write_csv   # here: compare_report imports this module
     runs = {label: [r for r in rs if r.get("in_range")] for label, rs in runs_by_label.items()}
     runs = {label: rs for label, rs in runs.items() if rs}
     if not runs:

@@ -24,6 +24,7 @@ from training.cli import autocast
 from training.config import FIELDS, Config, ConfigError
 from data.loader import TokenData
 from data.tokenizer import bits_per_byte, describe_tokenizer, token_byte_lengths, tokenizer_entry
+from measure.progress import Progress
 
 MULTIPLES = (1, 2, 4, 8, 16)      # default lengths, in units of the training block_size
 TOKENS_PER_POINT = 8192           # scored tokens per (checkpoint, method, length), at least
@@ -65,11 +66,12 @@ def spans(n, length, stride):
 def window_losses(model, tokens, starts, length, device="cpu", batch_tokens=BATCH_TOKENS):
     """(len(starts), length) float64 losses: tokens[s:s+length] predicting tokens[s+1:s+length+1], each s."""
     per_batch = max(1, batch_tokens // length)
-    out = []
+    out, progress = [], Progress("evaluate", len(starts), "windows", f"length {length}")
     for b in range(0, len(starts), per_batch):
         seq = torch.from_numpy(np.stack([np.asarray(tokens[s:s + length + 1], dtype=np.int64)
                                          for s in starts[b:b + per_batch]])).to(device)          # (b, L + 1)
-        logits, _ = model(seq[:, :-1])                                                            # (b, L, V)
+        with progress.across(getattr(model, "h", ()), len(seq)):                                  # layer by layer
+            logits, _ = model(seq[:, :-1])                                                        # (b, L, V)
         out.append(F.cross_entropy(logits.float().transpose(1, 2), seq[:, 1:], reduction="none").double().cpu())
     return torch.cat(out)
 
@@ -83,9 +85,10 @@ def score(model, tokens, windows, length, device="cpu", batch_tokens=BATCH_TOKEN
 
 
 def method_label(model):
-    """'base', 'yarn x4', 'window 64 sinks 4', 'rerope w32 + window 64', ... of a model."""
+    """'base', 'yarn x4', 'window 64 sinks 4', 'windows 32,0', 'rerope w32 + window 64', ... of a model."""
     cfg = model.config
-    window = f"window {cfg.window}" + (f" sinks {cfg.sinks}" if cfg.sinks else "") if cfg.window else ""
+    window = f"windows {cfg.layer_windows}" if cfg.layer_windows else f"window {cfg.window}" if cfg.window else ""
+    window += f" sinks {cfg.sinks}" if window and cfg.sinks else ""
     return " + ".join(p for p in (model.pe.method_label(), window) if p) or "base"
 
 
@@ -262,7 +265,7 @@ def label(key):
 def plot(rows, path, train_len=None, title=""):
     """Perplexity against length (log-log), a line per (checkpoint, method, mode)."""
     from matplotlib.ticker import NullFormatter, ScalarFormatter
-    from positional.plot import figure
+    from measure.encoding_plots import figure   # here: scoring needs no matplotlib
     lengths = sorted({r["length"] for r in rows})
     with figure(path, train_len=train_len, title=title, xlabel="evaluation length (tokens)",
                 ylabel="validation perplexity") as ax:

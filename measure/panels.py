@@ -10,7 +10,7 @@ import matplotlib
 import matplotlib.ticker
 
 import positional
-from positional.plot import save
+from measure.encoding_plots import save
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -1,5 +1,5 @@
 """Pictures of what each positional encoding does, untrained and from trained checkpoints
-(positional/plot.py's figures, drawn by compare_report.draw_all as compare.py's report shows them).
+(measure/encoding_plots.py's figures, drawn by its draw_all as compare.py's report shows them).
 
     python -m measure.plots --out=plots/                                   # d = 128, distances up to 1024
     python -m measure.plots --out=plots/ --ckpt=out-t5,out-learned         # plus trained tables
@@ -19,9 +19,8 @@ import torch
 from training import checkpoint
 import model as model_module
 from training.cli import fail, help_text, parse
-from measure.compare_report import draw_all
+from measure.encoding_plots import draw_all, figure
 from measure.evaluation import validation_tokens
-from positional.plot import figure
 
 OPTIONS = {
     "out": "plots",                   # the folder of the pictures
@@ -46,7 +45,8 @@ def attention_probe(record):
 
     def probed_attend(q, k, v, plan):
         scores = (q @ k.transpose(-1, -2)).float() / math.sqrt(q.shape[-1])       # (B, H, Tq, Tk)
-        mask = plan.mask if plan.mask is not None else torch.ones(scores.shape[-2:], dtype=torch.bool).tril()
+        causal = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()   # (Tq, Tk)
+        mask = plan.mask if plan.mask is not None else causal
         scores = scores.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else scores + mask
         record(torch.softmax(scores, -1))
         return attend(q, k, v, plan)

@@ -197,7 +197,7 @@ def cell(m):
 
 
 def by_label(rows, train_len):
-    """({label: {length: {seed: row}}}, the 4-gram's loss at L or None) of compare_report.read_eval's rows."""
+    """({label: {length: {seed: row}}}, the 4-gram's loss at L or None) of paired.read_eval's rows."""
     by, four_gram = {}, None
     for r in rows:
         if r.get("encoding") != "ngram" and not math.isnan(r["loss"]):
@@ -208,7 +208,7 @@ def by_label(rows, train_len):
 
 
 def lines(rows, train_len, probes=None, context=None):
-    """Markdown: the claims table from compare_report.read_eval's rows (the report's eval.csv and chunks); for the
+    """Markdown: the claims table from paired.read_eval's rows (the report's eval.csv and chunks); for the
     probe claims, {label: [per seed: retrieval_probe.measure rows] or {seed: rows}}; for the context claims, the rows
     of context_gain.csv ({label, seed, context, loss}; read_context). None: those claims are not measured."""
     by, four_gram = by_label(rows, train_len)

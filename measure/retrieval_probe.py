@@ -216,7 +216,7 @@ def plot(path, runs_by_label, train_len):
     dotted. runs_by_label as write's."""
     import matplotlib.pyplot as plt
     from measure.context_use import panels
-    from positional.plot import save
+    from measure.encoding_plots import save
     summaries = {label: summarize([rows for _, rows in seeds_of(runs)], train_len) for label, runs in
                  runs_by_label.items()}
     groups = panels(list(summaries))

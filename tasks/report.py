@@ -14,12 +14,13 @@ import json
 import math
 import os
 
-from measure.compare_report import fmt, md_table, mean_std, palette, plot_by_length, write_csv
+from measure.compare_report import plot_by_length
+from measure.encoding_plots import figure, save
 from measure.stats import reciprocal_ranks
-from positional.plot import figure, save
+from measure.tables import fmt, md_table, mean_std, palette, write_csv
 from tasks.score import effective_window
 
-import matplotlib.pyplot as plt  # noqa: E402  (after compare_report, which picks the Agg backend)
+import matplotlib.pyplot as plt  # noqa: E402  (after encoding_plots, which picks the Agg backend)
 
 MASTERY = 0.95   # exact match at the training length that a run needs to count as learned
 

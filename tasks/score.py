@@ -7,6 +7,7 @@ past it (docs/tasks.md). evaluate.py and compare.py call score_checkpoints.
 """
 import torch
 
+from measure.progress import Progress
 from training import sampling
 from training import checkpoint
 import tasks
@@ -90,10 +91,11 @@ def score_lengths(model, name, lengths, samples=SAMPLES, positions=None):
     task = tasks.get(name)
     for n in lengths:
         tasks.common.check_length(name, task.MIN_LENGTH, n)
-    rows = []
+    rows, progress = [], Progress("score", sum(lengths), "tokens of its lengths", name)   # longer costs more
     for n in lengths:
         exact, token = accuracy(model, task, n, samples, positions=positions)
         rows.append(dict(length=n, exact=exact, token=token, samples=samples))
+        progress.step(n)
     return rows
 
 
@@ -138,12 +140,12 @@ def score_checkpoints(dirs, overrides=None, lengths=None, samples=SAMPLES, depth
     for d, model, name, _ in models:
         positions = scoring_positions(ckpts[d]["config"])
         rows = score_lengths(model, name, lengths, samples, positions)
-        run = {"encoding": model.pe.name, "rows": rows}
+        run = {"encoding": model.pos_name, "rows": rows}
         if name == "passkey":
             run["grid"] = passkey_grid(model, lengths, depths, samples, positions)
             run["effective_window"] = effective_window(run["grid"])
         out["runs"][d] = run
-        print(f"{d} ({model.pe.name}, {name}): " + ", ".join(
+        print(f"{d} ({model.pos_name}, {name}): " + ", ".join(
             f"{r['length']}: {'n/a' if r['exact'] is None else format(r['exact'], '.0%')}" for r in rows)
             + (f"; effective window {run['effective_window']}" if "grid" in run else ""), flush=True)
     return out

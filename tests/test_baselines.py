@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-import compare
+from comparison import lm_suite
 from measure import compare_report, evaluation
 from measure.ngram import NGram, baseline_rows, window_reach
 from measure.stats import bootstrap, paired, reciprocal_ranks
@@ -107,7 +107,7 @@ def test_compare_baselines_score_the_targets_of_the_runs(tiny_run, tiny_data, tm
     from data.loader import TokenData
     settings = dict(eval_lengths=[16, 32], eval_tokens=64, eval_mode="nonoverlap", report_dir=str(tmp_path))
     cfg = SimpleNamespace(data_dir=str(tiny_data), dataset="tiny")
-    rows = compare.baselines([dict(dir=str(tiny_run))], settings, cfg)
+    rows = lm_suite.baselines([dict(dir=str(tiny_run))], settings, cfg)
     data = TokenData(str(tiny_data / "tiny"))
     train, val = data.splits["train"], np.asarray(data.splits["val"], dtype=np.int64)
     model_rows = evaluation.evaluate_checkpoint(str(tiny_run), [16, 32], tokens_per_point=64, data_dir=str(tiny_data))
@@ -123,11 +123,11 @@ def test_compare_baselines_score_the_targets_of_the_runs(tiny_run, tiny_data, tm
         assert row["ppl"] == pytest.approx(math.exp(-np.log(np.concatenate(p)).mean()), rel=1e-12)
     assert [r["label"] for r in rows] == ["3-gram", "3-gram", "4-gram", "4-gram", "5-gram", "5-gram"]
     assert rows[4]["ppl"] < rows[2]["ppl"] < rows[0]["ppl"]   # more context, lower perplexity on this text
-    assert (tmp_path / "runs" / "ngram.json").exists() and compare.baselines([dict(dir=str(tiny_run))], settings,
+    assert (tmp_path / "runs" / "ngram.json").exists() and lm_suite.baselines([dict(dir=str(tiny_run))], settings,
                                                                              cfg) == rows
     kept_elsewhere = [dict(dir=str(tmp_path / "no-checkpoint"))]     # every run kept on another machine
-    assert compare.baselines(kept_elsewhere, settings, cfg) == rows
-    assert compare.baselines(kept_elsewhere, dict(settings, eval_tokens=128), cfg) == []
+    assert lm_suite.baselines(kept_elsewhere, settings, cfg) == rows
+    assert lm_suite.baselines(kept_elsewhere, dict(settings, eval_tokens=128), cfg) == []
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import compare
-from measure import compare_report
+from measure import compare_report, tables
 from tests.conftest import ROOT, TINY_ARGS, run_py
 from tests.wandb_reader import history
 
@@ -193,9 +193,9 @@ def test_read_log_sums_segments_and_keeps_the_latest_eval(tmp_path):
 
 
 def test_mean_and_spread():
-    assert compare_report.fmt([1.0, 2.0, 3.0], ".2f") == "2.00 ± 1.00"
-    assert compare_report.fmt([5.0], ".1f") == "5.0"
-    assert compare_report.fmt([float("nan")], ".1f") == "—"
+    assert tables.fmt([1.0, 2.0, 3.0], ".2f") == "2.00 ± 1.00"
+    assert tables.fmt([5.0], ".1f") == "5.0"
+    assert tables.fmt([float("nan")], ".1f") == "—"
 
 
 def test_report_of_several_seeds(tmp_path):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import compare
+from comparison import finetune
 from measure import context_use
 from measure.evaluation import validation_tokens
 from training import checkpoint
@@ -98,7 +99,7 @@ def test_the_reference_key():
     settings, _, cfg = compare.parse(base)
     assert settings["reference"] == "rope_4L" and settings["encodings"] == ["rope", "alibi", "rope_4L"]
     assert settings["variants"]["rope_4L"] == {"pos_encoding": "rope", "block_size": 1024, "batch_size": 4}   # batch_size 16 / 4
-    assert not compare.takes("rope_4L", "yarn", settings) and compare.takes("rope", "yarn", settings)
+    assert not finetune.takes("rope_4L", "yarn", settings) and finetune.takes("rope", "yarn", settings)
     for off in ("--context_reference=", "--context_use=False"):
         settings = compare.parse([*base, off])[0]
         assert settings["reference"] == "" and "rope_4L" not in settings["encodings"]

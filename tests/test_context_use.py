@@ -109,9 +109,9 @@ def test_a_binned_per_position_csv_holds_each_position_once_in_log_spaced_bins(t
 
 def test_per_position_gives_each_curve_its_own_colour(tmp_path, monkeypatch):
     """The code headline's figure has 11 curves: with matplotlib's 10-colour cycle the 11th took the 1st's."""
-    import positional.plot
+    from measure import encoding_plots
     figures = []
-    monkeypatch.setattr(positional.plot, "save", lambda fig, path: figures.append(fig))
+    monkeypatch.setattr(encoding_plots, "save", lambda fig, path: figures.append(fig))
     curves = {f"run{i}": torch.full((8,), float(i)) for i in range(11)}
     context_use.write_per_position(curves, str(tmp_path), train_len=4)
     lines = [line for line in figures[0].axes[0].get_lines() if line.get_label() in curves]

@@ -186,6 +186,33 @@ def test_window_and_sinks_are_applied(tiny_data, tmp_path):
     assert narrow["method"] == "window 4 sinks 2"
 
 
+def test_per_layer_windows_are_named_in_the_method(tiny_data, tmp_path):
+    """B5: an evaluation with layer_windows is labelled by its windows, not "base" (which the full model is)."""
+    save_tiny(tiny_data, tmp_path, "alibi")
+    full, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64)
+    local, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64,
+                                            overrides={"layer_windows": "4,0"})
+    sunk, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64,
+                                           overrides={"layer_windows": "4,0", "sinks": 2})
+    assert full["method"] == "base" and local["loss"] != pytest.approx(full["loss"])
+    assert local["method"] == "windows 4,0" and sunk["method"] == "windows 4,0 sinks 2"
+
+
+def test_a_long_evaluation_says_how_far_it_is(tiny_data, tmp_path, capsys, monkeypatch):
+    """Progress with an estimate on stderr, layer by layer through each window (measure/progress.py), once the work
+    has run a few seconds (here at once); the numbers are those of a silent evaluation."""
+    from measure import progress
+    save_tiny(tiny_data, tmp_path, "rope")
+    quiet, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(progress, "AFTER", 0.0)
+    monkeypatch.setattr(progress, "EVERY", 0.0)
+    loud, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64)
+    lines = capsys.readouterr().err.splitlines()
+    assert loud["loss"] == quiet["loss"] and lines and all(
+        re.fullmatch(r"\[evaluate\] length 32: \d+% of 2 windows, \d+ s, ~\d+ s left", line) for line in lines)
+
+
 @pytest.mark.slow
 def test_wandb_offline_run_has_the_table_and_plot(tiny_data, tmp_path):
     from tests.conftest import run_py

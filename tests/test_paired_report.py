@@ -1,12 +1,13 @@
-"""compare_report's paired differences: the comparisons it makes, their numbers against a hand example,
-the result / not-a-result wording, and a report without per-chunk losses (written before them)."""
+"""The paired differences of an lm report (measure/paired.py, written by compare_report): the comparisons it
+makes, their numbers against a hand example, the result / not-a-result wording, and a report without per-chunk
+losses (written before them)."""
 import csv
 import math
 from types import SimpleNamespace
 
 import pytest
 
-from measure import compare_report
+from measure import compare_report, paired
 
 
 def run_rows(label, encoding, seed, losses, chunks=None):
@@ -41,10 +42,10 @@ RUNS = {("rope", "rope"): [(2.0, 2.5), (2.0, 2.5), (2.0, 2.5)],
 
 def test_comparisons_pair_encodings_with_rope_and_methods_with_their_encoding():
     labels = ["rope", "alibi", "rope+yarn", "rope+yarn ft", "rope+alibi", "rope+alibi+ntk", "rope_qk", "3-gram"]
-    assert compare_report.comparisons(labels[:-1]) == [
+    assert paired.comparisons(labels[:-1]) == [
         ("alibi", "rope"), ("rope+alibi", "rope"), ("rope_qk", "rope"),
         ("rope+yarn", "rope"), ("rope+yarn ft", "rope"), ("rope+alibi+ntk", "rope+alibi")]
-    assert compare_report.comparisons(["alibi", "alibi+x"]) == [("alibi+x", "alibi")]   # no rope: methods only
+    assert paired.comparisons(["alibi", "alibi+x"]) == [("alibi+x", "alibi")]   # no rope: methods only
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""positional/plot.py: the numbers behind each picture against formulas, and every figure
+"""measure/encoding_plots.py: the numbers behind each picture against formulas, and every figure
 written as a readable PNG."""
 import math
 
@@ -6,9 +6,8 @@ import pytest
 import torch
 
 import positional
-from measure import plots
+from measure import encoding_plots as plot, plots
 from model import GPTConfig
-from positional import plot
 from positional.alibi import ALiBi, alibi_slopes
 from positional.base import Ctx
 from positional.nope import NoPE
@@ -161,3 +160,16 @@ def test_expected_logits_of_transformer_xl_with_several_heads():
     ref = pe.logits(q.expand(-1, 4, -1, -1), k.expand(-1, 4, -1, -1), ctx, 0)
     assert got.shape == (n,) and torch.isfinite(got).all()
     torch.testing.assert_close(pe.logits(q, k, ctx, 0), ref)
+
+
+def test_the_entropy_probe_builds_its_mask_on_the_scores_device(monkeypatch):
+    """L1: with no mask in the plan, the probe's causal mask is made on the device of q and k (here "meta",
+    standing in for CUDA), not on the CPU."""
+    from types import SimpleNamespace
+    import model as model_module
+    monkeypatch.setattr(model_module, "attend", lambda q, k, v, plan: v)   # the kernel itself is not under test
+    got = []
+    q = torch.empty(1, 2, 5, 4, device="meta")
+    with plots.attention_probe(got.append):
+        model_module.attend(q, q, q, SimpleNamespace(mask=None))
+    assert len(got) == 1 and got[0].shape == (1, 2, 5, 5) and got[0].device.type == "meta"

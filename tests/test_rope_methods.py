@@ -13,6 +13,7 @@ from transformers import LlamaConfig
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 import compare
+from comparison import finetune
 from measure import compare_report
 from positional.rope import rope_inv_freq
 from positional.rope_scaling import METHODS
@@ -116,9 +117,9 @@ def test_the_docs_table_is_the_functions():
 # ---- compare.py: per-method factors, budgets -------------------------------------------------
 def test_the_headline_runs_dynamic_at_factor_one_and_budgets_of_its_pretraining():
     settings, _, cfg = compare.parse(["configs/compare.py"])
-    assert compare.scaling_keys("dynamic", settings) == {"rope_scaling": "dynamic", "rope_factor": 1.0}
-    assert compare.scaling_keys("yarn", settings) == {"rope_scaling": "yarn", "rope_factor": 4.0}
-    args = compare.finetune_args("dynamic", settings, cfg)
+    assert finetune.scaling_keys("dynamic", settings) == {"rope_scaling": "dynamic", "rope_factor": 1.0}
+    assert finetune.scaling_keys("yarn", settings) == {"rope_scaling": "yarn", "rope_factor": 4.0}
+    args = finetune.finetune_args("dynamic", settings, cfg)
     assert "--rope_factor=1.0" in args and f"--rope_original_max_position={cfg.block_size}" in args
     budgets = settings["finetune_iters"]
     tokens = settings["finetune_batch"] * settings["finetune_len"]   # an iteration at 4L holds as many as at L
@@ -128,12 +129,12 @@ def test_the_headline_runs_dynamic_at_factor_one_and_budgets_of_its_pretraining(
 
 def test_the_cpu_headline_fine_tunes_the_four_methods_of_pis_table_4():
     settings, _, cfg = compare.parse(["configs/compare_cpu.py"])
-    assert compare.finetune_methods("rope", settings) == ["direct", "linear", "ntk", "yarn"]
-    assert compare.finetune_methods("alibi", settings) == []
+    assert finetune.finetune_methods("rope", settings) == ["direct", "linear", "ntk", "yarn"]
+    assert finetune.finetune_methods("alibi", settings) == []
     fewer = compare.parse(["configs/compare_cpu.py", "--rope_scalings=['yarn','rerope']"])[0]
-    assert compare.finetune_methods("rope", fewer) == ["direct", "yarn"]   # only methods that are evaluated
+    assert finetune.finetune_methods("rope", fewer) == ["direct", "yarn"]   # only methods that are evaluated
     full = compare.parse(["configs/compare.py"])[0]
-    assert compare.finetune_methods("rope", full)[-1] == "longlora" and "llama3" in compare.finetune_methods("rope", full)
+    assert finetune.finetune_methods("rope", full)[-1] == "longlora" and "llama3" in finetune.finetune_methods("rope", full)
     assert (cfg.max_iters, cfg.batch_size * cfg.block_size) == (3000, 4096)   # configs/rope.py's 12.3M tokens
 
 
@@ -147,7 +148,7 @@ def test_budgets_from_the_command_line(given, budgets):
                                            ("rope+yarn", ("rope", "yarn", 0)), ("rope+yarn ft", ("rope", "yarn", None)),
                                            ("rope+yarn ftx", ("rope", "yarn", None))])
 def test_labels(label, parsed):
-    assert compare.parse_label(label) == parsed
+    assert finetune.parse_label(label) == parsed
 
 
 @pytest.mark.parametrize("arg, says", [

@@ -248,3 +248,16 @@ def test_the_position_limit_is_the_models_not_the_main_encodings():
     assert model.pe.max_positions is None and limit is not None
     assert not fits(model, limit + 2) and fits(model, limit + 1)      # reads length - 1 tokens
     assert accuracy(model, tasks.copy, 17, samples=2)[0] is not None
+
+
+def test_a_per_layer_schedule_is_scored_under_its_pattern(tmp_path, capsys):
+    """B4: a run with layer_encodings is reported as its pattern ('rope,none'), not as its first encoding."""
+    from tasks.score import score_checkpoints
+    from tests.inproc import run_train
+    args = ["configs/tasks/copy.py", "--block_size=16", "--n_layer=2", "--n_head=2", "--n_embd=16", "--batch_size=2",
+            "--eval_interval=1", "--eval_iters=1", "--warmup_iters=0", "--max_iters=1", "--device=cpu",
+            "--layer_encodings=rope,none", f"--out_dir={tmp_path}"]
+    assert run_train(args) == 0
+    got = score_checkpoints([str(tmp_path)], lengths=[16], samples=2)["runs"][str(tmp_path)]
+    assert got["encoding"] == "rope,none"
+    assert f"{tmp_path} (rope,none, copy): 16: " in capsys.readouterr().out

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import compare
+from comparison import finetune
 from tasks import report
 from tasks.score import effective_window
 from training import checkpoint
@@ -84,7 +85,7 @@ def test_pi_table4_in_miniature(tmp_path, monkeypatch):
     straight = tmp_path / "passkey" / "straight"
     shutil.copytree(run, straight)
     plan = compare.plan(settings, train_keys)[0]
-    out = compare.finetune(dict(plan, dir=str(straight)), 3, "linear", 2, dict(settings, finetune_steps=[2]), train_keys,
+    out = finetune.finetune(dict(plan, dir=str(straight)), 3, "linear", 2, dict(settings, finetune_steps=[2]), train_keys,
                            cfg)
     a, b = checkpoint.load(out)["model"], checkpoint.load(str(tmp_path / "passkey" / "rope-s1337-ft-linear-2"))["model"]
     assert all(torch.equal(a[key], b[key]) for key in a)

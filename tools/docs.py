@@ -200,14 +200,14 @@ def decode_table(bench_json):
 
 def paired_block(eval_csv):
     """compare_report's paired table of the report folder holding eval_csv (and eval_chunks.csv, if any)."""
-    from measure.compare_report import paired_rows, paired_table, read_eval
+    from measure.paired import paired_rows, paired_table, read_eval
     return "\n".join(paired_table(paired_rows(read_eval(os.path.dirname(eval_csv))))) + "\n"
 
 
 def published_block(eval_chunks_csv):
     """The published-behaviours table of the report folder holding eval_chunks_csv (L: its shortest length)."""
     from measure import published
-    from measure.compare_report import read_eval
+    from measure.paired import read_eval
     rows = read_eval(os.path.dirname(eval_chunks_csv))
     context = published.read_context(os.path.dirname(eval_chunks_csv))   # its context_gain.csv, where it has one
     return "\n".join(published.lines(rows, min(r["length"] for r in rows), context=context)) + "\n"

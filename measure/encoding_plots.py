@@ -1,6 +1,7 @@
 """The numbers behind the pictures of what each positional encoding does (the way the RoPE and
 ALiBi papers show them), and the figures. Encodings are asked through their hooks, never by name,
-so a new one in positional.REGISTRY is drawn unchanged; python -m measure.plots is the command line.
+so a new one in positional.REGISTRY is drawn unchanged; draw_all draws every figure (compare.py's report),
+python -m measure.plots is the command line.
 """
 import contextlib
 import math
@@ -12,10 +13,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from . import rope_scaling  # noqa: E402
-from .base import Ctx  # noqa: E402
-from .fox import FoX  # noqa: E402
-from .rope import rope_inv_freq  # noqa: E402
+import positional  # noqa: E402
+from model import GPTConfig  # noqa: E402
+from positional import rope_scaling  # noqa: E402
+from positional.base import Ctx  # noqa: E402
+from positional.fox import FoX  # noqa: E402
+from positional.rope import rope_inv_freq  # noqa: E402
+from training import checkpoint  # noqa: E402
 
 
 # ---- numbers --------------------------------------------------------------------------
@@ -190,3 +194,34 @@ def draw_rope_angles(path, head_dim=128, base=10000.0, train_len=1024, factor=4.
                 title=f"θ'_j / θ_j: 1 extrapolates, 1/{factor:g} interpolates")
     axes[2].legend(fontsize=8)
     return save(fig, path)
+
+
+# ---- every figure (compare.py's report; python -m measure.plots) -----------------------------
+def draw_all(out, head_dim=128, n_head=8, length=1024, bases=(1e4, 1e5, 1e6), checkpoints=(), factor=4.0):
+    """Every figure into folder `out` -> {figure name: path}; encodings with parameters are drawn only from
+    trained checkpoints. The RoPE angle plot extends a training length of length / factor to `length`."""
+    paths = {"rope_decay": draw_rope_decay(os.path.join(out, "rope_decay.png"), head_dim, length, bases),
+             "rope_angles": draw_rope_angles(os.path.join(out, "rope_angles.png"), head_dim, bases[0],
+                                             max(1, round(length / factor)), factor)}
+    every = {}   # {label: (encoding, head_dim)}: the fixed ones untrained, the others as trained
+    for name in positional.REGISTRY:
+        pe = positional.build(GPTConfig(block_size=length, n_head=n_head, n_embd=head_dim * n_head, pos_encoding=name))
+        if not any(True for _ in pe.parameters()):
+            every[name] = (pe, head_dim)
+    for folder in checkpoints:
+        model, _ = checkpoint.load_model(folder)
+        if any(True for _ in model.pe.parameters()):
+            every[f"{model.pe.name} (trained)"] = (model.pe.eval(), model.config.n_embd // model.config.n_head)
+    unbounded = {k: v for k, v in every.items() if v[0].max_positions is None or v[0].max_positions >= length}
+    paths["expected_logits"] = draw_expected_logits(os.path.join(out, "expected_logits.png"), unbounded, length)
+    for label, (pe, _) in every.items():
+        slug = label.replace(" (trained)", "_trained")
+        n = min(length, pe.max_positions or length)
+        bias, table = bias_by_distance(pe, n), position_table(pe, min(n, 256))
+        if bias is not None:
+            paths[f"{slug}_bias"] = draw_bias_per_head(os.path.join(out, f"{slug}_bias.png"), bias,
+                                                       f"{label}: bias per head against distance")
+        if table is not None:
+            paths[f"{slug}_similarity"] = draw_similarity(os.path.join(out, f"{slug}_similarity.png"), table,
+                                                          f"{label}: cosine similarity of positions")
+    return paths
