@@ -18,7 +18,7 @@ def test_replaced_rows_repeat_one_span_and_ignore_its_first_copy():
         assert 4 <= n <= 6
         row = torch.cat([x[i], y[i, -1:]])           # (T + 1,) the row's ids
         assert torch.equal(row[n:], row[:-n])        # period n: each id equals the one a span back
-        assert torch.equal(y[i, n - 1:], x[i, n:].new_tensor(row[n:]))   # targets past the first copy are the row's
+        assert torch.equal(y[i, n - 1:], row[n:])    # targets past the first copy: the row shifted by one
     assert (x[2:] == 7).all() and (y[2:] == 8).all()  # the other rows are the corpus's, untouched
 
 
