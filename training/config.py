@@ -68,6 +68,8 @@ class Config(GPTConfig):
     dtype: str = "auto"                    # auto: bfloat16 where supported on cuda, else float32
     compile: bool = False                  # torch.compile the model
     backend: str = "auto"                  # DDP backend; auto: nccl on cuda, gloo on cpu
+    parallel: str = "ddp"                  # under torchrun: 'ddp' (a copy of the model per process) or 'fsdp'
+                                           # (FSDP2: weights, gradients and AdamW state sharded, training/sharding.py)
     seed: int = 1337                       # model initialisation and batches
     # positions sampled in training (training/sampling.py): "" contiguous, "randomized" (Ruoss et al.
     # 2023, an ordered subset of [0, max_position)), "pose" (Zhu et al. 2024, chunks with skips below max_position)
@@ -148,6 +150,7 @@ def unused_keys(cfg):
          f"wandb_group={cfg.wandb_group!r} groups wandb runs, and wandb logging is off; add --wandb_log=True, "
          f"or drop --wandb_group"),
         *backend_checks(cfg.backend, cfg.device),
+        *parallel_checks(cfg),
     ]
 
 
@@ -163,6 +166,23 @@ def backend_checks(backend, device):
         (backend == "nccl" and not cuda,
          f"backend=nccl needs CUDA devices, and this run's device is {device if device != 'auto' else 'cpu'}; "
          f"use --backend=gloo (or auto)"),
+    ]
+
+
+def parallel_checks(cfg):
+    """(bad, message) checks of --parallel: ddp or fsdp, fsdp under torchrun, without what it does not shard."""
+    fsdp = cfg.parallel == "fsdp"
+    return [
+        (cfg.parallel not in ("ddp", "fsdp"), f"parallel must be ddp or fsdp, got {cfg.parallel!r}"),
+        (fsdp and "RANK" not in os.environ,
+         "parallel=fsdp shards the model across torchrun's processes, and this is one process (no torchrun); launch "
+         "with torchrun --standalone --nproc_per_node=N train.py ... --parallel=fsdp, or drop --parallel"),
+        (fsdp and cfg.dtype == "float16",
+         "parallel=fsdp trains in float32 or bfloat16 (float16's loss scaler would see one shard's gradients per "
+         "rank); use --dtype=bfloat16"),
+        (fsdp and cfg.finetune_method,
+         f"finetune_method={cfg.finetune_method} merges its adapters into whole weights, which parallel=fsdp does "
+         f"not hold; fine-tune with DDP (drop --parallel)"),
     ]
 
 
