@@ -196,6 +196,8 @@ def train(argv, cfg, ckpt, data, model, stop):
     raw_model = model.to(rt.device)
     if rt.fsdp:  # sharded in place, before the optimizer sees its parameters (every rank loaded the same weights)
         sharding.shard(model, rt)
+        if rt.master:
+            print(sharding.held(model, rt))
     optimizer = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), rt.device_type)
     st = restore(ckpt, model, optimizer, data_gen, cfg, rt) if ckpt is not None else Progress()
     ckpt = None  # free memory

@@ -37,6 +37,9 @@ def test_stop_and_resume_under_fsdp_equals_one_run(tiny_data, tmp_path):
     straight = run_py(*fsdp, f"--out_dir={tmp_path / 'straight'}")
     run_py(*fsdp, f"--out_dir={tmp_path / 'resumed'}", "--max_iters=4")
     resumed = run_py(*fsdp, f"--out_dir={tmp_path / 'resumed'}", "--init_from=resume")
+    mine, total = (int(n.replace(",", "")) for n in re.search(r"rank 0 holds ([\d,]+) of ([\d,]+) parameters",
+                                                               straight.stdout).groups())
+    assert 0.4 * total < mine < 0.6 * total                          # half of them each, give or take a row
     (steps, evals), (want_steps, want_evals) = losses(resumed.stdout), losses(straight.stdout)
     assert sorted(steps) == [5, 6, 7, 8] and sorted(evals) == [4, 8]
     assert steps == {i: v for i, v in want_steps.items() if i > 4} and evals == {4: want_evals[4], 8: want_evals[8]}

@@ -68,8 +68,7 @@ class Config(GPTConfig):
     dtype: str = "auto"                    # auto: bfloat16 where supported on cuda, else float32
     compile: bool = False                  # torch.compile the model
     backend: str = "auto"                  # DDP backend; auto: nccl on cuda, gloo on cpu
-    parallel: str = "ddp"                  # under torchrun: 'ddp' (a copy of the model per process) or 'fsdp'
-                                           # (FSDP2: weights, gradients and AdamW state sharded, training/sharding.py)
+    parallel: str = "ddp"                  # torchrun's processes: 'ddp' (a copy each) or 'fsdp' (sharded by FSDP2)
     seed: int = 1337                       # model initialisation and batches
     # positions sampled in training (training/sampling.py): "" contiguous, "randomized" (Ruoss et al.
     # 2023, an ordered subset of [0, max_position)), "pose" (Zhu et al. 2024, chunks with skips below max_position)

@@ -51,6 +51,14 @@ def shard(model, rt):
     return model
 
 
+def held(model, rt):
+    """The line saying what this rank holds of the sharded model's parameters (and so of their gradients and
+    AdamW state)."""
+    mine, total = sum(local(p).numel() for p in model.parameters()), sum(p.numel() for p in model.parameters())
+    return (f"fsdp: {len(model.h)} blocks and the rest sharded across {rt.world} processes; rank {rt.rank} holds "
+            f"{mine:,} of {total:,} parameters ({mine / total:.0%}), and as much of their gradients and AdamW state")
+
+
 def local(p):
     """This rank's part of a parameter (all of it when it is not sharded)."""
     return p.to_local() if isinstance(p, DTensor) else p
