@@ -97,6 +97,8 @@ def load_run(cfg):
         raise ConfigError(f"checkpoint has vocab_size={old['vocab_size']}, dataset {cfg.dataset!r} has "
                           f"{cfg.vocab_size}; resume on the data it was trained on")
     model = GPT(GPTConfig(**cfg.model_args()))
+    if cfg.parallel == "fsdp" and sharding.problem(model):
+        raise ConfigError(sharding.problem(model))
     if ckpt is not None:
         try:
             model.load_state_dict(ckpt["model"])

@@ -67,6 +67,9 @@ def test_stop_and_resume_under_fsdp_equals_one_run(tiny_data, tmp_path):
     (["--parallel=fsdp", "--dtype=float16"], True, "parallel=fsdp trains in float32 or bfloat16"),
     (["--parallel=fsdp", "--finetune_method=longlora", "--init_from=resume"], True,
      "finetune_method=longlora merges its adapters into whole weights, which parallel=fsdp does not hold"),
+    (["--parallel=fsdp", "--pos_encoding=fire"], True,
+     "parallel=fsdp cannot shard fire's 0-dimensional parameters (pe.c, pe.L_multiplier): fully_shard splits tensors "
+     "along their first dimension; train it with DDP (drop --parallel)"),
 ])
 def test_bad_parallel_settings_are_refused(argv, torchrun, message, tiny_run, tiny_data, tmp_path, monkeypatch,
                                            capsys):

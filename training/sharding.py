@@ -51,6 +51,15 @@ def shard(model, rt):
     return model
 
 
+def problem(model):
+    """Why fully_shard cannot shard `model`, in one line, or None."""
+    scalars = [n for n, p in model.named_parameters() if p.dim() == 0]
+    if scalars:
+        return (f"parallel=fsdp cannot shard {model.pos_name}'s 0-dimensional parameters ({', '.join(scalars)}): "
+                f"fully_shard splits tensors along their first dimension; train it with DDP (drop --parallel)")
+    return None
+
+
 def held(model, rt):
     """The line saying what this rank holds of the sharded model's parameters (and so of their gradients and
     AdamW state)."""
