@@ -205,7 +205,7 @@ def train(argv, cfg, ckpt, data, model, stop):
     ckpt = None  # free memory
     if cfg.compile:
         model = torch.compile(model)
-    eval_model = model  # evaluation runs on rank 0 alone, outside DDP (under FSDP on every rank: see estimate_loss)
+    eval_model = model  # evaluation runs on rank 0 alone, outside DDP (under FSDP on every rank, as the loop says)
     if rt.ddp and not rt.fsdp:  # the encodings' buffers are tables computed from the config: nothing to broadcast
         model = DDP(model, device_ids=[rt.local_rank] if rt.device_type == "cuda" else None, broadcast_buffers=False)
     log = RunLog(cfg, rt.master, st.wandb_id)
