@@ -3,6 +3,7 @@
     python train.py configs/rope.py                          # one process, CPU or one GPU
     python train.py configs/alibi.py --max_iters=500 --n_layer=2
     torchrun --standalone --nproc_per_node=4 train.py configs/rope.py   # DDP
+    torchrun --standalone --nproc_per_node=4 train.py configs/rope.py --parallel=fsdp   # FSDP2: sharded
     python train.py --help                                   # every key, its default and meaning
 
 Config files and --key=value overrides apply in order; a shorter --max_iters moves lr_decay_iters
@@ -31,7 +32,7 @@ from model import GPT, GPTConfig
 from training import sampling as position_sampling
 from tasks import TaskData
 from tasks.data import curriculum_length
-from training import checkpoint, copy_rows, cpu_threads, longlora
+from training import checkpoint, copy_rows, cpu_threads, longlora, sharding
 from training.cli import fail, fmt_time, help_text
 from training.config import ConfigError, gather, load_config, upgrade_model_args
 from training.guard import StopSignal, lock_out_dir
@@ -96,6 +97,8 @@ def load_run(cfg):
         raise ConfigError(f"checkpoint has vocab_size={old['vocab_size']}, dataset {cfg.dataset!r} has "
                           f"{cfg.vocab_size}; resume on the data it was trained on")
     model = GPT(GPTConfig(**cfg.model_args()))
+    if cfg.parallel == "fsdp" and sharding.problem(model):
+        raise ConfigError(sharding.problem(model))
     if ckpt is not None:
         try:
             model.load_state_dict(ckpt["model"])
@@ -186,20 +189,24 @@ def say_start(cfg, resumed, model, rt, tokens_per_iter):
 
 def train(argv, cfg, ckpt, data, model, stop):
     """Set-up, then the loop. Returns the process exit code (0 done, 1 non-finite, 128+signal stopped)."""
-    rt = start_runtime(cfg.device, cfg.dtype, cfg.backend)
+    rt = start_runtime(cfg.device, cfg.dtype, cfg.backend, cfg.parallel)
     data_gen = seed_all(cfg.seed + rt.rank)  # the batches' own generator, saved for an exact resume
     tokens_per_iter = cfg.gradient_accumulation_steps * rt.world * cfg.batch_size * cfg.block_size
     if rt.master:
         os.makedirs(cfg.out_dir, exist_ok=True)
         say_start(cfg, ckpt is not None, model, rt, tokens_per_iter)
     raw_model = model.to(rt.device)
+    if rt.fsdp:  # sharded in place, before the optimizer sees its parameters (every rank loaded the same weights)
+        sharding.shard(model, rt)
+        if rt.master:
+            print(sharding.held(model, rt))
     optimizer = model.configure_optimizers(cfg.weight_decay, cfg.learning_rate, (cfg.beta1, cfg.beta2), rt.device_type)
-    st = restore(ckpt, optimizer, data_gen, cfg, rt) if ckpt is not None else Progress()
+    st = restore(ckpt, model, optimizer, data_gen, cfg, rt) if ckpt is not None else Progress()
     ckpt = None  # free memory
     if cfg.compile:
         model = torch.compile(model)
-    eval_model = model  # evaluation runs on rank 0 alone, outside DDP
-    if rt.ddp:  # the encodings' buffers are tables computed from the config: nothing to broadcast
+    eval_model = model  # evaluation runs on rank 0 alone, outside DDP (under FSDP on every rank, as the loop says)
+    if rt.ddp and not rt.fsdp:  # the encodings' buffers are tables computed from the config: nothing to broadcast
         model = DDP(model, device_ids=[rt.local_rank] if rt.device_type == "cuda" else None, broadcast_buffers=False)
     log = RunLog(cfg, rt.master, st.wandb_id)
     it_start, t_last, code = st.iter_num, time.time(), 0
@@ -209,12 +216,13 @@ def train(argv, cfg, ckpt, data, model, stop):
         for group in optimizer.param_groups:
             group["lr"] = lr
         at_eval = st.iter_num % cfg.eval_interval == 0 or st.iter_num >= cfg.max_iters
-        if at_eval and st.iter_num > it_start and not finite(raw_model):
+        if at_eval and st.iter_num > it_start and not finite(raw_model, rt):
             code = stop_nonfinite("the weights are not finite", st.iter_num, st, rt)
             break
-        if at_eval and rt.master:
+        if at_eval and (rt.master or rt.fsdp):   # a sharded model's forward needs every rank
             losses = estimate_loss(eval_model, data, cfg, rt)
             st.best_val = min(st.best_val, losses["val"])
+        if at_eval and rt.master:
             bpb = f", val bits/byte {losses['val_bpb']:.4f}" if losses["val_bpb"] else ""
             print(f"step {st.iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}{bpb}")
             log("eval", iter=st.iter_num, tokens=st.iter_num * tokens_per_iter, train_loss=losses["train"],
@@ -245,7 +253,7 @@ def train(argv, cfg, ckpt, data, model, stop):
 
         if signum and st.iter_num < cfg.max_iters:  # SIGINT/SIGTERM: save this step, for an exact resume
             code = 128 + signum  # (in the last step the run simply finishes); 130 SIGINT, 143 SIGTERM
-            if not finite(raw_model):
+            if not finite(raw_model, rt):
                 code = stop_nonfinite("the weights are not finite", st.iter_num, st, rt)
             else:
                 save(cfg, raw_model, optimizer, st, data, data_gen, rt, None)
@@ -262,10 +270,13 @@ def train(argv, cfg, ckpt, data, model, stop):
     return code
 
 
-def restore(ckpt, optimizer, data_gen, cfg, rt):
+def restore(ckpt, model, optimizer, data_gen, cfg, rt):
     """Load the optimizer and, for an exact resume, the random states; return where the run stands."""
     if ("lora" in ckpt) == bool(cfg.finetune_method):   # else other parameters train now: a new optimizer
-        optimizer.load_state_dict(ckpt["optimizer"])
+        if rt.fsdp:   # every rank read the whole state: each keeps its shard
+            sharding.load_optimizer(model, optimizer, ckpt["optimizer"])
+        else:
+            optimizer.load_state_dict(ckpt["optimizer"])
     rngs = ckpt.get("rng") or []
     rngs = [rngs] if isinstance(rngs, dict) else rngs   # one dict: written before every rank's states were kept
     if ckpt["config"].get("seed") == cfg.seed and len(rngs) == rt.world:   # else the batches differ anyway
@@ -307,7 +318,8 @@ def step(model, optimizer, data, data_gen, cfg, rt, stop, it):
     n = cfg.gradient_accumulation_steps
     loss_sum = torch.zeros((), device=rt.device)
     for micro in range(n):
-        if rt.ddp:  # sync gradients on the last micro step only
+        if rt.ddp and not rt.fsdp:  # sync gradients on the last micro step only (FSDP reduce-scatters at each
+            # micro step, so that no rank ever holds a whole gradient)
             model.require_backward_grad_sync = micro == n - 1
         x, y, *rows = batch(data, "train", data_gen, cfg, rt, it)
         pos = position_sampling.sample(cfg.position_sampling, x.shape[1], cfg.max_position or cfg.block_size,
@@ -355,9 +367,11 @@ def estimate_loss(model, data, cfg, rt):
     return out
 
 
-def finite(model):
-    """Checked before every save, so that NaNs never replace the last good checkpoint (the same on every DDP rank)."""
-    return all(torch.isfinite(p).all() for p in model.parameters())
+def finite(model, rt):
+    """Checked before every save, so that NaNs never replace the last good checkpoint: the same answer on every
+    rank (under DDP each holds the same weights; under FSDP its shard, and the ranks agree by an all-reduce)."""
+    ok = all(torch.isfinite(sharding.local(p)).all() for p in model.parameters())
+    return sharding.everywhere(ok, rt) if rt.fsdp else ok
 
 
 def save(cfg, model, optimizer, st, data, data_gen, rt, val_loss):
@@ -366,9 +380,11 @@ def save(cfg, model, optimizer, st, data, data_gen, rt, val_loss):
     if rt.ddp:
         rngs = [None] * rt.world if rt.master else None
         dist.gather_object(rng_state(data_gen), rngs, dst=0)
+    state = sharding.full_state(model, optimizer) if rt.fsdp else None   # every rank gives its shards to rank 0
+    if rt.master and not rt.fsdp:
+        state = {**longlora.checkpoint_state(model, cfg), "optimizer": optimizer.state_dict()}
     if rt.master:
-        checkpoint.save({**longlora.checkpoint_state(model, cfg), "optimizer": optimizer.state_dict(),
-                         "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": st.iter_num,
+        checkpoint.save({**state, "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": st.iter_num,
                          "best_val_loss": st.best_val, "val_loss": val_loss, "rng": rngs, "wandb_id": st.wandb_id,
                          "nonfinite_skipped": st.skipped, "tokenizer": tokenizer_entry(data.meta)},
                         checkpoint.path_in(cfg.out_dir))

@@ -72,6 +72,7 @@ class Config(GPTConfig):
     dtype: str = "auto"                    # auto: bfloat16 where supported on cuda, else float32
     compile: bool = False                  # torch.compile the model
     backend: str = "auto"                  # DDP backend; auto: nccl on cuda, gloo on cpu
+    parallel: str = "ddp"                  # torchrun's processes: 'ddp' (a copy each) or 'fsdp' (sharded by FSDP2)
     seed: int = 1337                       # model initialisation and batches
     # positions sampled in training (training/sampling.py): "" contiguous, "randomized" (Ruoss et al.
     # 2023, an ordered subset of [0, max_position)), "pose" (Zhu et al. 2024, chunks with skips below max_position)
@@ -163,6 +164,7 @@ def unused_keys(cfg):
         (cfg.copy_rows and cfg.task != "",
          f"copy_rows mixes repeated spans into a corpus's batches, and task={cfg.task!r} makes its own; drop --copy_rows"),
         *backend_checks(cfg.backend, cfg.device),
+        *parallel_checks(cfg),
     ]
 
 
@@ -178,6 +180,23 @@ def backend_checks(backend, device):
         (backend == "nccl" and not cuda,
          f"backend=nccl needs CUDA devices, and this run's device is {device if device != 'auto' else 'cpu'}; "
          f"use --backend=gloo (or auto)"),
+    ]
+
+
+def parallel_checks(cfg):
+    """(bad, message) checks of --parallel: ddp or fsdp, fsdp under torchrun, without what it does not shard."""
+    fsdp = cfg.parallel == "fsdp"
+    return [
+        (cfg.parallel not in ("ddp", "fsdp"), f"parallel must be ddp or fsdp, got {cfg.parallel!r}"),
+        (fsdp and "RANK" not in os.environ,
+         "parallel=fsdp shards the model across torchrun's processes, and this is one process (no torchrun); launch "
+         "with torchrun --standalone --nproc_per_node=N train.py ... --parallel=fsdp, or drop --parallel"),
+        (fsdp and cfg.dtype == "float16",
+         "parallel=fsdp trains in float32 or bfloat16 (float16's loss scaler would see one shard's gradients per "
+         "rank); use --dtype=bfloat16"),
+        (fsdp and cfg.finetune_method,
+         f"finetune_method={cfg.finetune_method} merges its adapters into whole weights, which parallel=fsdp does "
+         f"not hold; fine-tune with DDP (drop --parallel)"),
     ]
 
 

@@ -1,5 +1,5 @@
-"""Where a training run runs: its DDP processes, device, dtype and autocast, and the random
-states an exact resume restores."""
+"""Where a training run runs: its torchrun processes (DDP or FSDP2), device, dtype and autocast, and
+the random states an exact resume restores."""
 import os
 import random
 from dataclasses import dataclass
@@ -14,7 +14,7 @@ from training.cli import autocast, pick_device, pick_dtype
 @dataclass
 class Runtime:
     """One training process: its rank among `world`, its device, and the autocast it trains under."""
-    ddp: bool
+    ddp: bool             # one of torchrun's processes (the model replicated by DDP, or sharded: fsdp)
     rank: int
     local_rank: int
     world: int
@@ -23,14 +23,16 @@ class Runtime:
     dtype: str            # float32 | bfloat16 | float16
     ctx: object           # autocast context for forward passes (nullcontext in float32)
     scaler: object        # torch.amp.GradScaler, active in float16 only
+    fsdp: bool = False    # the model sharded by FSDP2 (training/sharding.py) rather than replicated
 
     @property
     def master(self):
         return self.rank == 0  # rank 0 alone prints, evaluates, logs and saves
 
 
-def start_runtime(device="auto", dtype="auto", backend="auto"):
-    """Join the torchrun process group when RANK is set (else one process) and pick device and dtype."""
+def start_runtime(device="auto", dtype="auto", backend="auto", parallel="ddp"):
+    """Join the torchrun process group when RANK is set (else one process) and pick device and dtype.
+    parallel: how torchrun's processes share the model, 'ddp' (a copy each) or 'fsdp' (sharded)."""
     ddp = int(os.environ.get("RANK", -1)) != -1
     device = pick_device(device)
     rank, local_rank, world = 0, 0, 1
@@ -47,7 +49,8 @@ def start_runtime(device="auto", dtype="auto", backend="auto"):
         torch.backends.cudnn.allow_tf32 = True
     dtype = pick_dtype(dtype, device_type)
     scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16"))
-    return Runtime(ddp, rank, local_rank, world, device, device_type, dtype, autocast(device_type, dtype), scaler)
+    return Runtime(ddp, rank, local_rank, world, device, device_type, dtype, autocast(device_type, dtype), scaler,
+                   fsdp=ddp and parallel == "fsdp")
 
 
 def stop_runtime(rt):
