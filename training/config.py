@@ -162,7 +162,8 @@ def unused_keys(cfg):
            f"{k}={getattr(cfg, k)} applies to copy_rows > 0 only; add --copy_rows=0.25 (say), or drop --{k}")
           for k in ("copy_min", "copy_max")],
         (cfg.copy_rows and cfg.task != "",
-         f"copy_rows mixes repeated spans into a corpus's batches, and task={cfg.task!r} makes its own; drop --copy_rows"),
+         f"copy_rows mixes repeated spans into a corpus's batches, and task={cfg.task!r} makes its own; "
+         f"drop --copy_rows"),
         *backend_checks(cfg.backend, cfg.device),
         *parallel_checks(cfg),
     ]
