@@ -16,7 +16,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from measure.bench_decode import machine_name  # noqa: E402
-from model import GPT, GPTConfig, Decoder, decode_step  # noqa: E402
+from generate import Decoder, decode_step  # noqa: E402
+from model import GPT, GPTConfig  # noqa: E402
 from training.cli import parse  # noqa: E402
 
 OPTIONS = {   # inductor options (torch._inductor.config) tried against the host overhead

@@ -15,7 +15,8 @@ import time
 import torch
 from torch.nn import functional as F
 
-from model import GPT, Decoder, GPTConfig, sample_next
+from generate import Decoder, sample_next
+from model import GPT, GPTConfig
 from training.aot import AheadOfTime
 
 MODES = ("reference", "static", "compiled", "aot")

@@ -18,7 +18,7 @@ from torch import nn
 
 from .base import PositionalEncoding, Settings
 
-HOOKS = ("embed", "rotate", "score_bias", "attend")
+HOOKS = ("embed", "rotate", "score_bias", "attend", "read_input")
 
 
 def problem(parts):
@@ -98,6 +98,10 @@ class Combined(PositionalEncoding):
     def _score_bias(self, h, q, k):
         biases = [b for b in (p.score_bias(h, q, k) for p in self.parts.values()) if b is not None]
         return sum(biases) if biases else None
+
+    def _read_input(self, x, ctx, layer):
+        for p in self.parts.values():
+            p.read_input(x, ctx, layer)
 
     def _attend(self, q, k, v, ctx, layer):
         for p in self.parts.values():

@@ -81,7 +81,7 @@ class LinearAttentionCache(nn.Module):
         self.register_buffer("z", torch.zeros(n_layer, batch, n_head, D, dtype=dtype, device=device), persistent=False)
         self.max_len, self.length, self.period = float("inf"), 0, 0
 
-    def begin(self, pos, doc=None):
+    def begin(self, pos, doc=None, slots=None):
         pass
 
     def key_positions(self, T):
