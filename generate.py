@@ -27,7 +27,7 @@ def sample_next(logits, temperature=1.0, top_k=None, generator=None):
 def decode_step(model, idx, pos, cache, n_slots):
     """Logits (B, vocab) of idx's last token at pos (T,) over a static cache's first n_slots slots (symbolic
     when compiled)."""
-    return model.run(idx, pos, cache.n_positions, cache, slots=n_slots)[:, -1]
+    return model.run(idx, pos, cache.n_positions, cache, None, n_slots)[:, -1]   # no documents
 
 
 @functools.lru_cache(maxsize=None)

@@ -5,7 +5,8 @@ projecting only what it needs."""
 import pytest
 import torch
 
-from model import Decoder, KVCache, LinearAttentionCache
+from generate import Decoder
+from model import KVCache, LinearAttentionCache
 from tests.conftest import tiny_gpt
 
 
