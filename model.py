@@ -1,16 +1,8 @@
-"""A GPT in one file (nanoGPT's spirit) with its KV cache (gpt-fast's); decoding is in generate.py
-beside it. The positional encoding is pluggable (positional/base.py) and its hooks are called
-unconditionally:
-  pe.embed(x, ctx)                 the token embeddings with positions applied
-  pe.rotate(x, ctx, key)           queries and keys transformed
-  pe.score_bias(h, q, k)           added to the logits
-  pe.read_input(x, ctx, layer)     what an encoding reads from a layer's input (FoX's gates)
-  pe.attend(q, k, v, ctx, layer)   for the few encodings that form their own logits
-No encoding-specific code here. Positions are absolute and explicit (GPT.forward derives them from
-the cache offset, or takes them), so training, long evaluation and cached decoding share one path.
-What only makes one machine faster lives beside the model: attention/long_cpu.py (long inputs),
-attention/flex.py (FlexAttention), generate.py (the static and compiled decode steps).
-"""
+"""A GPT in one file (nanoGPT's spirit) with its KV cache (gpt-fast's), its encoding pluggable: the
+hooks of positional/base.py are called unconditionally and no code here names an encoding. Positions
+are absolute and explicit (GPT.forward derives them from the cache offset, or takes them), so
+training, long evaluation and cached decoding share one path. Beside it: generate.py (decoding)
+and attention/ (the plan, FlexAttention, the long-context engine, linear attention, schedules)."""
 import math
 from dataclasses import dataclass, field
 
@@ -22,10 +14,9 @@ from attention import long_cpu
 from attention.flex import Flex
 from attention.flex import attention as flex_attention
 from attention.linear import LinearAttentionCache, LinearSelfAttention
-from attention.plan import AttentionPlan, choose_kernel, make_plans  # noqa: F401 (choose_kernel)
+from attention.plan import forward_positions, make_plans
 from attention.schedule import build_layers, pattern_label
 from attention.temperature import logn_factor, ssmax_factor, ssmax_init
-from positional.base import check_positions
 
 
 @dataclass
@@ -44,10 +35,10 @@ class GPTConfig:
     sinks: int = 0                  # with a window: the first `sinks` positions stay visible
     attention: str = "softmax"      # "linear": elu+1 linear attention (attention/linear.py)
     max_position: int = 0           # positions trained with position_sampling; 0: block_size
-    qk_norm: bool = False           # RMS-normalise q and k per head, before the positional transform
+    qk_norm: bool = False           # RMS-normalise q and k per head, before the positional hooks
     logn_scaling: bool = False      # q scaled by max(1, log n / log L) (attention/temperature.py)
     ssmax: bool = False             # SSMax: logits scaled by s_h log(n), n the keys a query sees
-    layer_encodings: str = ""       # per-layer encodings, "rope,rope,rope,none" (attention/schedule.py)
+    layer_encodings: str = ""       # per-layer encodings, "rope,rope,none" (attention/schedule.py)
     layer_windows: str = ""         # per-layer windows, "32,0" (0: global); "": `window` everywhere
     norm: str = "layernorm"         # or "rmsnorm" (Llama): the blocks' and the final normalisation
     norm_eps: float = 1e-5
@@ -58,31 +49,23 @@ class GPTConfig:
     embed_std: float = 0.02         # wte's initial std (GPT-2's); 1.0 lets MQAR's lookup form
     parallel_residual: bool = False   # GPT-NeoX: x + attn(ln_1(x)) + mlp(ln_2(x))
     attention_kernel: str = ""      # "flex": biases by FlexAttention at evaluation on CPU too
-    s2_group: int = 0               # > 0: LongLoRA's S²-Attn in training, groups of s2_group tokens
+    s2_group: int = 0               # > 0: LongLoRA's S²-Attn in training, groups of this many
 
 
 # ---- attention ------------------------------------------------------------------------------
-# Every layer calls attend(q, k, v, plan, layer); the plan (one per forward and (encoding, window))
-# holds everything the choice of kernel depends on, and choose_kernel reads it and nothing else:
-#   causal    keys are the queries' own positions, no bias, window or documents: SDPA is_causal
-#   sdpa      no bias (a mask), or a bias needing no gradient: SDPA with a (1, H, Tq, Tk) mask
-#   explicit  a bias needing a gradient (T5 training): q k^T, bias added in place, causal blocks
-#   flex      a bias over own keys, no dropout, on CUDA, or on CPU without gradients if asked
-#   own       the encoding forms its own logits (pe.attend), over own keys by causal blocks
-#   blocks, relative, banded: over more than ATTENTION_BLOCK queries without gradients, the
-#             long-context engine (attention/long_cpu.py, which documents them)
-# Measured on CPU (benchmarks/): SDPA takes its flash kernel with a 4-D float mask, math with a
-# 3-D one or one needing a gradient (slower than explicit).
-# Tensor contract: q (B, H, Tq, D), k and v (B, H, Tk, D) -> (B, H, Tq, D).
+# Every layer calls attend(q, k, v, plan, layer) with the kernel its plan chose (attention/plan.py
+# lists them). Tensor contract: q (B, H, Tq, D), k and v (B, H, Tk, D) -> (B, H, Tq, D).
+
 def explicit_attention(q, k, v, mask, dropout=0.0, training=False, causal=False):
-    """softmax(q k^T / sqrt(D) + mask) v written out, the bias added in place and broadcast over the
-    batch (no (B, H, Tq, Tk) copy of it). causal: queries and keys at the same positions, so keys past
-    a query block's last row are left out (causal_blocks). mask: (H, Tq, Tk) additive, -inf hidden."""
+    """softmax(q k^T / sqrt(D) + mask) v written out, the bias added in place and broadcast over
+    the batch (no (B, H, Tq, Tk) copy of it). causal: queries and keys at the same positions, so
+    keys past a query block's last row are left out (causal_blocks). mask: (H, Tq, Tk) additive."""
     D, Tk = q.shape[-1], k.shape[2]
     ys = []
     for a, b in long_cpu.causal_blocks(q.shape[2]) if causal else [(0, q.shape[2])]:
         end = b if causal else Tk
-        scores = (q[:, :, a:b] * (1.0 / math.sqrt(D))) @ k[:, :, :end].transpose(-1, -2)   # (B, H, b-a, end)
+        scaled = q[:, :, a:b] * (1.0 / math.sqrt(D))
+        scores = scaled @ k[:, :, :end].transpose(-1, -2)                  # (B, H, b - a, end)
         scores += mask[..., a:b, :end].to(q.dtype)
         p = F.dropout(torch.softmax(scores.float(), dim=-1).to(v.dtype), dropout, training)
         ys.append(p @ v[:, :, :end])                                        # (B, H, b - a, D)
@@ -90,14 +73,15 @@ def explicit_attention(q, k, v, mask, dropout=0.0, training=False, causal=False)
 
 
 def own_attention(q, k, v, plan, layer):
-    """The encoding's own attention (pe.attend); over own keys by causal blocks, each up to its last row."""
+    """The encoding's own attention (pe.attend), over own keys by causal blocks (long_cpu's)."""
     T = q.shape[2]
     if T == 1 or not plan.causal:  # a decode step: one block, nothing to slice
         return plan.pe.attend(q, k, v, plan, layer)
     ys = []
-    for a, b in reversed(long_cpu.causal_blocks(T)):   # the most keys first: the scores fit in the last's
+    for a, b in reversed(long_cpu.causal_blocks(T)):   # the most keys first: later scores fit there
         p = plan.block(a, b)
-        ys.append(plan.pe.attend(q[:, :, a:b], k[:, :, :b], v[:, :, :b], p, layer))   # (B, H, b - a, D)
+        y = plan.pe.attend(q[:, :, a:b], k[:, :, :b], v[:, :, :b], p, layer)   # (B, H, b - a, D)
+        ys.append(y)
     return torch.cat(ys[::-1], dim=2)                                              # (B, H, Tq, D)
 
 
@@ -121,7 +105,7 @@ def attend(q, k, v, plan, layer=0):
 # ---- blocks ---------------------------------------------------------------------------------
 
 def dropout(x, p, training):
-    """F.dropout, not called where it does nothing (p = 0 or eval): a decode step pays for every call."""
+    """F.dropout, not called where it does nothing (p = 0 or eval): a decode step pays per call."""
     return F.dropout(x, p, True) if training and p > 0 else x
 
 
@@ -132,13 +116,12 @@ class CausalSelfAttention(nn.Module):
         self.n_kv_head = cfg.n_kv_head or cfg.n_head
         self.layer = layer
         D = cfg.n_embd // cfg.n_head
-        self.q_norm = nn.RMSNorm(D, eps=1e-6) if cfg.qk_norm else None   # one gain (D,) for all heads
+        self.q_norm = nn.RMSNorm(D, eps=1e-6) if cfg.qk_norm else None   # a gain (D,) for all heads
         self.k_norm = nn.RMSNorm(D, eps=1e-6) if cfg.qk_norm else None
         trained = max(2, cfg.max_position or cfg.block_size)
         self.logn_length = trained if cfg.logn_scaling else 0
-        self.ssmax = nn.Parameter(ssmax_init(cfg.n_head, trained)) if cfg.ssmax else None   # s_h: (H,)
-        width = cfg.n_embd + 2 * self.n_kv_head * D
-        self.c_attn = nn.Linear(cfg.n_embd, width, bias=cfg.bias)   # q, k, v
+        self.ssmax = nn.Parameter(ssmax_init(cfg.n_head, trained)) if cfg.ssmax else None   # (H,)
+        self.c_attn = nn.Linear(cfg.n_embd, cfg.n_embd + 2 * self.n_kv_head * D, bias=cfg.bias)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.dropout = cfg.dropout
 
@@ -152,9 +135,9 @@ class CausalSelfAttention(nn.Module):
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.logn_length:
-            q = q * logn_factor(pos, self.logn_length).to(q.dtype)[:, None]        # (T, 1) per query
+            q = q * logn_factor(pos, self.logn_length).to(q.dtype)[:, None]      # (T, 1) per query
         if self.ssmax is not None:
-            q = q * ssmax_factor(self.ssmax, plan.key_counts).to(q.dtype)        # (H, T, 1) s_h log n
+            q = q * ssmax_factor(self.ssmax, plan.key_counts).to(q.dtype)      # (H, T, 1) s_h log n
         pe.read_input(x, plan, self.layer)
         q = pe.rotate(q, plan)
         if cache is None or not pe.length_dependent:
@@ -175,17 +158,15 @@ class CausalSelfAttention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        self.gated = gated = cfg.mlp == "swiglu"     # c_fc's rows: the gate's, then the up projection's
-        if cfg.mlp_hidden:
-            hidden = cfg.mlp_hidden
-        else:
-            hidden = 256 * math.ceil(8 * cfg.n_embd // 3 / 256) if gated else 4 * cfg.n_embd
+        self.gated = gated = cfg.mlp == "swiglu"     # c_fc's rows: the gate's, then the up one's
+        llama = 256 * math.ceil(8 * cfg.n_embd // 3 / 256)                 # 8C/3, a multiple of 256
+        hidden = cfg.mlp_hidden or (llama if gated else 4 * cfg.n_embd)
         self.c_fc = nn.Linear(cfg.n_embd, (1 + gated) * hidden, bias=cfg.bias)
         self.c_proj = nn.Linear(hidden, cfg.n_embd, bias=cfg.bias)
         self.dropout = cfg.dropout
 
     def forward(self, x):
-        h = self.c_fc(x)                                    # (B, T, hidden); gated: (B, T, 2 hidden)
+        h = self.c_fc(x)                                  # (B, T, hidden); gated: (B, T, 2 hidden)
         if self.gated:
             gate, up = h.chunk(2, -1)
             y = self.c_proj(F.silu(gate) * up)
@@ -221,15 +202,14 @@ EMPTY = 2 ** 30   # the position of a slot not yet written: after every query, s
 
 
 class KVCache(nn.Module):
-    """gpt-fast's cache plus a ring for windows: keys and values in fixed slots addressed by a tensor
-    of positions, so a decode step has one shape at every token (compiled once). Position p's slot: p
-    (period 0), or under a ring (a window, StreamingLLM's sinks, https://arxiv.org/abs/2309.17453) p
-    below `sinks`, else sinks + (p - sinks) % period: bounded memory. slot_pos (S,) holds each slot's
-    position (EMPTY: none yet) and slot_doc its document id, so masks, windows and biases come from
-    true positions and cached decoding equals the windowed forward exactly (no re-numbering, unlike
-    StreamingLLM). A call brings a ring at most `chunk` tokens (longer calls are split).
-    k{i}, v{i}: (B, H, S, D) per layer; `states`: what encodings keep for a generation
-    (state(owner, name, make)), dropped by reset(). `length`: GPT.forward's host counter."""
+    """gpt-fast's cache plus a ring for windows: keys and values in fixed slots addressed by a
+    tensor of positions, so a decode step has one shape at every token (compiled once). Position p's
+    slot: p, or under a ring (a window, StreamingLLM's sinks, https://arxiv.org/abs/2309.17453) p
+    below `sinks`, else sinks + (p - sinks) % period. slot_pos and slot_doc (S,) hold each slot's
+    position (EMPTY: none yet) and document, so masks, windows and biases come from true positions
+    and cached decoding equals the windowed forward exactly (no re-numbering, unlike StreamingLLM).
+    A call brings a ring at most `chunk` tokens. k{i}, v{i}: (B, H, S, D) per layer; `states`: what
+    encodings keep for a generation (state()), dropped by reset(). `length`: GPT.forward's count."""
 
     def __init__(self, n_layer, batch, n_head, head_dim, max_len, sinks, period, dtype, device,
                  chunk=16):
@@ -266,9 +246,9 @@ class KVCache(nn.Module):
         self.states = {}
 
     def begin(self, pos, doc=None, slots=None):
-        """Place this call's positions pos (T,, increasing) in their slots, and its document ids doc
-        (T,) if given. The call attends the leading `slots` slots (a static step's count, symbolic when
-        compiled), by default those up to its last position."""
+        """Place this call's positions pos (T,), increasing, in their slots, and its document ids
+        doc (T,) if given. The call attends the leading `slots` slots (a static step's count,
+        symbolic when compiled), by default those up to its last position."""
         s, n = self.sinks, self.period
         if not n:
             self.slot = pos
@@ -307,7 +287,7 @@ class GPT(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.config = cfg
-        self.schedule, encodings = build_layers(cfg)     # [Layer(encoding, window)]; {name: encoding}
+        self.schedule, encodings = build_layers(cfg)     # [Layer(encoding, window)]; {name: pe}
         self.pe = encodings.pop(cfg.pos_encoding)        # the main encoding
         self.pe_layers = nn.ModuleDict(encodings) if encodings else None   # a schedule's others
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
@@ -317,8 +297,8 @@ class GPT(nn.Module):
         if cfg.tie_embeddings:
             self.lm_head.weight = self.wte.weight
         self.kv_cache = None
-        self.flex = Flex(cpu=cfg.attention_kernel == "flex")   # whether it works: probed per device
-        own = {m for pe in self.encodings.values() for m in pe.modules()}  # they initialise their own
+        self.flex = Flex(self.encodings.values(), cpu=cfg.attention_kernel == "flex")   # probed
+        own = {m for pe in self.encodings.values() for m in pe.modules()}  # initialised by the pe
         for m in self.modules():
             if m not in own:
                 self._init_weights(m)
@@ -341,7 +321,8 @@ class GPT(nn.Module):
     @property
     def max_positions(self):
         """Positions every layer's encoding can represent (the fewest of them), or None: any."""
-        limits = [pe.max_positions for pe in self.encodings.values() if pe.max_positions is not None]
+        limits = [pe.max_positions for pe in self.encodings.values()]
+        limits = [n for n in limits if n is not None]
         return min(limits) if limits else None
 
     @property
@@ -366,15 +347,11 @@ class GPT(nn.Module):
         skip = set(self.excluded_param_names)
         return sum(p.numel() for n, p in self.named_parameters() if n not in skip)
 
-    def check_flex(self, device):
-        """Whether FlexAttention works on `device` for this model's biases (probed once, then kept)."""
-        return self.flex.usable(device, list(self.encodings.values()))
-
     # ---- caches -------------------------------------------------------------------------------
     def new_cache(self, batch, max_len, dtype=None, ring=None):
-        """A KVCache for positions 0 .. max_len - 1 (linear attention: its running sums); ring (None:
-        where smaller): a shared window as a ring of sinks + window - 1 + chunk slots, else a slot per
-        position. dtype (None): the compute dtype, autocast's where it is on."""
+        """A KVCache for positions 0 .. max_len - 1 (linear attention: its running sums); ring
+        (None: where smaller): a shared window as a ring of sinks + window - 1 + chunk slots, else a
+        slot per position. dtype (None): the compute dtype, autocast's where it is on."""
         cfg, p = self.config, self.wte.weight
         H, D = cfg.n_kv_head or cfg.n_head, cfg.n_embd // cfg.n_head
         if cfg.attention == "linear":
@@ -411,24 +388,23 @@ class GPT(nn.Module):
     # ---- forward ------------------------------------------------------------------------------
     def forward(self, idx, targets=None, pos=None, doc=None):
         """idx (B, T) -> logits (B, T, vocab) and the loss if targets are given; with a cache, idx
-        continues it. pos: (T,) training positions (position_sampling; restarting per document),
-        None: from the cache offset. doc: (T,) document ids (kept with the keys in a cache): other
-        documents' keys are hidden."""
+        continues it. pos: (T,) positions (position_sampling; restarting per document), None: from
+        the cache offset. doc: (T,) document ids (kept in a cache): other documents are hidden."""
         B, T = idx.shape
         cache = self.kv_cache
         if cache is not None and cache.period and T > cache.chunk:  # a ring takes `chunk` a call
             parts = []
             for s in range(0, T, cache.chunk):
                 cut = slice(s, s + cache.chunk)
-                part_pos = None if pos is None else pos[cut]   # refused by positions(), as any call's
+                part_pos = None if pos is None else pos[cut]   # refused by positions() (B1)
                 part_doc = None if doc is None else doc[cut]
                 parts.append(self(idx[:, cut], pos=part_pos, doc=part_doc)[0])
             logits = torch.cat(parts, 1)
         else:
-            pos, end = self.positions(T, cache, pos, doc, idx.device)               # (T,), last + 1
+            pos, end = forward_positions(self, T, cache, pos, doc, idx.device)      # (T,), last + 1
             doc = None if doc is None else doc.to(idx.device)
             logits = self.run(idx, pos, end, cache, doc)                          # (B, T, vocab)
-            if cache is not None:  # explicit positions may skip some: the next call starts past them
+            if cache is not None:  # explicit positions may skip some: the next call is past them
                 cache.advance(end - cache.length)
         if targets is None:
             return logits, None
@@ -436,14 +412,13 @@ class GPT(nn.Module):
         return logits, F.cross_entropy(flat, targets.reshape(-1), ignore_index=-1)
 
     def run(self, idx, pos, n_positions, cache=None, doc=None, slots=None):
-        """The tensor work of a forward (no host check): idx (B, T) at pos (T,), all positions in
-        play below n_positions (a static generation's, fixed for its steps) -> logits (B, T, vocab).
-        slots: the cache slots a static step attends (KVCache.begin)."""
+        """The tensor work of a forward (no host check): idx (B, T) at pos (T,), positions in play
+        below n_positions -> logits (B, T, vocab). slots: the cache slots a static step attends."""
         encodings = self.encodings
         if cache is not None:
             cache.begin(pos, doc, slots)
         plans = self.plans(pos, cache, encodings, doc, n_positions)
-        if cache is None and long_cpu.chunked(self, pos, plans):   # a bias per chunk, for all layers
+        if cache is None and long_cpu.chunked(self, pos, plans):   # a bias a chunk, all layers
             return long_cpu.by_chunks(self, idx, pos, n_positions, doc)
         first = next(iter(plans.values()))
         x = dropout(self.pe.embed(self.wte(idx), first), self.config.dropout, self.training)
@@ -451,56 +426,25 @@ class GPT(nn.Module):
             x = block(x, encodings[layer.encoding], plans[layer])
         return self.lm_head(self.ln_f(x))                                          # (B, T, vocab)
 
-    def positions(self, T, cache, pos, doc, device):
-        """(T,) positions of this call and the last one + 1, checked on the host."""
-        start = cache.length if cache is not None else 0
-        if pos is not None and cache is not None:   # in order past the cache (training has none)
-            ordered = len(pos) > 0 and int(pos[0]) >= start and bool((pos.diff() > 0).all())
-            if not (isinstance(cache, KVCache) and cache.period == 0 and ordered):
-                raise ValueError(f"explicit positions continue a KV cache in order, from position "
-                                 f"{start} on, without a window's ring; got {pos.tolist()[:8]}...: "
-                                 f"clear the cache or pass increasing positions")
-        if doc is not None and self.config.attention == "linear":
-            raise ValueError("document ids need softmax attention (linear attention sums every "
-                             "earlier key)")
-        check_positions(pos, doc, T)
-        end = start + T if pos is None else int(pos.max()) + 1
-        limit = self.max_positions
-        if limit is not None and end > limit:
-            raise ValueError(f"the {self.pos_name} encoding knows {limit} positions, got a sequence "
-                             f"reaching position {end}; crop the input or use an encoding without a "
-                             f"limit")
-        if cache is not None and end > cache.max_len:
-            raise ValueError(f"KV cache holds {cache.max_len} positions, this call needs {end}; "
-                             f"call setup_cache with a larger max_len")
-        if pos is None:
-            return torch.arange(start, end, device=device), end
-        return pos.to(device), end
-
     def plans(self, pos, cache, encodings, doc=None, n_positions=0):
         """{Layer: AttentionPlan} of a forward (attention/plan.py)."""
         return make_plans(self, pos, cache, encodings, doc, n_positions)
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
-        """AdamW, decaying the transformer's matrices (dim >= 2) only: not biases and norms
-        (nanoGPT) nor any parameter of the encoding (decay would pull a bias table towards "no
-        position", not slopes)."""
+        """AdamW, decaying the transformer's matrices (dim >= 2) only: not biases, norms (nanoGPT)
+        or the encoding's parameters (decay would pull a bias table towards "no position")."""
         pe_params = {id(p) for pe in self.encodings.values() for p in pe.parameters()}
         params = [p for p in self.parameters() if p.requires_grad]
-        decayed = [p for p in params if p.dim() >= 2 and id(p) not in pe_params]
-        kept = [p for p in params if not (p.dim() >= 2 and id(p) not in pe_params)]
-        groups = [{"params": decayed, "weight_decay": weight_decay},
-                  {"params": kept, "weight_decay": 0.0}]
-        # fused (torch >= 2.4 on CPU): one pass over every tensor, 0.7 ms vs 1.7 ms
-        # (benchmarks/cpu-2core-training-step.md)
+        decay = [p.dim() >= 2 and id(p) not in pe_params for p in params]
+        groups = [{"params": [p for p, d in zip(params, decay) if d == on], "weight_decay": wd}
+                  for on, wd in ((True, weight_decay), (False, 0.0))]
+        # fused (torch >= 2.4 on CPU): one pass over every tensor, 0.7 ms vs 1.7 ms (benchmarks/)
         fused = device_type in ("cuda", "cpu")
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused)
 
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None,
                  on_token=None, static=True, compile=False):
-        """Continue idx (B, T) by max_new_tokens with the KV cache (generate.Decoder: its static step,
-        compiled with compile=True; static=False: forward's). on_token(id) streams the first
-        sequence's new tokens."""
+        """Continue idx (B, T) by max_new_tokens: generate.Decoder's generate, kept for callers."""
         from generate import Decoder
         decoder = Decoder(self, static, compile)
         return decoder.generate(idx, max_new_tokens, temperature, top_k, generator, on_token)

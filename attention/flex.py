@@ -18,28 +18,31 @@ PROBE_LENGTH = 128   # the CPU kernel errs below 128 queries at T = 8 mod 16 (to
 
 
 class Flex:
-    """A model's FlexAttention: its compiled functions and, per device, whether it works (None: not yet asked)."""
+    """A model's FlexAttention: its compiled functions and, per device, whether it works for the model's
+    encodings (probed at the first ask)."""
 
-    def __init__(self, cpu=False):
+    def __init__(self, encodings=(), cpu=False):
+        self.encodings = list(encodings)   # the model's encodings (the same modules wherever they move)
         self.cpu = cpu                  # taken on CPU too (without gradients, from PROBE_LENGTH queries)
         self.errors = {}                # device -> the probe's exception, or None: it works there
         self.compiled = None
 
-    def usable(self, device, encodings):
-        """Whether FlexAttention works on `device` for the encodings (probed once per device)."""
+    def usable(self, device):
+        """Whether FlexAttention works on `device` for every encoding of the model (probed once per device)."""
         key = str(device)
         if key not in self.errors:
-            self.errors[key] = probe(self, device, encodings)
+            self.errors[key] = probe(self, device, self.encodings)
         return self.errors[key] is None
 
     def functions(self, compiled=True):
-        """(create_block_mask, flex_attention), compiled (the block mask built eagerly is dense) once per model:
-        every model's score_mod is new to dynamo, which allows a code object 8 graphs."""
+        """(create_block_mask, flex_attention), compiled (the block mask built eagerly is dense) once per
+        model: every model's score_mod is new to dynamo, which allows a code object 8 graphs."""
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
         if not compiled:
             return create_block_mask, flex_attention
         if self.compiled is None:
-            self.compiled = tuple(torch.compile(own_code(f), dynamic=False) for f in (create_block_mask, flex_attention))
+            functions = (create_block_mask, flex_attention)
+            self.compiled = tuple(torch.compile(own_code(f), dynamic=False) for f in functions)
         return self.compiled
 
 
@@ -55,7 +58,7 @@ def probe(flex, device, encodings):
         ctx = types.SimpleNamespace(q_pos=pos, k_pos=pos, window=0, sinks=0, doc=None, pe=pe, flex=flex,
                                     scratch={})
         try:
-            with torch.set_grad_enabled(grad):
+            with torch.inference_mode(False), torch.set_grad_enabled(grad):
                 y = attention(q, q, q, ctx)
                 if grad:
                     y.sum().backward()

@@ -51,7 +51,7 @@ def by_blocks(q, k, v, plan, attend_block):
     B, H, T, _ = q.shape
     rows = row_block(B, H, k.shape[2])
     ys = []
-    for a in reversed(range(0, T, rows)):   # the most keys first: each block's scores then fit where the last one's were
+    for a in reversed(range(0, T, rows)):   # the most keys first: each block's scores then fit in the last's
         p = plan.block(a, min(a + rows, T))
         n = len(p.k_pos)
         ys.append(attend_block(q[:, :, a:a + rows], k[:, :, :n], v[:, :, :n], p))   # (B, H, rows, D)

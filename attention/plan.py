@@ -1,7 +1,17 @@
-"""The attention plan: how the layers of one forward, encoding and window attend. The positions they
-share (positional.base.Ctx), the encoding, its score bias, dropout, and the kernel choose_kernel picks
-from these alone (model.py's comment lists the kernels; model.attend runs them). make_plans builds one
-plan per (encoding, window) of a forward.
+"""The per-forward plan of attention: the positions a forward's layers share (positional.base.Ctx),
+checked on the host once (forward_positions), and one AttentionPlan per (encoding, window)
+(make_plans) holding everything the choice of kernel depends on. choose_kernel reads the plan and
+nothing else; model.attend runs what it chose:
+  causal    keys are the queries' own positions, no bias, window or documents: SDPA is_causal
+  sdpa      no bias (a mask), or a bias needing no gradient: SDPA with a (1, H, Tq, Tk) mask
+  explicit  a bias needing a gradient (T5 training): q k^T, bias added in place, causal blocks
+  flex      a bias over own keys, no dropout, on CUDA, or on CPU without gradients if asked, where
+            FlexAttention works (attention/flex.py: decided once per device)
+  own       the encoding forms its own logits (pe.attend), over own keys by causal blocks
+  blocks, relative, banded: over more than ATTENTION_BLOCK queries without gradients, the
+            long-context engine (attention/long_cpu.py, which documents them)
+Measured on CPU (benchmarks/): SDPA takes its flash kernel with a 4-D float mask, math with a 3-D
+one or one needing a gradient (slower than explicit).
 """
 from dataclasses import dataclass, field, replace
 
@@ -10,7 +20,8 @@ import torch.nn.functional as F
 
 from attention import long_cpu
 from attention.flex import Flex
-from positional.base import Ctx, shifted_groups
+from attention.linear import LinearAttentionCache
+from positional.base import Ctx, check_positions, shifted_groups
 
 MASKLESS = ("causal", "flex") + long_cpu.KERNELS   # kernels that make their own mask
 
@@ -70,7 +81,7 @@ def choose_kernel(p: AttentionPlan) -> str:
     on_cpu = p.flex is not None and p.flex.cpu and not grad and len(p.q_pos) >= 128
     flex_ok = p.flex is not None and (p.q_pos.is_cuda or on_cpu)
     if flex_ok and biased and not own and p.dropout == 0.0 and p.causal and p.groups is None:
-        if p.flex.usable(p.q_pos.device, [p.pe]):
+        if p.flex.usable(p.q_pos.device):
             return "flex"
     if not grad and len(p.q_pos) > long_cpu.ATTENTION_BLOCK:
         steps = plain and bool((p.q_pos.diff() == 1).all())   # consecutive positions, causal mask alone
@@ -123,3 +134,31 @@ def make_plans(model, pos, cache, encodings, doc=None, n_positions=0):
             plan.key_counts = plan.count_visible(long_cpu.ATTENTION_BLOCK)
         plans[layer] = plan
     return plans
+
+
+def forward_positions(model, T, cache, pos, doc, device):
+    """(T,) positions of the model's (self's) forward of T tokens and its last one + 1, checked on
+    the host: pos, explicit positions (None: from the cache's length), doc, document ids."""
+    start = cache.length if cache is not None else 0
+    if pos is not None and cache is not None:   # in order past the cache (training has none)
+        ordered = len(pos) > 0 and int(pos[0]) >= start and bool((pos.diff() > 0).all())
+        if not (not isinstance(cache, LinearAttentionCache) and cache.period == 0 and ordered):
+            raise ValueError(f"explicit positions continue a KV cache in order, from position "
+                             f"{start} on, without a window's ring; got {pos.tolist()[:8]}...: "
+                             f"clear the cache or pass increasing positions")
+    if doc is not None and model.config.attention == "linear":
+        raise ValueError("document ids need softmax attention (linear attention sums every "
+                         "earlier key)")
+    check_positions(pos, doc, T)
+    end = start + T if pos is None else int(pos.max()) + 1
+    limit = model.max_positions
+    if limit is not None and end > limit:
+        raise ValueError(f"the {model.pos_name} encoding knows {limit} positions, got a "
+                         f"sequence reaching position {end}; crop the input or use an "
+                         f"encoding without a limit")
+    if cache is not None and end > cache.max_len:
+        raise ValueError(f"KV cache holds {cache.max_len} positions, this call needs {end}; "
+                         f"call setup_cache with a larger max_len")
+    if pos is None:
+        return torch.arange(start, end, device=device), end
+    return pos.to(device), end

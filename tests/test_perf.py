@@ -195,8 +195,8 @@ def test_a_failing_flex_attention_is_found_by_its_probe_once_and_left_for_the_mo
     monkeypatch.setattr(flex_mod, "attention", broken)
     model = tiny_gpt("alibi")
     with pytest.warns(UserWarning, match="FlexAttention failed"):
-        assert not model.check_flex("cpu")
-    assert not model.check_flex("cpu") and calls == [1]                # probed once
+        assert not model.flex.usable("cpu")
+    assert not model.flex.usable("cpu") and calls == [1]     # probed once
     assert isinstance(model.flex.errors["cpu"], RuntimeError)
     p = plan(4, bias=torch.zeros(2, 4, 4))
     p.flex.errors["cuda"] = RuntimeError("no kernel")                   # as a probe on CUDA would find
