@@ -12,20 +12,5 @@ decodes a batch in lockstep). The token scheme is in common.py.
     ex = tasks.get("copy").generate(seed=0, length=32)
     data = tasks.TaskData("copy")        # train.py's data source when --task is set
 """
-import difflib
-
-from tasks import addition, copy, duplicate, grid, mqar, parity, passkey, reverse
 from tasks.data import TaskData  # noqa: F401
-
-REGISTRY = {"copy": copy, "reverse": reverse, "duplicate": duplicate, "parity": parity,
-            "addition": addition, "passkey": passkey, "mqar": mqar,
-            "grid": grid}
-
-
-def get(name):
-    """The task module called `name`; an unknown name is a one-line ValueError."""
-    if name not in REGISTRY:
-        close = difflib.get_close_matches(name, REGISTRY, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise ValueError(f"unknown task {name!r}; {hint}valid: {', '.join(REGISTRY)}")
-    return REGISTRY[name]
+from tasks.registry import REGISTRY, get  # noqa: F401

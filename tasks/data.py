@@ -8,6 +8,7 @@ are the answer tokens and -1 (ignored by the loss) everywhere else, the right pa
 import torch
 
 from tasks.common import PAD, char_meta
+from tasks.registry import get
 
 
 def curriculum_length(it, iters, shortest, block_size):
@@ -19,8 +20,7 @@ def curriculum_length(it, iters, shortest, block_size):
 
 class TaskData:
     def __init__(self, name):
-        import tasks
-        self.name, self.task = name, tasks.get(name)
+        self.name, self.task = name, get(name)
         self.vocab_size = self.task.VOCAB_SIZE
         self.meta = char_meta(self.vocab_size)   # the checkpoint's tokenizer: one character per id
 
