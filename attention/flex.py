@@ -56,7 +56,7 @@ def probe(flex, device, encodings):
         H = getattr(pe, "n_head", 1)
         q = torch.randn(1, H, PROBE_LENGTH, 16, device=device, requires_grad=grad)
         ctx = types.SimpleNamespace(q_pos=pos, k_pos=pos, window=0, sinks=0, doc=None, pe=pe, flex=flex,
-                                    scratch={})
+                                    memo={})
         try:
             with torch.inference_mode(False), torch.set_grad_enabled(grad):
                 y = attention(q, q, q, ctx)
@@ -94,8 +94,7 @@ def attention(q, k, v, plan, compiled=True):
 
     def score_mod(s, b, h, qi, ki):
         return s + pe.score_bias(h, qp(qi), kp(ki)).to(s.dtype)
-    if "block_mask" not in plan.scratch:
-        mask = block_mask(visible, None, None, len(plan.q_pos), len(plan.k_pos), device=q.device)
-        plan.scratch["block_mask"] = mask
+    if "block_mask" not in plan.memo:   # once per plan: its layers share it
+        plan.memo["block_mask"] = block_mask(visible, None, None, len(plan.q_pos), len(plan.k_pos), device=q.device)
     with torch._functorch.config.patch(force_non_lazy_backward_lowering=torch.is_grad_enabled()):   # its backward
-        return flex(q, k, v, score_mod=score_mod, block_mask=plan.scratch["block_mask"])
+        return flex(q, k, v, score_mod=score_mod, block_mask=plan.memo["block_mask"])

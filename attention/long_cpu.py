@@ -90,7 +90,7 @@ def attend_by_distance(pe, q, k, v, blocks):
 def sub_ctx(ctx, a, b, first, end):
     """The ctx of queries a:b over the keys first:end (consecutive positions, no window), sharing ctx's memo."""
     return Ctx(ctx.q_pos[a:b], ctx.k_pos[first:end], n_positions=ctx.n_positions, rows=slice(a, b),
-               scratch=ctx.scratch)
+               memo=ctx.memo)
 
 
 def attend_banded(pe, q, k, v, ctx, layer, rows=1024, near_rows=256):

@@ -13,6 +13,7 @@ nothing else; model.attend runs what it chose:
 Measured on CPU (benchmarks/): SDPA takes its flash kernel with a 4-D float mask, math with a 3-D
 one or one needing a gradient (slower than explicit).
 """
+import functools
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -26,27 +27,41 @@ from positional.base import Ctx, check_positions, shifted_groups
 MASKLESS = ("causal", "flex") + long_cpu.KERNELS   # kernels that make their own mask
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class AttentionPlan(Ctx):
     """How the layers of one forward, encoding and window attend: the positions (Ctx), the kernel,
-    its mask."""
+    its mask; made once per forward (make_plans) and never changed."""
     pe: object = None                   # the encoding: its dense bias is made here, or by the kernel
     bias: torch.Tensor = None           # (H, Tq, Tk) the encoding's score bias, or None (from pe)
     dropout: float = 0.0                # attention dropout of this forward (0 when not training)
     flex: Flex = None                   # the model's FlexAttention; None: never flex
-    key_counts: torch.Tensor = None     # (Tq,) keys each query sees, for SSMax; None unless asked
+    ssmax: bool = False                 # count the keys each query sees (key_counts), for SSMax
+    key_counts: torch.Tensor = None     # (Tq,) keys each query sees (SSMax's n), or None
     kernel: str = field(init=False)
+    mask: torch.Tensor = field(init=False, default=None)    # (Tq, Tk) bool, or the bias, -inf hidden
+    unseen: torch.Tensor = field(init=False, default=None)  # ~mask for own logits (hidden())
     sdpa_masks: dict = field(init=False, default_factory=dict)  # dtype -> the mask as SDPA takes it
 
     def __post_init__(self):
         super().__post_init__()
-        self.kernel = choose_kernel(self)
+        derive = functools.partial(object.__setattr__, self)   # the plan's derived fields, set once
+        if self.ssmax and self.key_counts is None:
+            derive("key_counts", self.count_visible(long_cpu.ATTENTION_BLOCK))
+        derive("kernel", choose_kernel(self))
         if self.kernel in MASKLESS:
             return
         if self.bias is None and self.pe is not None:
-            self.bias = self.pe.dense_bias(self.q_pos, self.k_pos)          # (H, Tq, Tk) or None
+            derive("bias", self.pe.dense_bias(self.q_pos, self.k_pos))     # (H, Tq, Tk) or None
         visible = self.visible()
-        self.mask = visible if self.bias is None else self.bias.masked_fill(~visible, float("-inf"))
+        derive("mask", visible if self.bias is None else self.bias.masked_fill(~visible, float("-inf")))
+        if self.pe is not None and self.pe.overrides("attend"):
+            derive("unseen", ~visible)
+
+    def seen(self):
+        return self.mask if self.mask is not None and self.mask.dtype == torch.bool else self.visible()
+
+    def hidden(self):
+        return self.unseen if self.unseen is not None else ~self.seen()
 
     def softmax(self, scores, v):
         return attend_scores(scores, v, self)
@@ -57,7 +72,7 @@ class AttentionPlan(Ctx):
         bias = None if self.bias is None else self.bias[..., a:b, :end]
         counts = None if self.key_counts is None else self.key_counts[a:b]
         return replace(self, q_pos=self.q_pos[a:b], k_pos=self.k_pos[:end], causal=False,
-                       rows=slice(a, b), bias=bias, scratch=self.scratch, key_counts=counts)
+                       rows=slice(a, b), bias=bias, memo=self.memo, key_counts=counts)
 
     def sdpa_mask(self, dtype):
         """The mask as SDPA's attn_mask, (1, H or 1, Tq, Tk) additive, made once for all layers."""
@@ -128,10 +143,8 @@ def make_plans(model, pos, cache, encodings, doc=None, n_positions=0):
         plan = AttentionPlan(pos, k_pos, layer.window, cfg.sinks, causal=cache is None, doc=doc,
                              k_doc=k_doc, cache=cache, groups=groups, n_positions=n_positions,
                              pe=encodings[layer.encoding], bias=biases.get(layer.encoding),
-                             dropout=dropout, flex=model.flex)
+                             dropout=dropout, flex=model.flex, ssmax=cfg.ssmax)
         biases.setdefault(layer.encoding, plan.bias)                        # (H, Tq, Tk) or None
-        if cfg.ssmax:
-            plan.key_counts = plan.count_visible(long_cpu.ATTENTION_BLOCK)
         plans[layer] = plan
     return plans
 

@@ -80,9 +80,11 @@ class Settings:
                 raise ValueError(f"{f.name} must be > {m['above']}{why}, got {v}")
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class Ctx:
-    """One forward's positions and what its hooks share (model.AttentionPlan extends it)."""
+    """One forward's positions, made once and never changed (attention/plan.py's AttentionPlan adds the
+    kernel the model chose): positions, documents, visibility (window, sinks, causality, S²-Attn's
+    groups), the cache, and `memo`, where the hooks keep what they compute once per forward (once())."""
     q_pos: torch.Tensor                 # (Tq,) absolute positions of the queries
     k_pos: torch.Tensor                 # (Tk,) of the keys (cached, then new)
     window: int = 0                     # > 0: a query sees keys less than `window` behind it...
@@ -94,13 +96,11 @@ class Ctx:
     cache: object = None                # the generation's cache, or None
     n_positions: int = 0                # positions in play (of the forward, or of a static generation); 0: from k_pos
     rows: slice = field(default_factory=lambda: slice(None))   # the forward's query rows it covers (a block: a:b)
-    scratch: dict = field(default_factory=dict)   # what hooks compute once per forward, for every layer
-    mask: torch.Tensor = field(init=False, default=None)   # a plan's: None, (Tq, Tk) bool, or bias with -inf hidden
-    unseen: torch.Tensor = field(init=False, default=None, repr=False)   # ~seen(), once for this object's layers
+    memo: dict = field(default_factory=dict)   # once(): what hooks compute once per forward, for every layer
 
     def __post_init__(self):
         if not self.n_positions:  # a ctx made by hand (tests, plots): on the host, once
-            self.n_positions = int(torch.cat([self.q_pos, self.k_pos]).max()) + 1
+            object.__setattr__(self, "n_positions", int(torch.cat([self.q_pos, self.k_pos]).max()) + 1)
 
     def visible(self):
         """(Tq, Tk) bool: the keys each query sees (causal, window, sinks, documents); (H, Tq, Tk) with
@@ -137,20 +137,18 @@ class Ctx:
         return t
 
     def seen(self):
-        """visible(), or the mask a plan made of it once for its layers."""
-        return self.mask if self.mask is not None and self.mask.dtype == torch.bool else self.visible()
+        """(Tq, Tk) bool, the keys each query sees: visible() (a plan: the mask it made once for its layers)."""
+        return self.visible()
 
     def hidden(self):
-        """~seen(): the keys a query does not see, made once for the layers of this ctx (a block's is its own)."""
-        if self.unseen is None:
-            self.unseen = ~self.seen()
-        return self.unseen
+        """~seen(): the keys a query does not see (a plan: made once for its layers)."""
+        return ~self.seen()
 
     def once(self, key, make):
-        """make() the first time `key` is asked in this forward (scratch), shared by the layers."""
-        if key not in self.scratch:
-            self.scratch[key] = make()
-        return self.scratch[key]
+        """make() the first time `key` is asked in this forward (memo), shared by the layers."""
+        if key not in self.memo:
+            self.memo[key] = make()
+        return self.memo[key]
 
 
 class PositionalEncoding(nn.Module):

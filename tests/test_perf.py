@@ -1,8 +1,10 @@
 """The fast attention paths give what the plain reference path gives, for every encoding:
 in training (loss and every gradient) and in cached generation; the bias is built once per
 forward; a compiled model agrees with the eager one."""
+import dataclasses
 import json
 import math
+import types
 import warnings
 
 import pytest
@@ -14,6 +16,7 @@ import positional
 from attention import flex as flex_mod
 from attention import long_cpu
 from attention.flex import Flex
+from attention.plan import AttentionPlan, choose_kernel
 from tests.conftest import tiny_gpt
 
 ALL = list(positional.REGISTRY)
@@ -26,9 +29,9 @@ def reference_attend(q, k, v, plan, layer=0):
     """softmax(q k^T / sqrt(D) + mask) v, written out in float64: the plain path every
     kernel must match. plan: an AttentionPlan, or its mask: None (causal, Tq == Tk),
     bool (Tq, Tk) or float (H, Tq, Tk). An encoding's own logits are its own (pe.attend)."""
-    if isinstance(plan, model_mod.AttentionPlan) and plan.pe is not None and plan.pe.overrides("attend"):
+    if isinstance(plan, AttentionPlan) and plan.pe is not None and plan.pe.overrides("attend"):
         return ATTEND(q, k, v, plan, layer)
-    mask = plan.mask if isinstance(plan, model_mod.AttentionPlan) else plan
+    mask = plan.mask if isinstance(plan, AttentionPlan) else plan
     Tq, Tk = q.shape[2], k.shape[2]
     s = (q.double() @ k.double().transpose(-1, -2)) / math.sqrt(q.shape[-1])   # (B, H, Tq, Tk)
     if mask is None:
@@ -39,7 +42,7 @@ def reference_attend(q, k, v, plan, layer=0):
 
 def mask_of(bias, pos, window=0, sinks=0):
     """The mask a plan over keys at the queries' own positions adds: bias (H, T, T) with -inf where hidden."""
-    return model_mod.AttentionPlan(pos, pos, window, sinks, causal=True, bias=bias).mask
+    return AttentionPlan(pos, pos, window, sinks, causal=True, bias=bias).mask
 
 
 def sharp_gpt(name, **kw):
@@ -136,7 +139,7 @@ def plan(T, Tk=None, bias=None, window=0, dropout=0.0, flex=True, device="cpu"):
     Tk = Tk or T
     on = torch.empty(0, device=device)
     q_pos, k_pos = torch.arange(Tk - T, Tk).to(on.device), torch.arange(Tk).to(on.device)
-    return model_mod.AttentionPlan(q_pos, k_pos, window, causal=T == Tk, bias=bias, dropout=dropout,
+    return AttentionPlan(q_pos, k_pos, window, causal=T == Tk, bias=bias, dropout=dropout,
                                    flex=working_flex() if flex else None)
 
 
@@ -164,12 +167,15 @@ def test_flex_attention_is_chosen_for_biases_on_cuda_only():
     b = torch.zeros(2, 4, 4)
     assert plan(4, bias=b).kernel == "sdpa"                          # CPU: no FlexAttention backward
     for kw, want in [({}, "flex"), ({"dropout": 0.1}, "sdpa"), ({"flex": False}, "sdpa"), ({"bias": None}, "causal")]:
-        p = plan(4, **{"bias": b, **kw})
-        p.q_pos = FakeCuda(p.q_pos)
-        assert model_mod.choose_kernel(p) == want, kw
+        assert choose_kernel(on_cuda(plan(4, **{"bias": b, **kw}))) == want, kw
     p = plan(1, 4, bias=torch.zeros(2, 1, 4))                        # a decode step: SDPA with the bias row
-    p.q_pos = FakeCuda(p.q_pos)
-    assert model_mod.choose_kernel(p) == "sdpa"
+    assert choose_kernel(on_cuda(p)) == "sdpa"
+
+
+def on_cuda(p):
+    """A copy of plan p's fields whose positions say they are on CUDA (what choose_kernel reads)."""
+    fields = {f.name: getattr(p, f.name) for f in dataclasses.fields(p)}
+    return types.SimpleNamespace(**{**fields, "q_pos": FakeCuda(p.q_pos)})
 
 
 class FakeCuda:
@@ -200,8 +206,7 @@ def test_a_failing_flex_attention_is_found_by_its_probe_once_and_left_for_the_mo
     assert isinstance(model.flex.errors["cpu"], RuntimeError)
     p = plan(4, bias=torch.zeros(2, 4, 4))
     p.flex.errors["cuda"] = RuntimeError("no kernel")                   # as a probe on CUDA would find
-    p.q_pos = FakeCuda(p.q_pos)
-    assert model_mod.choose_kernel(p) == "sdpa"
+    assert choose_kernel(on_cuda(p)) == "sdpa"
 
 
 @pytest.mark.parametrize("name", ["alibi", "t5", "fire"])
@@ -210,7 +215,7 @@ def test_flex_attention_score_mod_matches_reference(name):
     run by FlexAttention's eager CPU version."""
     pe = tiny_gpt(name, n_head=2, n_embd=32).pe
     pos = torch.arange(40)
-    p = model_mod.AttentionPlan(pos, pos, 9, 2, causal=True, pe=pe, flex=Flex())
+    p = AttentionPlan(pos, pos, 9, 2, causal=True, pe=pe, flex=Flex())
     q, k, v = (torch.randn(1, 2, 40, 16) * 2 for _ in range(3))
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "flex_attention called without torch.compile()"
@@ -228,7 +233,7 @@ def test_explicit_attention_matches_reference_with_long_alibi_bias():
     q, k, v = (torch.randn(1, 4, T, 8) for _ in range(3))
     want = reference_attend(q, k, v, mask)
     torch.testing.assert_close(model_mod.explicit_attention(q, k, v, mask), want, rtol=1e-4, atol=1e-5)
-    p = model_mod.AttentionPlan(pos, pos, causal=True, bias=pe.dense_bias(pos, pos))
+    p = AttentionPlan(pos, pos, causal=True, bias=pe.dense_bias(pos, pos))
     assert p.kernel == "sdpa"
     torch.testing.assert_close(model_mod.attend(q, k, v, p), want, rtol=1e-4, atol=1e-5)
 
