@@ -1,6 +1,6 @@
 """FlexAttention (torch.nn.attention.flex_attention) for encodings with a score bias: the bias is computed inside
 its score_mod, pe.score_bias(h, q_pos, k_pos) at each pair (its gradient flows), and hidden blocks are skipped
-by its block mask (positional.base.sees). model.choose_kernel takes it on CUDA, and on CPU without gradients
+by its block mask (positional.base.sees). choose_kernel (attention/plan.py) takes it on CUDA, and on CPU without gradients
 where asked (attention_kernel="flex"): it has no backward on CPU, and is dense uncompiled.
 
 Whether it works for a model is decided once per device, before the first forward that would take it, by

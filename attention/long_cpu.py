@@ -1,6 +1,6 @@
 """The long-context engine: attention over more than ATTENTION_BLOCK queries without gradients (long
 evaluations), where a (B, H, Tq, Tk) score matrix would not fit, and where the fused kernels only CPU
-PyTorch exposes make it fast. model.choose_kernel decides when it applies (its kernels "blocks",
+PyTorch exposes make it fast. attention/plan.py's choose_kernel decides when it applies (its kernels "blocks",
 "relative", "banded"); model.attend calls attend() below, the one entry; GPT.run calls by_chunks()
 when a bias made per query block would be made again by every layer.
 

@@ -3,8 +3,8 @@ Decoder.generate (compiled static step) under each option set, rounds interleave
 
     python benchmarks/decode_options.py --encodings=rope,alibi --tokens=2000 --rounds=3
 
-Each option set compiles its own copy of model.decode_step (torch.compile(..., options=...)); the
-default row is model.compiled_step as sample.py uses it. Prints one table; writes nothing.
+Each option set compiles its own copy of generate.decode_step (torch.compile(..., options=...)); the
+default row is generate.compiled_step as sample.py uses it. Prints one table; writes nothing.
 """
 import os
 import statistics

@@ -70,7 +70,7 @@ class FoX(OwnLogits):
         """(c, c_k) read_input made for this forward and layer."""
         return ctx.once((id(self), layer), lambda: missing_input(layer))
 
-    band = 0   # every key in the far field: attend_banded is SDPA's fused kernel alone
+    band = 0   # every key in the far field: the banded kernel (attention/long_cpu.py) is SDPA's alone
 
     def far(self, q, k, v, ctx, layer):
         """c_i - c_j split as a constant per query, c_i - c_a, and one more key channel, c_a - c_j (the queries' 1),
