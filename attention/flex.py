@@ -1,7 +1,7 @@
 """FlexAttention (torch.nn.attention.flex_attention) for encodings with a score bias: the bias is computed inside
 its score_mod, pe.score_bias(h, q_pos, k_pos) at each pair (its gradient flows), and hidden blocks are skipped
-by its block mask (positional.base.sees). choose_kernel (attention/plan.py) takes it on CUDA, and on CPU without gradients
-where asked (attention_kernel="flex"): it has no backward on CPU, and is dense uncompiled.
+by its block mask (positional.base.sees). choose_kernel (attention/plan.py) takes it on CUDA, and on CPU
+without gradients where asked (attention_kernel="flex"): it has no backward on CPU, and is dense uncompiled.
 
 Whether it works for a model is decided once per device, before the first forward that would take it, by
 Flex.usable: a probe runs it (with its backward on CUDA) on each of the model's biases at a small length; a
