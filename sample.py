@@ -20,7 +20,7 @@ from training.cli import autocast, check_lows, fail, help_text, parse, pick_devi
 from training.config import ConfigError, eval_key
 from training import cpu_threads
 from training.aot import AheadOfTime
-from model import Decoder
+from generate import Decoder
 
 DEFAULTS = {
     "out_dir": "out",             # the checkpoint's folder (ckpt.pt)

@@ -187,6 +187,17 @@ def say_start(cfg, resumed, model, rt, tokens_per_iter):
         print(busy)
 
 
+def say_iter(it, it_start, t_last, loss, lr, tokens_per_iter, cfg, log):
+    """The loop's progress line and log record, every log_interval iterations; -> now (the next line's start)."""
+    now = time.time()
+    dt = (now - t_last) / cfg.log_interval
+    left = (now - log.t_start) / (it - it_start) * (cfg.max_iters - it)
+    print(f"iter {it}/{cfg.max_iters}: loss {loss:.4f}, lr {lr:.2e}, {dt * 1000:.0f} ms/it, "
+          f"{tokens_per_iter / dt:,.0f} tok/s, {fmt_time(left)} left")
+    log("train", iter=it, tokens=it * tokens_per_iter, loss=loss, lr=lr, tokens_per_sec=tokens_per_iter / dt)
+    return now
+
+
 def train(argv, cfg, ckpt, data, model, stop):
     """Set-up, then the loop. Returns the process exit code (0 done, 1 non-finite, 128+signal stopped)."""
     rt = start_runtime(cfg.device, cfg.dtype, cfg.backend, cfg.parallel)
@@ -243,13 +254,7 @@ def train(argv, cfg, ckpt, data, model, stop):
         st.iter_num += 1
 
         if st.iter_num % cfg.log_interval == 0 and rt.master:
-            now = time.time()
-            dt, t_last = (now - t_last) / cfg.log_interval, now
-            left = (now - log.t_start) / (st.iter_num - it_start) * (cfg.max_iters - st.iter_num)
-            print(f"iter {st.iter_num}/{cfg.max_iters}: loss {loss:.4f}, lr {lr:.2e}, {dt * 1000:.0f} ms/it, "
-                  f"{tokens_per_iter / dt:,.0f} tok/s, {fmt_time(left)} left")
-            log("train", iter=st.iter_num, tokens=st.iter_num * tokens_per_iter, loss=loss, lr=lr,
-                tokens_per_sec=tokens_per_iter / dt)
+            t_last = say_iter(st.iter_num, it_start, t_last, loss, lr, tokens_per_iter, cfg, log)
 
         if signum and st.iter_num < cfg.max_iters:  # SIGINT/SIGTERM: save this step, for an exact resume
             code = 128 + signum  # (in the last step the run simply finishes); 130 SIGINT, 143 SIGTERM

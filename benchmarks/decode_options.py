@@ -3,8 +3,8 @@ Decoder.generate (compiled static step) under each option set, rounds interleave
 
     python benchmarks/decode_options.py --encodings=rope,alibi --tokens=2000 --rounds=3
 
-Each option set compiles its own copy of model.decode_step (torch.compile(..., options=...)); the
-default row is model.compiled_step as sample.py uses it. Prints one table; writes nothing.
+Each option set compiles its own copy of generate.decode_step (torch.compile(..., options=...)); the
+default row is generate.compiled_step as sample.py uses it. Prints one table; writes nothing.
 """
 import os
 import statistics
@@ -16,7 +16,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from measure.bench_decode import machine_name  # noqa: E402
-from model import GPT, GPTConfig, Decoder, decode_step  # noqa: E402
+from generate import Decoder, decode_step  # noqa: E402
+from model import GPT, GPTConfig  # noqa: E402
 from training.cli import parse  # noqa: E402
 
 OPTIONS = {   # inductor options (torch._inductor.config) tried against the host overhead

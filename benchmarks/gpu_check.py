@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import torch  # noqa: E402
 
 import model as model_mod  # noqa: E402
+from attention import plan as attention_plan  # noqa: E402
 import positional  # noqa: E402
 from training.cli import fail, help_text, parse, pick_device  # noqa: E402
 from training.config import ConfigError  # noqa: E402
@@ -34,17 +35,17 @@ def options():
 
 def kernels_of(run):
     """run() -> (its result, the kernels its plans chose, in order of first use)."""
-    seen, choose = [], model_mod.choose_kernel
+    seen, choose = [], attention_plan.choose_kernel
 
     def record(plan):
         k = choose(plan)
         seen.append(k) if k not in seen else None
         return k
-    model_mod.choose_kernel = record
+    attention_plan.choose_kernel = record
     try:
         return run(), seen
     finally:
-        model_mod.choose_kernel = choose
+        attention_plan.choose_kernel = choose
 
 
 def rel(a, b):

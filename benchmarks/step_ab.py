@@ -15,7 +15,8 @@ if len(sys.argv) != 3 or {"-h", "--help"} & set(sys.argv):
 sys.path.insert(0, sys.argv[1])
 import torch  # noqa: E402
 
-from model import GPT, GPTConfig, Decoder  # noqa: E402
+from generate import Decoder  # noqa: E402
+from model import GPT, GPTConfig  # noqa: E402
 
 
 def decoders(names):

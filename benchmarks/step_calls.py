@@ -13,7 +13,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import torch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
-from model import GPT, GPTConfig, Decoder  # noqa: E402
+from generate import Decoder  # noqa: E402
+from model import GPT, GPTConfig  # noqa: E402
 
 
 class CountOps(TorchDispatchMode):

@@ -1,6 +1,6 @@
 """bench.py's decode section: tokens/s generating --gen_tokens tokens from one, per encoding and
 LxHxC:block shape (random init, seed fixed), in rounds alternating encodings and modes (the median
-is kept): `reference` (GPT.forward with the growing cache), `static` (model.py's static step),
+is kept): `reference` (GPT.forward with the growing cache), `static` (generate.py's static step),
 `compiled` (that step compiled, outside the timing), `aot` (compiled ahead of time, training/aot.py) and `nanogpt` (nanoGPT's GPT.generate from the
 --nanogpt checkout, same process and threads). The step breakdown times a static eager step at half
 the length against its matrix products, its attention over the cached keys and sampling; the rest
@@ -15,7 +15,8 @@ import time
 import torch
 from torch.nn import functional as F
 
-from model import GPT, Decoder, GPTConfig, sample_next
+from generate import Decoder, sample_next
+from model import GPT, GPTConfig
 from training.aot import AheadOfTime
 
 MODES = ("reference", "static", "compiled", "aot")

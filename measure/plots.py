@@ -18,6 +18,7 @@ import torch
 
 from training import checkpoint
 import model as model_module
+from attention import plan as attention_plan
 from training.cli import fail, help_text, parse
 from measure.encoding_plots import draw_all, figure
 from measure.evaluation import validation_tokens
@@ -41,26 +42,28 @@ def attention_probe(record):
     """While active, every softmax attention layer of a GPT calls record(probs) with its
     attention probabilities (B, H, Tq, Tk): recomputed from the q, k and plan the kernel gets
     (same mask, bias and scaling), or taken from the explicit-softmax path."""
-    attend, attend_scores = model_module.attend, model_module.attend_scores
+    attend, attend_scores = model_module.attend, attention_plan.attend_scores
 
-    def probed_attend(q, k, v, plan):
+    def probed_attend(q, k, v, plan, layer=0):
+        if plan.pe is not None and plan.pe.overrides("attend"):   # its own logits: through attend_scores
+            return attend(q, k, v, plan, layer)
         scores = (q @ k.transpose(-1, -2)).float() / math.sqrt(q.shape[-1])       # (B, H, Tq, Tk)
         causal = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()   # (Tq, Tk)
         mask = plan.mask if plan.mask is not None else causal
         scores = scores.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else scores + mask
         record(torch.softmax(scores, -1))
-        return attend(q, k, v, plan)
+        return attend(q, k, v, plan, layer)
 
     def probed_scores(logits, v, plan):
         y, probs = attend_scores(logits, v, plan)
         record(probs.float())
         return y, probs
 
-    model_module.attend, model_module.attend_scores = probed_attend, probed_scores
+    model_module.attend, attention_plan.attend_scores = probed_attend, probed_scores
     try:
         yield
     finally:
-        model_module.attend, model_module.attend_scores = attend, attend_scores
+        model_module.attend, attention_plan.attend_scores = attend, attend_scores
 
 
 @torch.no_grad()

@@ -1,6 +1,6 @@
 """The interface every positional encoding implements.
 
-An encoding can act in four places of a GPT, and each hook defaults to "do nothing":
+An encoding can act in these places of a GPT, and each hook defaults to "do nothing":
 
   embed(x, ctx)              -> the token embeddings x (B, T, C) with positions applied (x + table[q_pos])
   rotate(x, ctx, key=False)  -> queries or keys transformed, (B, H, T, D) -> (B, H, T, D): queries at
@@ -15,9 +15,11 @@ An encoding can act in four places of a GPT, and each hook defaults to "do nothi
                              call it on a causal block of queries (ctx.rows: which rows of the forward).
                              OwnLogits adds far(), where every key `band` or more behind a query takes
                              one form qa . ka + r_i (Shaw, DeBERTa, FoX, CoPE where far_holds): long
-                             evaluations then form logits for the near band alone, SDPA's kernel the
-                             rest (attend_banded); and one_query(), the same for one query with a cache
-                             (a decode step): keys, values and a bias that SDPA's kernel takes.
+                             evaluations then form logits for the near band alone, a fused kernel the
+                             rest (attention/long_cpu.py); and one_query(), the same for one query with a
+                             cache (a decode step): keys, values and a bias that SDPA's kernel takes.
+  read_input(x, ctx, layer)  -> None: what the encoding reads from the layer's input (B, T, C) before the
+                             layer attends, kept in ctx's memo (ctx.once) for that layer (FoX's gates)
 
 ctx (Ctx below, its fields commented) is the one per-forward object. What an encoding keeps across
 the calls of a generation lives in the cache (ctx.cache.state, ctx.kept) and is gone with it; a
@@ -42,7 +44,7 @@ Capabilities, read by model/train/sample code instead of encoding names:
   needs_score_matrix   derived: the class overrides score_bias or attend (linear attention refuses it)
   length_dependent     the formula depends on the current length (dynamic NTK): keys are cached raw
                        and re-rotated at every call, and a decode step needs the host (no static step)
-  relative_bias        score_bias depends on q - k alone: the model may read it from one vector of distances
+  relative_bias        score_bias depends on q - k alone: the model may read it by distance
 """
 import dataclasses
 from dataclasses import dataclass, field
@@ -78,9 +80,11 @@ class Settings:
                 raise ValueError(f"{f.name} must be > {m['above']}{why}, got {v}")
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class Ctx:
-    """One forward's positions and what its hooks share (model.AttentionPlan extends it)."""
+    """One forward's positions, made once and never changed (attention/plan.py's AttentionPlan adds the
+    kernel the model chose): positions, documents, visibility (window, sinks, causality, S²-Attn's
+    groups), the cache, and `memo`, where the hooks keep what they compute once per forward (once())."""
     q_pos: torch.Tensor                 # (Tq,) absolute positions of the queries
     k_pos: torch.Tensor                 # (Tk,) of the keys (cached, then new)
     window: int = 0                     # > 0: a query sees keys less than `window` behind it...
@@ -91,15 +95,12 @@ class Ctx:
     groups: torch.Tensor = None         # (H, T) S²-Attn's group ids in training (shifted_groups), or None
     cache: object = None                # the generation's cache, or None
     n_positions: int = 0                # positions in play (of the forward, or of a static generation); 0: from k_pos
-    x: torch.Tensor = None              # (B, T, C) the input of the layer attending now (set by the model)
     rows: slice = field(default_factory=lambda: slice(None))   # the forward's query rows it covers (a block: a:b)
-    scratch: dict = field(default_factory=dict)   # what hooks compute once per forward, for every layer
-    mask: torch.Tensor = field(init=False, default=None)   # a plan's: None, (Tq, Tk) bool, or bias with -inf hidden
-    unseen: torch.Tensor = field(init=False, default=None, repr=False)   # ~seen(), once for this object's layers
+    memo: dict = field(default_factory=dict)   # once(): what hooks compute once per forward, for every layer
 
     def __post_init__(self):
         if not self.n_positions:  # a ctx made by hand (tests, plots): on the host, once
-            self.n_positions = int(torch.cat([self.q_pos, self.k_pos]).max()) + 1
+            object.__setattr__(self, "n_positions", int(torch.cat([self.q_pos, self.k_pos]).max()) + 1)
 
     def visible(self):
         """(Tq, Tk) bool: the keys each query sees (causal, window, sinks, documents); (H, Tq, Tk) with
@@ -136,20 +137,18 @@ class Ctx:
         return t
 
     def seen(self):
-        """visible(), or the mask a plan made of it once for its layers."""
-        return self.mask if self.mask is not None and self.mask.dtype == torch.bool else self.visible()
+        """(Tq, Tk) bool, the keys each query sees: visible() (a plan: the mask it made once for its layers)."""
+        return self.visible()
 
     def hidden(self):
-        """~seen(): the keys a query does not see, made once for the layers of this ctx (a block's is its own)."""
-        if self.unseen is None:
-            self.unseen = ~self.seen()
-        return self.unseen
+        """~seen(): the keys a query does not see (a plan: made once for its layers)."""
+        return ~self.seen()
 
     def once(self, key, make):
-        """make() the first time `key` is asked in this forward (scratch), shared by the layers."""
-        if key not in self.scratch:
-            self.scratch[key] = make()
-        return self.scratch[key]
+        """make() the first time `key` is asked in this forward (memo), shared by the layers."""
+        if key not in self.memo:
+            self.memo[key] = make()
+        return self.memo[key]
 
 
 class PositionalEncoding(nn.Module):
@@ -188,29 +187,16 @@ class PositionalEncoding(nn.Module):
     def attend(self, q, k, v, ctx, layer):
         return None
 
+    def read_input(self, x, ctx, layer):
+        """What the encoding derives from the layer's input x (B, T, C) before the layer attends, kept in
+        ctx's memo for that layer (ctx.once): FoX's gates. Called for every layer; by default nothing."""
+
     def dense_bias(self, q_pos, k_pos):
         """(H, Tq, Tk) score_bias at every head, query and key, or None (for a dense caller)."""
         if not self.overrides("score_bias"):
             return None
         h = torch.arange(self.n_head, device=q_pos.device)[:, None, None]
         return self.score_bias(h, q_pos[:, None], k_pos[None, :])
-
-    def attend_by_distance(self, q, k, v, blocks):
-        """Causal attention over consecutive positions, score_bias read by distance (relative_bias): with the keys
-        in reverse order the bias of query row r and key j' depends on r + j' alone, so a block's (H, rows, keys)
-        bias is a strided view of one vector per head (a Hankel matrix): no (H, Tq, Tk) tensor is made.
-        blocks: query rows [a, b), each over the keys up to row b (SDPA's kernel with a mask skips none)."""
-        n, T = max(b - a for a, b in blocks), q.shape[2]
-        d = torch.arange(1 - n, T, device=q.device)                              # every distance, future ones first
-        h = torch.arange(q.shape[1], device=q.device)[:, None]
-        u = self.score_bias(h, (d + n)[None], torch.full_like(d, n)[None])        # (H, n + T - 1): q - k = d
-        u = u.to(q.dtype).masked_fill(d < 0, float("-inf")).contiguous()
-        ys = []
-        for a, b in blocks:   # query r, reversed key j' (key b - 1 - j'): d = r - b + 1 + j', u's column n - b + r + j'
-            bias = hankel(u, b - a, b, n - b + a)
-            ys.append(F.scaled_dot_product_attention(q[:, :, a:b], k[:, :, :b].flip(2), v[:, :, :b].flip(2),
-                                                     attn_mask=bias))                 # (B, H, b - a, D)
-        return torch.cat(ys, dim=2)                                                  # (B, H, Tq, D)
 
     def method_label(self):
         """The length-extension method in use, for reports ('yarn x4', 'rerope w32'); '' for none."""
@@ -226,7 +212,8 @@ class OwnLogits(PositionalEncoding):
     value_term(probs, ctx, layer) where the values carry positions too (Shaw's).
 
     band = W (optional, with far()): the logits of every key W or more behind a query take one form,
-    qa_i . ka_j + r_i (far()), so that the model may attend by attend_banded at long lengths."""
+    qa_i . ka_j + r_i (far()), so that the model may attend by bands at long lengths
+    (attention/long_cpu.py)."""
     band = None
 
     def logits(self, q, k, ctx, layer):
@@ -264,61 +251,6 @@ class OwnLogits(PositionalEncoding):
         t = self.value_term(probs, ctx, layer)
         return y if t is None else y + t
 
-    def attend_banded(self, q, k, v, ctx, layer, rows=1024, near_rows=256):
-        """Causal attention over consecutive positions (no cache, window, documents or gradients) with the logits
-        formed only for the band of keys less than W = band behind each query (logits(), blocks of near_rows
-        queries over near_rows + W - 1 keys), the far keys (j <= i - W) by SDPA's fused kernel on far()'s queries
-        and keys, per block of `rows` queries: the keys before the block's, then a causal square. The softmaxes
-        over the parts are joined by their log-sum-exps: O(T (near_rows + W)) logits, none (T, T)."""
-        T = q.shape[2]
-        W = min(self.band, T)
-        flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu   # (out, log-sum-exp)
-        out = []
-        for a in range(0, T, rows):
-            b = min(a + rows, T)
-            y, lse, holds = self.near_band(q, k, v, layer, ctx, a, b, W, near_rows) if W else (None, None, None)
-            c = max(a, W)   # the block's first query with far keys
-            if c < b:
-                blk = Ctx(ctx.q_pos[a:b], ctx.k_pos[:b - W], n_positions=ctx.n_positions, x=ctx.x, rows=slice(a, b),
-                          scratch=ctx.scratch)
-                qa, ka, va, r = self.far(q[:, :, a:b], k[:, :, :b - W], v[:, :, :b - W], blk, layer)
-                qa, va = qa[:, :, c - a:], F.pad(va, (0, qa.shape[-1] - va.shape[-1]))   # as wide: the fused kernel
-                yf, lf = flash(qa, ka[:, :, c - W:], va[:, :, c - W:], is_causal=True, scale=1.0)   # the square
-                if c > W:   # the keys before the square, seen by every query of it
-                    yf, lf = join(yf, lf, *flash(qa, ka[:, :, :c - W], va[:, :, :c - W], scale=1.0))
-                yf, lf = yf[..., :v.shape[-1]], lf + r[:, :, c - a:]
-                if y is None:
-                    y, lse = yf, lf
-                else:
-                    y[:, :, c - a:], lse[:, :, c - a:] = join(y[:, :, c - a:], lse[:, :, c - a:], yf, lf)
-            for s in range(c, b, 64) if holds is not None else ():   # rows whose far keys are not all far: exact
-                e = min(s + 64, b)
-                if not bool(holds[..., s - a:e - a].all()):
-                    exact = Ctx(ctx.q_pos[s:e], ctx.k_pos[:e], n_positions=ctx.n_positions, x=ctx.x, rows=slice(s, e),
-                                scratch=ctx.scratch)
-                    y[:, :, s - a:e - a] = self.attend(q[:, :, s:e], k[:, :, :e], v[:, :, :e], exact, layer)
-            out.append(y.to(v.dtype))
-        return torch.cat(out, 2)                                                 # (B, H, T, D)
-
-    def near_band(self, q, k, v, layer, ctx, a, b, W, near_rows):
-        """(y, log-sum-exp, far_holds or None) of queries a:b over their keys less than W behind, by blocks of
-        near_rows queries."""
-        ys, lses, holds = [], [], []
-        for s in range(a, b, near_rows):
-            e, first = min(s + near_rows, b), max(0, s - W + 1)
-            near = Ctx(ctx.q_pos[s:e], ctx.k_pos[first:e], n_positions=ctx.n_positions, x=ctx.x, rows=slice(s, e),
-                       scratch=ctx.scratch)
-            d = distance(near.q_pos, near.k_pos)
-            logits = self.logits(q[:, :, s:e], k[:, :, first:e], near, layer).float()
-            logits = logits.masked_fill((d < 0) | (d >= W), float("-inf"))        # (B, H, e - s, e - first)
-            lse = logits.logsumexp(-1)
-            probs = torch.exp(logits - lse[..., None]).to(v.dtype)
-            y, t = probs @ v[:, :, first:e], self.value_term(probs, near, layer)
-            ys.append(y if t is None else y + t)
-            lses.append(lse)
-            holds.append(self.far_holds(q[:, :, s:e], k[:, :, first:e], near, layer))
-        return torch.cat(ys, 2).float(), torch.cat(lses, 2), None if holds[0] is None else torch.cat(holds, 2)
-
 
 def join(y, lse, y2, lse2):
     """Softmax attention over two disjoint sets of keys, (B, H, T, D) outputs with their (B, H, T) log-sum-exps
@@ -341,12 +273,6 @@ def shifted_groups(n, n_head, group, device=None):
     Here no token is moved (the mask is the whole change) and those first G/2 tokens form a group of their own."""
     shift = (torch.arange(n_head, device=device) >= n_head // 2) * (group // 2)      # (H,) 0 or G/2
     return (torch.arange(n, device=device)[None, :] + shift[:, None]) // group      # (H, n)
-
-
-def hankel(u, rows, cols, start=0):
-    """(1, H, rows, cols) view of u (H, n) whose element [h, r, j] is u[h, start + r + j] (constant along the
-    anti-diagonals): overlapping strides, no copy. SDPA's CPU kernel takes it as its mask."""
-    return u.as_strided((1, u.shape[0], rows, cols), (0, u.stride(0), 1, 1), u.storage_offset() + start)
 
 
 def check_positions(pos, doc, T):

@@ -17,8 +17,10 @@ import functools
 from torch import nn
 
 from .base import PositionalEncoding, Settings
+from .rope import RoPE
+from .rope_scaling import METHODS
 
-HOOKS = ("embed", "rotate", "score_bias", "attend")
+HOOKS = ("embed", "rotate", "score_bias", "attend", "read_input")
 
 
 def problem(parts):
@@ -32,6 +34,12 @@ def problem(parts):
         return (f"{names}: {attending[0]} forms its own logits, so it combines with no other encoding acting on them "
                 f"({', '.join(attending[1:] + biasing)}); combine it with embedding or rotary encodings")
     return None
+
+
+def takes_scaling(c, method):
+    """Whether part class c takes the model's rope_scaling `method` (positional.scaling_problem's rule for
+    a part): a frequency method (rope_scaling/) a rotary part, a logit method (ReRoPE's) RoPE itself."""
+    return issubclass(c, RoPE) if method in METHODS else c is RoPE
 
 
 def _own(c, s):
@@ -78,11 +86,12 @@ class Combined(PositionalEncoding):
 
     @classmethod
     def from_config(cls, cfg, s, scaling=None):
-        from . import make, scaling_problem
         parts = {}
         for name, c in cls.part_classes.items():
-            rotary = scaling is not None and scaling_problem(name, scaling[0]) is None
-            parts[name] = make(cfg, c, _own(c, s), scaling if rotary else None)
+            if scaling is not None and takes_scaling(c, scaling[0]):
+                parts[name] = c.from_config(cfg, _own(c, s), scaling)
+            else:
+                parts[name] = c.from_config(cfg, _own(c, s))
         return cls(parts, cfg.n_head)
 
     def _embed(self, x, ctx):
@@ -98,6 +107,10 @@ class Combined(PositionalEncoding):
     def _score_bias(self, h, q, k):
         biases = [b for b in (p.score_bias(h, q, k) for p in self.parts.values()) if b is not None]
         return sum(biases) if biases else None
+
+    def _read_input(self, x, ctx, layer):
+        for p in self.parts.values():
+            p.read_input(x, ctx, layer)
 
     def _attend(self, q, k, v, ctx, layer):
         for p in self.parts.values():

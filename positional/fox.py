@@ -11,7 +11,7 @@ gate from the layer's input x_t (B, T, C) and the logits decay by the gates in b
 A data-dependent ALiBi: with f_t = exp(-m) everywhere it is ALiBi with slope m, which is
 how the gates start here (b_h = log(e^-m_h / (1 - e^-m_h)) for ALiBi's slopes m_h,
 w ~ N(0, 0.02); our choice of initialisation, not the paper's). The scores depend on
-content, never on absolute positions. The gates read ctx.x (the layer input); with documents
+content, never on absolute positions. The gates read the layer input (read_input); with documents
 the sums start over at each one. The cache keeps c by slot, as it keeps the keys ((B, H, slots) per
 layer), and the last token's.
 """
@@ -62,11 +62,15 @@ class FoX(OwnLogits):
             c_k = sums[..., :len(ctx.k_pos)]                       # the attended slots (k_pos: theirs); empty: masked
         return c, c_k
 
-    def sums(self, ctx, layer):
-        """sums_of the layer input ctx.x, once per forward and layer (every query block shares them)."""
-        return ctx.once((id(self), layer), lambda: self.sums_of(ctx.x, ctx, layer))
+    def read_input(self, x, ctx, layer):
+        """The gates' sums of the layer input x, once per forward and layer (every query block shares them)."""
+        ctx.once((id(self), layer), lambda: self.sums_of(x, ctx, layer))
 
-    band = 0   # every key in the far field: attend_banded is SDPA's fused kernel alone
+    def sums(self, ctx, layer):
+        """(c, c_k) read_input made for this forward and layer."""
+        return ctx.once((id(self), layer), lambda: missing_input(layer))
+
+    band = 0   # every key in the far field: the banded kernel (attention/long_cpu.py) is SDPA's alone
 
     def far(self, q, k, v, ctx, layer):
         """c_i - c_j split as a constant per query, c_i - c_a, and one more key channel, c_a - c_j (the queries' 1),
@@ -84,7 +88,7 @@ class FoX(OwnLogits):
         return q * (1.0 / math.sqrt(q.shape[-1])), k, v, c[..., ctx.rows, None] - c_k[..., None, :k.shape[2]]
 
     def logits(self, q, k, ctx, layer):
-        """The gates read the layer input ctx.x once per forward and layer (every query block shares them)."""
+        """q . k / sqrt(D) plus the decay c_i - c_j of the gates read_input read."""
         B, H, Tq, D = q.shape
         Tk = k.shape[2]
         c, c_k = self.sums(ctx, layer)
@@ -95,3 +99,8 @@ class FoX(OwnLogits):
         scores = torch.baddbmm(decay.reshape(B * H, Tq, Tk), q.reshape(B * H, Tq, D),
                                k.reshape(B * H, Tk, D).transpose(1, 2), alpha=1.0 / math.sqrt(D))
         return scores.view(B, H, Tq, Tk)
+
+
+def missing_input(layer):
+    raise RuntimeError(f"FoX's gates of layer {layer} are read from the layer input: call read_input(x, ctx, "
+                       f"layer) before its logits")

@@ -5,7 +5,7 @@ projecting only what it needs."""
 import pytest
 import torch
 
-from model import Decoder
+from generate import Decoder
 from tests.conftest import tiny_gpt
 
 
@@ -152,3 +152,17 @@ def test_transformer_xl_windowed_decode_matches_the_windowed_forward():
         full = model(idx)[0]
     torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-5, atol=1e-5)
 
+
+def test_the_cache_takes_the_compute_dtype_under_autocast():
+    """B3: under bfloat16 autocast the keys and values are bfloat16, so the cache holds them as they are made
+    (half the memory of float32, no cast at each write); outside autocast it takes the weights' dtype."""
+    model = tiny_gpt("rope")
+    prompt = torch.zeros(1, 4, dtype=torch.long)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        cache = model.setup_cache(1, 16)
+        assert cache.k0.dtype == torch.bfloat16
+        model(prompt)
+        assert model.new_cache(1, 16).v0.dtype == torch.bfloat16   # the static step's (generate.Decoder)
+        out = model.generate(prompt, 4, top_k=1)
+    assert out.shape == (1, 8)
+    assert model.setup_cache(1, 16).k0.dtype == torch.float32

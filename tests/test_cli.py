@@ -16,7 +16,7 @@ from training import checkpoint
 from training import cli
 import compare
 from training import cpu_threads
-import model as decode
+import generate as decode
 import evaluate
 from measure import plots
 import sample

@@ -48,3 +48,13 @@ def test_a_setting_of_neither_part_is_refused():
                                       ("sinusoidal+shaw", {}), ("xpos+kerple", {}), ("fox+rope", {})])
 def test_combinations_cache_like_a_recompute(name, kw):
     assert_decodes_like_a_recompute(tiny_gpt(name, **kw), torch.randint(0, 40, (1, 12)), prefill=6, max_len=12)
+
+
+def test_a_part_takes_the_scaling_the_registry_would_give_it_alone():
+    """combined.takes_scaling (a part's rule, kept in combined.py: no import of the registry) agrees with
+    positional.scaling_problem for every single encoding and rope_scaling."""
+    from positional.combined import takes_scaling
+    for name, cls in positional.REGISTRY.items():
+        if "+" not in name:
+            for method in positional.SCALINGS:
+                assert takes_scaling(cls, method) == (positional.scaling_problem(name, method) is None), (name, method)

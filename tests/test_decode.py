@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-import model as decode
+import generate as decode
 import positional
 from model import KVCache
 from tests.conftest import tiny_gpt

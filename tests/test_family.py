@@ -9,7 +9,7 @@ import torch
 
 import positional
 from training.config import ConfigError, load_config
-from positional.linear_attention import causal_linear_attention, feature_map
+from attention.linear import causal_linear_attention, feature_map
 from model import GPT, GPTConfig
 from positional.base import Ctx
 from positional.fire import fire_input

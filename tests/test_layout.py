@@ -1,7 +1,9 @@
-"""The layout rules (issues #10, #21), checked on the source: only entry points at the root, no
-function outside tests over ~80 lines, no command-line script or package importing a CLI,
-positional/ importing nothing from the application, no encoding named outside positional/ and
-configs/, and the model (model.py and what it imports, positional/ aside) within its budget."""
+"""The layout rules (issues #10, #21, #48), checked on the source: only entry points (and model.py,
+generate.py) at the root, no function outside tests over ~80 lines, no command-line script or
+package importing a CLI, no import cycle among the project's modules, positional/ holding only
+encodings, scalings, the interface and the registry and importing nothing from the application, no
+encoding named outside positional/ and configs/, and model.py readable in one sitting (its lines
+and their width bounded)."""
 import ast
 import os
 import re
@@ -12,9 +14,9 @@ import positional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLIS = {"train", "sample", "evaluate", "compare", "bench", "export", "measure.plots"}   # the entry points, as modules
-ROOT_FILES = {"train", "sample", "evaluate", "compare", "bench", "export", "model"}
+ROOT_FILES = {"train", "sample", "evaluate", "compare", "bench", "export", "model", "generate"}
 MAX_LINES = 80
-MODEL_BUDGET = 700
+MODEL_LINES, MODEL_WIDTH = 450, 100   # nanoGPT's model.py: ~330 lines, 17 of them past 100 characters
 
 
 def sources(under=""):
@@ -79,19 +81,103 @@ def test_no_package_imports_a_cli():
     assert not bad, sorted(bad)
 
 
-def test_the_model_fits_its_line_budget():
-    """model.py plus every project module it imports, transitively, positional/ aside."""
-    project = {module_name(p): p for p in sources()}
-    todo, seen = ["model"], set()
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in project or name.split(".")[0] == "positional":
-            continue
-        seen.add(name)
-        todo += sorted(imported_modules(project[name]))
-    lines = {name: sum(1 for _ in open(project[name])) for name in sorted(seen)}
-    print(f"the model: {sum(lines.values())} lines ({lines})")
-    assert sum(lines.values()) <= MODEL_BUDGET, lines
+def test_model_py_reads_in_one_sitting():
+    """model.py: at most MODEL_LINES lines, none wider than MODEL_WIDTH characters (a URL aside)."""
+    lines = open(os.path.join(ROOT, "model.py")).read().splitlines()
+    wide = [f"model.py:{i} ({len(line)} characters)" for i, line in enumerate(lines, 1)
+            if len(line) > MODEL_WIDTH and "://" not in line]
+    assert len(lines) <= MODEL_LINES, f"model.py has {len(lines)} lines, the bound is {MODEL_LINES}"
+    assert not wide, wide
+
+
+def module_files(root):
+    """{dotted module name: path} of the project's own modules under root (tests, reports aside)."""
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("tests", "venv", "__pycache__", "reports")
+                   and not d.startswith("out")]
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(folder, f)
+                found[os.path.relpath(path, root)[:-3].replace(os.sep, ".").removesuffix(".__init__")] = path
+    return found
+
+
+def import_graph(root):
+    """{module: set of the project's modules it imports}, imports inside functions included, relative
+    ones resolved: `from a import b` is an edge to a.b where that is a module, else to a."""
+    modules = module_files(root)
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+        edges = set()
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name in modules)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[:len(package.split(".")) - node.level + 1] if package else []
+                    base = ".".join(up + ([node.module] if node.module else []))
+                for a in node.names:
+                    target = f"{base}.{a.name}" if base else a.name
+                    edges.add(target if target in modules else base)
+        graph[name] = {e for e in edges if e in modules and e != name}
+    return graph
+
+
+def find_cycle(graph):
+    """One import cycle as [a, b, ..., a], or None."""
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = "done"
+        return None
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_no_import_cycle_in_the_project():
+    cycle = find_cycle(import_graph(ROOT))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_cycle_finder_sees_imports_inside_functions(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "a.py").write_text("def f():\n    from . import b\n")
+    (tmp_path / "pkg" / "b.py").write_text("from pkg.a import f\n")
+    (tmp_path / "c.py").write_text("import pkg.a\n")
+    graph = import_graph(str(tmp_path))
+    assert graph["pkg.a"] == {"pkg.b"} and graph["pkg.b"] == {"pkg.a"} and graph["c"] == {"pkg.a"}
+    assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.a"]
+    (tmp_path / "pkg" / "a.py").write_text("")
+    assert find_cycle(import_graph(str(tmp_path))) is None
+
+
+def test_positional_holds_encodings_scalings_the_interface_and_the_registry():
+    """Every module of positional/ is the registry (__init__), the interface (base), a scaling method
+    (rope_scaling/) or the home of an encoding the registry names (ReRoPE's logit methods included)."""
+    homes = {c.__module__ for c in positional.REGISTRY.values()}
+    homes |= {c.__module__ for c, _ in positional.LOGIT_METHODS.values()}
+    allowed = homes | {"positional", "positional.base"}
+    stray = sorted(m for m in module_files(ROOT) if m.split(".")[0] == "positional" and m not in allowed
+                   and not m.startswith("positional.rope_scaling"))
+    assert not stray, f"not an encoding, scaling, the interface or the registry: {stray}"
 
 
 def test_no_function_longer_than_80_lines():
@@ -118,7 +204,8 @@ def test_the_layout_test_catches_a_library_importing_plots(tmp_path):
 
 
 def test_positional_imports_nothing_from_the_application():
-    app = {os.path.basename(p)[:-3] for p in sources() if os.path.dirname(p) == ROOT} | {"data", "tasks", "training"}
+    app = {os.path.basename(p)[:-3] for p in sources() if os.path.dirname(p) == ROOT} | {"data", "tasks", "training",
+                                                                                       "attention"}
     bad = [(os.path.relpath(p, ROOT), m) for p in sources("positional") for m in imported(p) & app]
     assert not bad, bad
 
@@ -137,59 +224,3 @@ def test_no_encoding_branch_outside_positional():
                 if consts & names:
                     bad.append(f"{os.path.relpath(path, ROOT)}:{node.lineno} {sorted(consts & names)}")
     assert not bad, bad
-
-
-def import_graph(paths):
-    """{module: the project's modules it imports}, function-level and relative imports included; `from a import b`
-    reaches a.b where that is a module, else a. paths: {module: file}."""
-    def known(name):   # the longest project module that `name` is or is inside of
-        while name and name not in paths:
-            name = name.rpartition(".")[0]
-        return name
-    graph = {}
-    for module, path in paths.items():
-        package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
-        found = set()
-        for node in ast.walk(ast.parse(open(path).read())):
-            if isinstance(node, ast.Import):
-                found.update(known(a.name) for a in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = package.split(".")[:len(package.split(".")) - node.level + 1]
-                    base = ".".join(p for p in [*parts, base] if p)
-                found.update(known(f"{base}.{a.name}") or known(base) for a in node.names)
-        graph[module] = found - {"", module}
-    return graph
-
-
-def cycles(graph):
-    """The import cycles of a graph, each as the sorted modules of one strongly connected component."""
-    order, low, stack, out = {}, {}, [], []
-
-    def visit(v):   # Tarjan's algorithm
-        order[v] = low[v] = len(order)
-        stack.append(v)
-        for w in graph[v]:
-            if w not in order:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], order[w])
-        if low[v] == order[v]:
-            component = stack[stack.index(v):]
-            del stack[stack.index(v):]
-            if len(component) > 1:
-                out.append(sorted(component))
-    for v in graph:
-        if v not in order:
-            visit(v)
-    return out
-
-
-def test_no_import_cycle():
-    """No two modules import each other, even inside a function (a cycle dodged by a late import is still one).
-    positional/ is left out until positional/combined.py stops importing its own package (issue 48)."""
-    found = cycles(import_graph({module_name(p): p for p in sources()}))
-    assert not [c for c in found if not all(m.split(".")[0] == "positional" for m in c)], found
-    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

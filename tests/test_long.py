@@ -11,6 +11,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import bench
 import model as model_mod
 import positional
+from attention import flex as flex_mod
+from attention import long_cpu
 from tests.conftest import tiny_gpt
 
 SCORED = [n for n, cls in positional.REGISTRY.items() if cls.needs_score_matrix]
@@ -19,9 +21,9 @@ SCORED = [n for n, cls in positional.REGISTRY.items() if cls.needs_score_matrix]
 def blocked_calls(monkeypatch, block):
     """Force ATTENTION_BLOCK = block and count the forwards' blocked attentions."""
     calls = []
-    by_blocks = model_mod.by_blocks
-    monkeypatch.setattr(model_mod, "ATTENTION_BLOCK", block)
-    monkeypatch.setattr(model_mod, "by_blocks",
+    by_blocks = long_cpu.by_blocks
+    monkeypatch.setattr(long_cpu, "ATTENTION_BLOCK", block)
+    monkeypatch.setattr(long_cpu, "by_blocks",
                         lambda q, k, v, plan, f: calls.append(plan.kernel) or by_blocks(q, k, v, plan, f))
     return calls
 
@@ -71,7 +73,7 @@ def test_compiled_flex_attention_on_cpu_equals_the_dense_path():
         with warnings.catch_warnings():
             warnings.simplefilter("error", UserWarning)  # no fallback
             flex = model(idx)[0]
-    assert kernels == {"flex"} and model.flex["error"] is None
+    assert kernels == {"flex"} and model.flex.errors == {"cpu": None}
     torch.testing.assert_close(flex, dense, rtol=1e-4, atol=1e-5)
 
 
@@ -129,44 +131,44 @@ def test_the_biases_score_mods_pass_flex_attentions_backward_check(name):
         score_mod_backward_check(name)
 
 
-@pytest.mark.slow
-def test_a_training_step_whose_flex_attention_fails_falls_back_with_the_same_gradients(monkeypatch):
-    """FlexAttention chosen for a training step (as on CUDA) and failing at the forward (here the CPU's refusal of a
-    backward, standing in for FIRE's refused score_mod on CUDA): one warning, the explicit path, the gradients of a
-    model that never tried it."""
-    idx = torch.randint(0, 40, (2, 33), generator=torch.Generator().manual_seed(6))
-    grads = []
-    for try_flex in (False, True):
-        model = tiny_gpt("fire").train()
-        if try_flex:
-            choose = model_mod.choose_kernel
-            monkeypatch.setattr(model_mod, "choose_kernel", lambda p: "flex" if choose(p) == "explicit"
-                                and p.flex["error"] is None else choose(p))
-            with pytest.warns(UserWarning, match="FlexAttention failed"):
-                model(idx[:, :-1], idx[:, 1:])[1].backward()
-            assert model.flex["error"] is not None
-        else:
-            model(idx[:, :-1], idx[:, 1:])[1].backward()
-        grads.append([p.grad for p in model.parameters()])
-    for a, b in zip(*grads):
-        torch.testing.assert_close(a, b)
+def test_a_forward_whose_flex_attention_fails_its_probe_takes_the_other_paths(monkeypatch):
+    """FlexAttention asked for on CPU and failing its probe (standing in for FIRE's refused score_mod on CUDA):
+    one warning before the first forward, then the model's other kernels, the logits of a model that never
+    tried it, and no second probe in later forwards."""
+    calls = []
+
+    def broken(*a, **kw):
+        calls.append(1)
+        raise RuntimeError("no kernel for this score_mod")
+    monkeypatch.setattr(flex_mod, "attention", broken)
+    idx = torch.randint(0, 40, (1, 136), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        dense = tiny_gpt("fire")(idx)[0]
+        model = tiny_gpt("fire", attention_kernel="flex")
+        with pytest.warns(UserWarning, match="FlexAttention failed"):
+            got = model(idx)[0]
+        again = model(idx)[0]
+        kernels = {p.kernel for p in model.plans(torch.arange(136), None, model.encodings).values()}
+    assert calls == [1] and isinstance(model.flex.errors["cpu"], RuntimeError) and "flex" not in kernels
+    torch.testing.assert_close(got, dense)
+    torch.testing.assert_close(again, dense)
 
 
 def test_flex_attention_compiles_its_backward_with_its_forward(monkeypatch):
-    """With gradients the compiled FlexAttention lowers its backward at the forward, where attend's fallback
+    """With gradients the compiled FlexAttention lowers its backward at the forward, where its probe
     catches a failure (lazily, it would fail in loss.backward(), out of reach)."""
     seen = []
 
     def flex(q, k, v, score_mod, block_mask):
         seen.append(torch._functorch.config.force_non_lazy_backward_lowering)
         return q
-    monkeypatch.setattr(model_mod, "flex_functions", lambda state, compiled=True: (lambda *a, **k: None, flex))
+    monkeypatch.setattr(flex_mod.Flex, "functions", lambda self, compiled=True: (lambda *a, **k: None, flex))
     model = tiny_gpt("alibi")
     plan = next(iter(model.plans(torch.arange(8), None, model.encodings).values()))
     q = torch.randn(1, 4, 8, 8)
-    model_mod.flex_attention(q, q, q, plan)
+    flex_mod.attention(q, q, q, plan)
     with torch.no_grad():
-        model_mod.flex_attention(q, q, q, plan)
+        flex_mod.attention(q, q, q, plan)
     assert seen == [True, False]
 
 
@@ -196,7 +198,7 @@ def test_no_tensor_of_t_squared_at_4096_tokens(name, monkeypatch):
     T = 4096
     model = tiny_gpt(name, n_layer=1, n_head=2, n_embd=16, block_size=T)
     for budget in (2 ** 23, 2 ** 22):
-        monkeypatch.setattr(model_mod, "BLOCK_SCORES", budget)
+        monkeypatch.setattr(long_cpu, "BLOCK_SCORES", budget)
         with torch.no_grad(), LargestTensor() as seen:
             model(torch.zeros(1, T, dtype=torch.long))
         assert seen.largest <= budget * (1 + 1 / T), (seen.largest, budget)
@@ -269,7 +271,7 @@ def test_a_bias_by_distance_is_read_as_a_view(name, monkeypatch):
     idx = torch.randint(0, 40, (2, 30), generator=torch.Generator().manual_seed(6))
     with torch.no_grad():
         dense = model(idx)[0]
-        monkeypatch.setattr(model_mod, "ATTENTION_BLOCK", 8)
+        monkeypatch.setattr(long_cpu, "ATTENTION_BLOCK", 8)
         kernels = {p.kernel for p in model.plans(torch.arange(30), None, model.encodings).values()}
         torch.testing.assert_close(model(idx)[0], dense, rtol=1e-4, atol=1e-5)
         windowed = tiny_gpt(name, window=9)
@@ -279,7 +281,7 @@ def test_a_bias_by_distance_is_read_as_a_view(name, monkeypatch):
     assert kernels == {"relative"}
     T = 4096
     big = tiny_gpt(name, n_layer=1, n_head=2, n_embd=16, block_size=T)
-    monkeypatch.setattr(model_mod, "ATTENTION_BLOCK", 1024)
+    monkeypatch.setattr(long_cpu, "ATTENTION_BLOCK", 1024)
     with torch.no_grad(), LargestTensor() as seen:
         big(torch.zeros(1, T, dtype=torch.long))
     assert seen.largest <= 64 * T, seen.largest   # the embeddings and logits, (T, 16) and (T, 40): no block of scores
@@ -303,17 +305,17 @@ def test_a_bias_made_by_blocks_goes_by_chunks_through_a_cache(monkeypatch):
         dense = [model(idx, pos=pos, doc=d)[0] for model, pos, d in cases]
         assert made == [48] * 3 and cases[0][0].pe.L.abs() < 8   # one bias a forward; most queries past L
         made.clear()
-        monkeypatch.setattr(model_mod, "ATTENTION_BLOCK", 8)
+        monkeypatch.setattr(long_cpu, "ATTENTION_BLOCK", 8)
         for (model, pos, d), reference, bias_calls in zip(cases, dense, ([8] * 6, [8] * 6, [8] * 12)):
             torch.testing.assert_close(model(idx, pos=pos, doc=d)[0], reference, rtol=1e-4, atol=1e-5)
             assert made == bias_calls and model.kv_cache is None, made
             made.clear()
     T = 4096
     big = tiny_gpt("fire", n_layer=1, n_head=2, n_embd=16)
-    monkeypatch.setattr(model_mod, "ATTENTION_BLOCK", 1024)
+    monkeypatch.setattr(long_cpu, "ATTENTION_BLOCK", 1024)
     with torch.no_grad(), LargestTensor() as seen:
         big(torch.zeros(1, T, dtype=torch.long))
-    assert made == [512] * 8 and seen.largest <= model_mod.BLOCK_SCORES, seen.largest   # a chunk's (2, 512, <= T) bias
+    assert made == [512] * 8 and seen.largest <= long_cpu.BLOCK_SCORES, seen.largest   # a chunk's (2, 512, <= T) bias
 
 
 BANDED = [n for n, cls in positional.REGISTRY.items() if cls.overrides("far")]
@@ -337,14 +339,15 @@ def test_a_band_of_own_logits_and_the_far_field_by_sdpa(name, monkeypatch):
     reference = model(idx)[0].detach()                               # gradients on: the logits formed
     g = torch.Generator().manual_seed(8)
     q, k, v = (torch.randn(2, 4, 30, 8, generator=g) for _ in range(3))
-    ctx = positional.base.Ctx(torch.arange(30), torch.arange(30), causal=True, x=torch.randn(2, 30, 32, generator=g))
+    ctx = positional.base.Ctx(torch.arange(30), torch.arange(30), causal=True)
+    model.pe.read_input(torch.randn(2, 30, 32, generator=g), ctx, 1)   # FoX's gates: from a layer input
     with torch.no_grad():
-        monkeypatch.setattr(model_mod, "ATTENTION_BLOCK", 8)
+        monkeypatch.setattr(long_cpu, "ATTENTION_BLOCK", 8)
         assert {p.kernel for p in model.plans(torch.arange(30), None, model.encodings).values()} == {"banded"}
         torch.testing.assert_close(model(idx)[0], reference, rtol=1e-4, atol=1e-5)
         whole = model.pe.attend(q, k, v, ctx, 1)
         for rows, near_rows in ((8, 4), (7, 3), (1, 1)):
-            torch.testing.assert_close(model.pe.attend_banded(q, k, v, ctx, 1, rows, near_rows), whole,
+            torch.testing.assert_close(long_cpu.attend_banded(model.pe, q, k, v, ctx, 1, rows, near_rows), whole,
                                        rtol=1e-4, atol=1e-5)
         windowed = tiny_gpt(name, window=9, **kw)
         assert {p.kernel for p in windowed.plans(torch.arange(30), None, windowed.encodings).values()} == {"blocks"}
@@ -354,7 +357,7 @@ def test_a_band_of_own_logits_and_the_far_field_by_sdpa(name, monkeypatch):
         model.clear_cache()
     T = 4096
     big = tiny_gpt(name, n_layer=1, n_head=2, n_embd=16, block_size=T, **kw)
-    monkeypatch.setattr(model_mod, "ATTENTION_BLOCK", 1024)
+    monkeypatch.setattr(long_cpu, "ATTENTION_BLOCK", 1024)
     with torch.no_grad(), LargestTensor() as seen:
         big(torch.zeros(1, T, dtype=torch.long))
     assert seen.largest <= 2 ** 20, seen.largest   # a band's logits, 2 x 256 x 267 (the dense: 2 x T x T = 2^25)
@@ -374,6 +377,6 @@ def test_cope_rows_whose_count_has_not_reached_p_are_exact(monkeypatch):
         whole = model.pe.attend(q, k, v, ctx, 1)
         holds = model.pe.far_holds(q, k, ctx, 1)[..., 5:]
         assert 0 < holds.float().mean() < 0.9, holds.float().mean()
-        torch.testing.assert_close(model.pe.attend_banded(q, k, v, ctx, 1, 8, 4), whole, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(long_cpu.attend_banded(model.pe, q, k, v, ctx, 1, 8, 4), whole, rtol=1e-4, atol=1e-5)
         monkeypatch.setattr(CoPE, "far_holds", lambda self, q, k, c, layer: torch.ones(q.shape[:3], dtype=torch.bool))
-        assert (model.pe.attend_banded(q, k, v, ctx, 1, 8, 4) - whole).abs().max() > 1e-4   # exact: ~1e-6
+        assert (long_cpu.attend_banded(model.pe, q, k, v, ctx, 1, 8, 4) - whole).abs().max() > 1e-4   # exact: ~1e-6

@@ -10,7 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model import GPT, AttentionPlan
+from attention.plan import AttentionPlan
+from model import GPT
 from positional.base import shifted_groups
 from training import checkpoint, longlora
 from tests.conftest import TINY_ARGS, run_py, tiny_gpt

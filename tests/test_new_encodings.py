@@ -116,7 +116,9 @@ def test_resonance_rounds_after_the_scaling_method(scaling):
 def fox_logits(pe, x, q, k, q_pos, k_pos, layer=0, cache=None):
     if cache is not None:
         cache.begin(q_pos)   # this call's slots, as the model places them
-    return pe.logits(q, k, Ctx(q_pos, k_pos, cache=cache, x=x), layer)
+    ctx = Ctx(q_pos, k_pos, cache=cache)
+    pe.read_input(x, ctx, layer)   # the gates, from the layer input
+    return pe.logits(q, k, ctx, layer)
 
 
 def test_fox_bias_is_the_sum_of_log_gates_in_between():
@@ -241,7 +243,7 @@ def test_training_loss_falls(tiny_data, tmp_path, config):
 # ---- qk_norm and log-n scaling: model options, not encodings ---------------------------------
 def test_logn_factor_by_hand():
     """L = 16: 1 up to n = 16 tokens; log 32 / log 16 = 5/4 at n = 32; 2 at n = 256."""
-    from model import logn_factor
+    from attention.temperature import logn_factor
     torch.testing.assert_close(logn_factor(torch.tensor([0, 15, 31, 255]), 16), torch.tensor([1.0, 1.0, 1.25, 2.0]))
 
 

@@ -1,8 +1,10 @@
 """The fast attention paths give what the plain reference path gives, for every encoding:
 in training (loss and every gradient) and in cached generation; the bias is built once per
 forward; a compiled model agrees with the eager one."""
+import dataclasses
 import json
 import math
+import types
 import warnings
 
 import pytest
@@ -11,16 +13,25 @@ import torch
 import bench
 import model as model_mod
 import positional
+from attention import flex as flex_mod
+from attention import long_cpu
+from attention.flex import Flex
+from attention.plan import AttentionPlan, choose_kernel
 from tests.conftest import tiny_gpt
 
 ALL = list(positional.REGISTRY)
 
 
-def reference_attend(q, k, v, plan):
+ATTEND = model_mod.attend
+
+
+def reference_attend(q, k, v, plan, layer=0):
     """softmax(q k^T / sqrt(D) + mask) v, written out in float64: the plain path every
     kernel must match. plan: an AttentionPlan, or its mask: None (causal, Tq == Tk),
-    bool (Tq, Tk) or float (H, Tq, Tk)."""
-    mask = plan.mask if isinstance(plan, model_mod.AttentionPlan) else plan
+    bool (Tq, Tk) or float (H, Tq, Tk). An encoding's own logits are its own (pe.attend)."""
+    if isinstance(plan, AttentionPlan) and plan.pe is not None and plan.pe.overrides("attend"):
+        return ATTEND(q, k, v, plan, layer)
+    mask = plan.mask if isinstance(plan, AttentionPlan) else plan
     Tq, Tk = q.shape[2], k.shape[2]
     s = (q.double() @ k.double().transpose(-1, -2)) / math.sqrt(q.shape[-1])   # (B, H, Tq, Tk)
     if mask is None:
@@ -31,7 +42,7 @@ def reference_attend(q, k, v, plan):
 
 def mask_of(bias, pos, window=0, sinks=0):
     """The mask a plan over keys at the queries' own positions adds: bias (H, T, T) with -inf where hidden."""
-    return model_mod.AttentionPlan(pos, pos, window, sinks, causal=True, bias=bias).mask
+    return AttentionPlan(pos, pos, window, sinks, causal=True, bias=bias).mask
 
 
 def sharp_gpt(name, **kw):
@@ -138,25 +149,52 @@ def plan(T, Tk=None, bias=None, window=0, dropout=0.0, flex=True, device="cpu"):
     Tk = Tk or T
     on = torch.empty(0, device=device)
     q_pos, k_pos = torch.arange(Tk - T, Tk).to(on.device), torch.arange(Tk).to(on.device)
-    return model_mod.AttentionPlan(q_pos, k_pos, window, causal=T == Tk, bias=bias, dropout=dropout,
-                                   flex={"error": None} if flex else None)
+    return AttentionPlan(q_pos, k_pos, window, causal=T == Tk, bias=bias, dropout=dropout,
+                                   flex=working_flex() if flex else None)
 
 
-def test_a_failing_flex_attention_falls_back_once_for_the_model(monkeypatch):
+def working_flex():
+    """A model's FlexAttention known to work on CUDA (as a probe there would find)."""
+    f = Flex()
+    f.errors["cuda"] = None
+    return f
+
+
+def on_cuda(p):
+    """A copy of plan p's fields whose positions say they are on CUDA (what choose_kernel reads)."""
+    fields = {f.name: getattr(p, f.name) for f in dataclasses.fields(p)}
+    return types.SimpleNamespace(**{**fields, "q_pos": FakeCuda(p.q_pos)})
+
+
+class FakeCuda:
+    """Positions that say they are on CUDA (the choice reads only is_cuda, the device and the length)."""
+    is_cuda = True
+    device = "cuda"
+
+    def __init__(self, t):
+        self.t = t
+
+    def __len__(self):
+        return len(self.t)
+
+
+def test_a_failing_flex_attention_is_found_by_its_probe_once_and_left_for_the_model(monkeypatch):
+    """FlexAttention's availability is decided before a forward takes it, once per device: a probe that
+    fails gives one warning, and the model's plans take SDPA there from then on."""
     calls = []
 
     def broken(*a, **kw):
         calls.append(1)
         raise RuntimeError("no kernel")
-    monkeypatch.setattr(model_mod, "flex_attention", broken)
-    q, k, v = (torch.randn(1, 2, 4, 8) for _ in range(3))
-    p = plan(4, bias=torch.zeros(2, 4, 4))
-    p.kernel = "flex"                                            # as chosen on CUDA
+    monkeypatch.setattr(flex_mod, "attention", broken)
+    model = tiny_gpt("alibi")
     with pytest.warns(UserWarning, match="FlexAttention failed"):
-        y = model_mod.attend(q, k, v, p)
-    torch.testing.assert_close(y, reference_attend(q, k, v, p), rtol=1e-5, atol=1e-5)
-    assert p.kernel == "sdpa" and isinstance(p.flex["error"], RuntimeError) and calls == [1]
-    assert model_mod.choose_kernel(p) == "sdpa"                  # the model's later forwards skip it
+        assert not model.flex.usable("cpu")
+    assert not model.flex.usable("cpu") and calls == [1]     # probed once
+    assert isinstance(model.flex.errors["cpu"], RuntimeError)
+    p = plan(4, bias=torch.zeros(2, 4, 4))
+    p.flex.errors["cuda"] = RuntimeError("no kernel")                   # as a probe on CUDA would find
+    assert choose_kernel(on_cuda(p)) != "flex"                        # the failed device is left for good
 
 
 @pytest.mark.slow
@@ -166,7 +204,7 @@ def test_flex_attention_score_mod_matches_reference(name):
     run by FlexAttention's eager CPU version."""
     pe = tiny_gpt(name, n_head=2, n_embd=32).pe
     pos = torch.arange(40)
-    p = model_mod.AttentionPlan(pos, pos, 9, 2, causal=True, pe=pe)
+    p = AttentionPlan(pos, pos, 9, 2, causal=True, pe=pe, flex=Flex())
     q, k, v = (torch.randn(1, 2, 40, 16) * 2 for _ in range(3))
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "flex_attention called without torch.compile()"
@@ -184,7 +222,7 @@ def test_explicit_attention_matches_reference_with_long_alibi_bias():
     q, k, v = (torch.randn(1, 4, T, 8) for _ in range(3))
     want = reference_attend(q, k, v, mask)
     torch.testing.assert_close(model_mod.explicit_attention(q, k, v, mask), want, rtol=1e-4, atol=1e-5)
-    p = model_mod.AttentionPlan(pos, pos, causal=True, bias=pe.dense_bias(pos, pos))
+    p = AttentionPlan(pos, pos, causal=True, bias=pe.dense_bias(pos, pos))
     assert p.kernel == "sdpa"
     torch.testing.assert_close(model_mod.attend(q, k, v, p), want, rtol=1e-4, atol=1e-5)
 
@@ -279,7 +317,7 @@ def test_explicit_attention_in_causal_blocks_matches_the_full_square(T):
     positions): the same output and gradients as the full (Tq, Tk) square."""
     pe = tiny_gpt("t5", n_head=2).pe
     pos = torch.arange(T)
-    assert len(model_mod.causal_blocks(T)) == min(4, T // 64)
+    assert len(long_cpu.causal_blocks(T)) == min(4, T // 64)
     q, k, v = (torch.randn(2, 2, T, 8, requires_grad=True) for _ in range(3))
     grads = []
     for causal in (True, False):
@@ -301,9 +339,9 @@ def test_own_scores_by_query_block_match_the_full_square(name, monkeypatch):
     gradients of one full square (the blocks leave out only keys hidden from them)."""
     m = sharp_gpt(name, block_size=200).train()
     x, y = torch.randint(40, (6, 200)), torch.randint(40, (6, 200))
-    assert len(model_mod.causal_blocks(200)) == 3
+    assert len(long_cpu.causal_blocks(200)) == 3
     fast_loss, fast = loss_and_grads(m, x, y)
-    monkeypatch.setattr(model_mod, "causal_blocks", lambda T: [(0, T)])
+    monkeypatch.setattr(long_cpu, "causal_blocks", lambda T: [(0, T)])
     ref_loss, ref = loss_and_grads(m, x, y)
     torch.testing.assert_close(fast_loss, ref_loss, rtol=1e-5, atol=1e-6)
     for n in ref:

@@ -63,3 +63,16 @@ def test_window_below_one_is_refused(tmp_path):
         tiny_gpt("rope", window=-1)
     with pytest.raises(ConfigError, match="--window must be >= 1"):
         check_overrides({"window": 0})   # evaluation; in sample.py --window=0 means no window
+
+
+def test_a_ring_refuses_explicit_positions_at_any_length():
+    """B1: a windowed (ring) cache takes no explicit positions, whether a call fits one of the ring's chunks
+    (16 tokens or fewer) or is split into them: the same one line for both, and nothing written."""
+    model = tiny_gpt("rope", window=4)
+    model.setup_cache(1, 64)
+    assert model.kv_cache.period
+    with torch.no_grad():
+        for T in (8, 20):
+            with pytest.raises(ValueError, match="explicit positions continue a KV cache in order"):
+                model(torch.zeros(1, T, dtype=torch.long), pos=torch.arange(T))
+            assert model.kv_cache.length == 0

@@ -28,7 +28,7 @@ class Step(torch.nn.Module):
         self.m, self.n_slots = model, n_slots
 
     def forward(self, idx, pos):
-        from model import decode_step
+        from generate import decode_step
         return decode_step(self.m, idx, pos, self.m.kv_cache, self.n_slots)
 
 
@@ -69,7 +69,7 @@ class AheadOfTime:
                 try:
                     RUNNERS[key] = [compile_step(model, n_slots, idx, pos), None]
                 except Exception as e:  # the other steps still work: torch.compile's for this generation
-                    from model import compiled_step
+                    from generate import compiled_step
                     warnings.warn(f"the ahead-of-time step failed ({type(e).__name__}: {str(e)[:200]}); "
                                   "using torch.compile's")
                     self.fallback = compiled_step(repr(model.config), dynamic=False)

@@ -18,7 +18,7 @@ import positional
 from data.loader import DOCUMENTS
 from model import GPTConfig
 from training import sampling as position_sampling
-from positional.schedule import check_layers
+from attention.schedule import check_layers
 from training.longlora import targets_problem
 
 

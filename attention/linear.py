@@ -40,7 +40,8 @@ def causal_linear_attention(q, k, v, pe, ctx, state=None, chunk=CHUNK):
         c = slice(s, s + chunk)
         causal = torch.ones(min(chunk, T - s), min(chunk, T - s), dtype=torch.bool, device=q.device).tril()
         num = (rq[:, :, c] @ rk[:, :, c].transpose(-1, -2) * causal) @ v[:, :, c] + rq[:, :, c] @ S   # (B, H, c, D)
-        den = (fq[:, :, c] @ fk[:, :, c].transpose(-1, -2) * causal).sum(-1, keepdim=True) + fq[:, :, c] @ z[..., None]   # (B, H, c, 1)
+        den = (fq[:, :, c] @ fk[:, :, c].transpose(-1, -2) * causal).sum(-1, keepdim=True)
+        den = den + fq[:, :, c] @ z[..., None]                              # (B, H, c, 1)
         out.append(num / (den + EPS))
         S = S + rk[:, :, c].transpose(-1, -2) @ v[:, :, c]                  # (B, H, D, D)
         z = z + fk[:, :, c].sum(2)                                          # (B, H, D)
@@ -77,11 +78,12 @@ class LinearAttentionCache(nn.Module):
     def __init__(self, n_layer, batch, n_head, head_dim, dtype, device):
         super().__init__()
         D = head_dim
-        self.register_buffer("S", torch.zeros(n_layer, batch, n_head, D, D, dtype=dtype, device=device), persistent=False)
+        S = torch.zeros(n_layer, batch, n_head, D, D, dtype=dtype, device=device)
+        self.register_buffer("S", S, persistent=False)
         self.register_buffer("z", torch.zeros(n_layer, batch, n_head, D, dtype=dtype, device=device), persistent=False)
         self.max_len, self.length, self.period = float("inf"), 0, 0
 
-    def begin(self, pos, doc=None):
+    def begin(self, pos, doc=None, slots=None):
         pass
 
     def key_positions(self, T):
