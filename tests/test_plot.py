@@ -167,9 +167,9 @@ def test_the_entropy_probe_builds_its_mask_on_the_scores_device(monkeypatch):
     standing in for CUDA), not on the CPU."""
     from types import SimpleNamespace
     import model as model_module
-    monkeypatch.setattr(model_module, "attend", lambda q, k, v, plan: v)   # the kernel itself is not under test
+    monkeypatch.setattr(model_module, "attend", lambda q, k, v, plan, layer=0: v)   # the kernel is not under test
     got = []
     q = torch.empty(1, 2, 5, 4, device="meta")
     with plots.attention_probe(got.append):
-        model_module.attend(q, q, q, SimpleNamespace(mask=None))
+        model_module.attend(q, q, q, SimpleNamespace(mask=None, pe=None))
     assert len(got) == 1 and got[0].shape == (1, 2, 5, 5) and got[0].device.type == "meta"
