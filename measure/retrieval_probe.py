@@ -17,8 +17,9 @@ Windows end at the second copy's last token: window length = S (the filler befor
 not at position 0) + d + S - 1 inputs. A window that fits in L is "in range". The windows depend only on the tokens,
 d, S, the count and the seed, never on the model: every checkpoint, seed and encoding scores the same ones, so
 differences are paired. In range the probe is the positive control: a model that learned its corpus gains there;
-where the in-range gain's 95% interval does not exclude zero the probe is reported void (nothing past L can be read
-from a model that does not retrieve inside it).
+where the in-range gain's 95% interval does not exclude zero, or its mean is below CLEAR (0.1 nats a token; a model
+that copies a span gains a nat or more there), the probe is reported void (nothing past L can be read from a model
+that does not retrieve inside it).
 
 Reach: with a window of attention w on n layers, the output at position q depends on inputs q - n (w - 1) .. q
 only, so when n (w - 1) < d - S + 1 no scored prediction can see any token of the first copy, and the probe's and
@@ -42,6 +43,7 @@ SPAN = 32                                  # tokens in each span (S)
 SPANS = 128                                # windows per distance
 DISTANCES = (0.25, 0.5, 1, 2, 4, 8, 16)    # default distances d, in units of the training length L
 TRIES = 100                                # draws of a span before giving up on a window
+CLEAR = 0.1                                # nats a token: an in-range gain below it is no clear retrieval (void)
 
 
 @dataclass(frozen=True)
@@ -174,13 +176,14 @@ def summarize(runs, train_len, rounds=2000):
 
 def void(runs):
     """(void, (mean, lo, hi) of the in-range gain): the per-window gains of every distance whose window fits in
-    L, pooled; void when there is none or its 95% interval does not exclude zero on the positive side."""
+    L, pooled; void when there is none, when its 95% interval does not exclude zero on the positive side, or when
+    it is not clear (below CLEAR nats a token: a model that copies gains about a nat or more)."""
     pooled = [np.concatenate([gains(r) for r in rows if r["in_range"]] or [np.array([])])
               for rows in runs]
     if not pooled[0].size or np.isnan(pooled).any():
         return True, (math.nan, math.nan, math.nan)
     mean, lo, hi, _ = gain_interval(np.stack(pooled))
-    return not lo > 0, (mean, lo, hi)
+    return not (lo > 0 and mean >= CLEAR), (mean, lo, hi)
 
 
 def table_lines(runs_by_label, train_len):

@@ -102,3 +102,13 @@ def test_seeds_pair_on_the_same_windows_and_positions_past_a_table_are_not_measu
     assert "| a | 8 | 0.25 | 15 |" in open(paths[".md"]).read()
     assert len(open(paths["_windows.csv"]).read().splitlines()) == 1 + 2 * 2          # seeds x arms
     assert open(paths[".png"], "rb").read(4) == b"\x89PNG"
+
+
+def test_a_small_but_significant_gain_is_still_void():
+    """A gain whose interval excludes zero but whose mean is below CLEAR is no clear retrieval; at CLEAR and above
+    (the same spread) the probe reads past L."""
+    spread = np.linspace(-0.01, 0.01, 64)
+    def runs(gain):
+        return [[dict(in_range=True, control=list(2.0 + spread), probe=list(2.0 - gain + 0 * spread))]]
+    assert rp.void(runs(rp.CLEAR / 2))[0] and rp.void(runs(rp.CLEAR / 2))[1][1] > 0
+    assert not rp.void(runs(rp.CLEAR * 2))[0]
