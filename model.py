@@ -481,41 +481,46 @@ class GPT(nn.Module):
         self.kv_cache = None
 
     # ---- forward ------------------------------------------------------------------------------
-    def forward(self, idx, targets=None, pos=None, doc=None):
+    def forward(self, idx, targets=None, pos=None, doc=None, places=None):
         """idx (B, T) -> logits (B, T, vocab) and the loss if targets are given; with a cache, idx continues it.
         pos: (T,) training positions (position_sampling; restarting per document), None: from the cache
-        offset. doc: (T,) document ids (kept with the keys in a cache): other documents' keys are hidden."""
+        offset. doc: (T,) document ids (kept with the keys in a cache): other documents' keys are hidden.
+        places: (B, T) a task's places of the tokens in their numbers, read by the embed hook alone
+        (Ctx.places): they may repeat, so the mask never reads them."""
         B, T = idx.shape
         cache = self.kv_cache
         if cache is not None and cache.period and T > cache.chunk:  # a ring takes at most `chunk` tokens a call
-            logits = torch.cat([self(idx[:, s:s + cache.chunk], doc=None if doc is None else doc[s:s + cache.chunk])[0]
-                                for s in range(0, T, cache.chunk)], 1)
+            cuts = [slice(s, s + cache.chunk) for s in range(0, T, cache.chunk)]
+            logits = torch.cat([self(idx[:, c], doc=None if doc is None else doc[c],
+                                     places=None if places is None else places[:, c])[0]
+                                for c in cuts], 1)
         else:
             pos, end = self.positions(T, cache, pos, doc, idx.device)                # (T,), last + 1
             if cache is not None:
                 cache.filled = min(end, getattr(cache, "size", end))
-            logits = self.run(idx, pos, end, cache, None if doc is None else doc.to(idx.device))   # (B, T, vocab)
+            doc = None if doc is None else doc.to(idx.device)
+            logits = self.run(idx, pos, end, cache, doc, places)                   # (B, T, vocab)
             if cache is not None:
                 cache.advance(end - cache.length)    # explicit positions may skip some: the next call starts past them
         loss = None if targets is None else F.cross_entropy(logits.float().flatten(0, 1), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
-    def run(self, idx, pos, n_positions, cache=None, doc=None):
+    def run(self, idx, pos, n_positions, cache=None, doc=None, places=None):
         """The tensor work of a forward (no host check): idx (B, T) at pos (T,), all positions in play
         below n_positions (a static generation's, fixed for its steps) -> logits (B, T, vocab)."""
         encodings = self.encodings
         if cache is not None:
             cache.begin(pos, doc)
-        plans = self.plans(pos, cache, encodings, doc, n_positions)
+        plans = self.plans(pos, cache, encodings, doc, n_positions, places)
         if cache is None and any(p.kernel == "blocks" and not p.pe.overrides("attend") for p in plans.values()) and (
                 self.static_decoding and bool((pos.diff() > 0).all())):   # keys cacheable, positions in order
-            return self.by_chunks(idx, pos, n_positions, doc)
+            return self.by_chunks(idx, pos, n_positions, doc, places)
         x = dropout(self.pe.embed(self.wte(idx), next(iter(plans.values()))), self.config.dropout, self.training)
         for block, layer in zip(self.h, self.schedule):
             x = block(x, encodings[layer.encoding], plans[layer])
         return self.lm_head(self.ln_f(x))                                          # (B, T, vocab)
 
-    def by_chunks(self, idx, pos, n_positions, doc):
+    def by_chunks(self, idx, pos, n_positions, doc, places=None):
         """run() through a KV cache by chunks of query rows where blocks would make a bias per block and layer (FIRE's
         past L): each chunk's bias is made once, for all layers (they share the plan). Exact; O(H rows T) memory."""
         B, T = idx.shape
@@ -523,7 +528,10 @@ class GPT(nn.Module):
         cache = self.new_cache(B, n_positions, ring=False)                         # a slot per position
         for a in range(0, T, rows):
             cache.filled = int(pos[min(a + rows, T) - 1]) + 1
-            ys.append(self.run(idx[:, a:a + rows], pos[a:a + rows], n_positions, cache, None if doc is None else doc[a:a + rows]))
+            c = slice(a, a + rows)
+            chunk_doc = None if doc is None else doc[c]
+            chunk_places = None if places is None else places[:, c]
+            ys.append(self.run(idx[:, c], pos[c], n_positions, cache, chunk_doc, chunk_places))
         return torch.cat(ys, 1)                                                     # (B, T, vocab)
 
     def positions(self, T, cache, pos, doc, device):
@@ -547,7 +555,7 @@ class GPT(nn.Module):
                              f"call setup_cache with a larger max_len")
         return (torch.arange(start, end, device=device) if pos is None else pos.to(device)), end
 
-    def plans(self, pos, cache, encodings, doc=None, n_positions=0):
+    def plans(self, pos, cache, encodings, doc=None, n_positions=0, places=None):
         """{Layer: AttentionPlan}: layers sharing (encoding, window) share one plan; the layers of an
         encoding share its score bias (every layer attends to the same key positions)."""
         cfg, plans, biases = self.config, {}, {}
@@ -558,7 +566,8 @@ class GPT(nn.Module):
             if layer in plans:
                 continue
             plan = AttentionPlan(pos, k_pos, layer.window, cfg.sinks, causal=cache is None, doc=doc, k_doc=k_doc, cache=cache,
-                                 groups=groups, n_positions=n_positions, pe=encodings[layer.encoding], bias=biases.get(layer.encoding),
+                                 groups=groups, places=places, n_positions=n_positions,
+                                 pe=encodings[layer.encoding], bias=biases.get(layer.encoding),
                                  dropout=cfg.dropout if self.training else 0.0, flex=self.flex)
             biases.setdefault(layer.encoding, plan.bias)                         # (H, Tq, Tk) made once, or None
             plan.key_counts = plan.count_visible(ATTENTION_BLOCK) if cfg.ssmax else None

@@ -9,11 +9,13 @@ import difflib
 import typing
 
 from . import combined, rope_scaling as scalings
+from .abacus import Abacus
 from .alibi import ALiBi
 from .base import PositionalEncoding
 from .complex_order import ComplexOrder
 from .comrope import ComRoPE
 from .conv import Conv
+from .coupling import Coupling
 from .cope import CoPE
 from .deberta import Deberta
 from .fire import FIRE
@@ -95,6 +97,8 @@ REGISTRY = Registry({
     "rope_2d": RoPE2D,
     "hope": HoPE,
     "comrope": ComRoPE,
+    "abacus": Abacus,
+    "coupling": Coupling,
 })
 REGISTRY["rope+alibi"] = REGISTRY["rope+alibi"]   # the hybrid the comparison runs; any "a+b" works
 # rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)

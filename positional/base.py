@@ -89,6 +89,7 @@ class Ctx:
     doc: torch.Tensor = None            # (T,) document ids of the forward's tokens, or None
     k_doc: torch.Tensor = None          # (Tk,) the keys' ids with a cache (None: the keys are doc's own tokens)
     groups: torch.Tensor = None         # (H, T) S²-Attn's group ids in training (shifted_groups), or None
+    places: torch.Tensor = None         # (B, T) each token's place in its number (a task's; abacus, coupling), or None
     cache: object = None                # the generation's cache, or None
     n_positions: int = 0                # positions in play (of the forward, or of a static generation); 0: from k_pos
     x: torch.Tensor = None              # (B, T, C) the input of the layer attending now (set by the model)
