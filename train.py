@@ -295,7 +295,7 @@ def forward_loss(model, x, y, pos=None, rows=(), places=None):
     one forward per row, its positions restarting at each document, attention kept inside each.
     places: (B, T) a task's places of the tokens in their numbers (TaskData.places), or None."""
     if not rows:
-        return model(x, y, pos, places=places)[1]
+        return model(x, y, pos, **({} if places is None else {"places": places}))[1]
     return sum(model(x[i:i + 1], y[i:i + 1], pos=p, doc=d)[1] for i, (p, d) in enumerate(zip(*rows))) / len(x)
 
 

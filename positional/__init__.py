@@ -111,6 +111,11 @@ def rotary(cls):
     return issubclass(cls, RoPE) or any(map(rotary, getattr(cls, "part_classes", {}).values()))
 
 
+def reads_places(cls):
+    """Whether an encoding class reads a task's places of digits (ctx.places; itself or one of its parts)."""
+    return cls.reads_places or any(map(reads_places, getattr(cls, "part_classes", {}).values()))
+
+
 def scaling_problem(pos_encoding, rope_scaling):
     """Why rope_scaling cannot apply to pos_encoding (one line), or None."""
     if not rope_scaling:

@@ -43,6 +43,7 @@ Capabilities, read by model/train/sample code instead of encoding names:
   length_dependent     the formula depends on the current length (dynamic NTK): keys are cached raw
                        and re-rotated at every call, and a decode step needs the host (no static step)
   relative_bias        score_bias depends on q - k alone: the model may read it from one vector of distances
+  reads_places         embed reads ctx.places, the places of digits a task supplies (abacus, coupling)
 """
 import dataclasses
 from dataclasses import dataclass, field
@@ -160,6 +161,7 @@ class PositionalEncoding(nn.Module):
     excluded_param_names = ()
     length_dependent = False
     relative_bias = False
+    reads_places = False
     needs_score_matrix = False
 
     @classmethod

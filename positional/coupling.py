@@ -45,6 +45,7 @@ class Coupling(PositionalEncoding):
     name = "coupling"
     Settings = CouplingSettings
     excluded_param_names = ("pe.table.weight",)   # a position table, left out like GPT-2's wpe
+    reads_places = True
 
     def __init__(self, n_embd, rows=256, std=0.02):
         super().__init__()
@@ -58,6 +59,8 @@ class Coupling(PositionalEncoding):
 
     def embed(self, x, ctx):
         places = placed(ctx, x)
+        if places is None:                     # every token at row 0, as abacus.py
+            return x + self.table.weight[0]
         check_rows(int(places.max()), self.rows, self.name, "coupling_rows")
         start = random_starts(places, self.rows) if self.training else 0
         return x + self.table(offset_rows(places, start))             # (B, T, C) + (B, T, C)

@@ -6,12 +6,14 @@ The registry-parametrised tests (test_encodings, test_decode, ...) cover both wi
 import pytest
 import torch
 
+from model import GPT
 from positional.abacus import offset_rows
 from positional.coupling import random_starts
 from tasks import TaskData, addition
 from tasks.common import PAD, SEP, SYM
 from tasks.score import accuracy, greedy
 from tests.conftest import tiny_gpt
+from tests.inproc import run_train, train_error
 
 PLUS = addition.PLUS
 # 5 + 3 = 8 in 3 bits, LSB first: a = 1 0 1, b = 1 1 0, sum = 0 0 0 1
@@ -152,3 +154,26 @@ def test_a_number_past_the_table_is_one_line(name, key):
     model = tiny_gpt(name, **{key: 4})
     with pytest.raises(ValueError, match=f"raise --{key} above 4"):
         model(torch.tensor([EXAMPLE]), places=torch.tensor([PLACES]))
+
+
+def test_train_py_passes_the_tasks_places(tmp_path, monkeypatch):
+    """train.py hands each batch's places (TaskData.places) to every forward, in training and evaluation."""
+    real, seen = GPT.forward, []
+
+    def forward(self, idx, targets=None, pos=None, doc=None, places=None):
+        seen.append(places is not None and torch.equal(places, TaskData("addition").places(idx)))
+        return real(self, idx, targets, pos, doc, places)
+
+    monkeypatch.setattr(GPT, "forward", forward)
+    argv = ["configs/abacus.py", "--n_layer=1", "--n_embd=32", "--block_size=16", "--batch_size=4", "--max_iters=2",
+            "--eval_interval=2", "--eval_iters=1", "--device=cpu", "--wandb_log=False", f"--out_dir={tmp_path}"]
+    assert run_train(argv) == 0
+    assert len(seen) >= 2 + 2 * 2 and all(seen)                          # 2 steps, 2 evaluations x 2 splits
+
+
+@pytest.mark.parametrize("argv", [["configs/tasks/copy.py", "--pos_encoding=abacus"],
+                                  ["configs/rope.py", "--pos_encoding=coupling"],
+                                  ["configs/tasks/copy.py", "--pos_encoding=abacus+alibi"]])
+def test_an_encoding_reading_places_without_a_task_that_has_them_is_one_line(argv, capsys, tmp_path):
+    err = train_error([*argv, f"--out_dir={tmp_path}"], capsys)
+    assert "reads the places of digits that a task supplies" in err and "--task=addition" in err

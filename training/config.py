@@ -15,6 +15,7 @@ import typing
 from dataclasses import dataclass
 
 import positional
+import tasks
 from data.loader import DOCUMENTS
 from model import GPTConfig
 from training import sampling as position_sampling
@@ -116,6 +117,10 @@ class Config(GPTConfig):
              f"curriculum_iters must be >= 0 and needs a task (a length curriculum), got {self.curriculum_iters}"),
             (self.documents == "masked" and self.position_sampling,
              "documents=masked sets the positions itself (they restart at each document); drop position_sampling"),
+            (self.pos_encoding in positional.REGISTRY and positional.reads_places(positional.REGISTRY[self.pos_encoding])
+             and not hasattr(tasks.REGISTRY.get(self.task), "places"),
+             f"pos_encoding={self.pos_encoding} reads the places of digits that a task supplies; train it on one "
+             f"(--task={', --task='.join(n for n, t in tasks.REGISTRY.items() if hasattr(t, 'places'))})"),
         ]
         checks += unused_keys(self)
         problem = next((msg for bad, msg in checks if bad), None) or position_sampling.check(
