@@ -76,4 +76,4 @@ class Abacus(PositionalEncoding):
         k = int(torch.randint(self.shift, ())) if self.training else 0   # one shift a forward (reference code)
         top = int(places.max())                                            # the longest number's last offset
         check_rows(top + k if top else 0, self.rows, self.name, "abacus_rows")
-        return x + self.table(offset_rows(places, k))                      # (B, T, C) + (B, T, C)          # (B, T, C) + (B, T, C)
+        return x + self.table(offset_rows(places, k))                      # (B, T, C) + (B, T, C)

@@ -117,8 +117,8 @@ class Config(GPTConfig):
              f"curriculum_iters must be >= 0 and needs a task (a length curriculum), got {self.curriculum_iters}"),
             (self.documents == "masked" and self.position_sampling,
              "documents=masked sets the positions itself (they restart at each document); drop position_sampling"),
-            (self.pos_encoding in positional.REGISTRY and positional.reads_places(positional.REGISTRY[self.pos_encoding])
-             and not hasattr(tasks.REGISTRY.get(self.task), "places"),
+            (self.pos_encoding in positional.REGISTRY and not hasattr(tasks.REGISTRY.get(self.task), "places")
+             and positional.reads_places(positional.REGISTRY[self.pos_encoding]),
              f"pos_encoding={self.pos_encoding} reads the places of digits that a task supplies; train it on one "
              f"(--task={', --task='.join(n for n, t in tasks.REGISTRY.items() if hasattr(t, 'places'))})"),
         ]
