@@ -11,8 +11,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from attention import long_cpu
-from attention.flex import Flex
-from attention.flex import attention as flex_attention
+from attention.flex import Flex, attention as flex_attention
 from attention.linear import LinearAttentionCache, LinearSelfAttention
 from attention.plan import forward_positions, make_plans
 from attention.schedule import build_layers, pattern_label
@@ -386,10 +385,10 @@ class GPT(nn.Module):
         self.kv_cache = None
 
     # ---- forward ------------------------------------------------------------------------------
-    def forward(self, idx, targets=None, pos=None, doc=None):
+    def forward(self, idx, targets=None, pos=None, doc=None, places=None):
         """idx (B, T) -> logits (B, T, vocab) and the loss if targets are given; with a cache, idx
-        continues it. pos: (T,) positions (position_sampling; restarting per document), None: from
-        the cache offset. doc: (T,) document ids (kept in a cache): other documents are hidden."""
+        continues it. pos: (T,) positions (None: from the cache offset); doc: (T,) document ids
+        (other documents are hidden); places: (B, T) a task's digit places, for embed (Ctx)."""
         B, T = idx.shape
         cache = self.kv_cache
         if cache is not None and cache.period and T > cache.chunk:  # a ring takes `chunk` a call
@@ -398,12 +397,13 @@ class GPT(nn.Module):
                 cut = slice(s, s + cache.chunk)
                 part_pos = None if pos is None else pos[cut]   # refused by positions() (B1)
                 part_doc = None if doc is None else doc[cut]
-                parts.append(self(idx[:, cut], pos=part_pos, doc=part_doc)[0])
+                part_places = None if places is None else places[:, cut]
+                parts.append(self(idx[:, cut], pos=part_pos, doc=part_doc, places=part_places)[0])
             logits = torch.cat(parts, 1)
         else:
             pos, end = forward_positions(self, T, cache, pos, doc, idx.device)      # (T,), last + 1
             doc = None if doc is None else doc.to(idx.device)
-            logits = self.run(idx, pos, end, cache, doc)                          # (B, T, vocab)
+            logits = self.run(idx, pos, end, cache, doc, places=places)           # (B, T, vocab)
             if cache is not None:  # explicit positions may skip some: the next call is past them
                 cache.advance(end - cache.length)
         if targets is None:
@@ -411,24 +411,24 @@ class GPT(nn.Module):
         flat = logits.float().flatten(0, 1)
         return logits, F.cross_entropy(flat, targets.reshape(-1), ignore_index=-1)
 
-    def run(self, idx, pos, n_positions, cache=None, doc=None, slots=None):
+    def run(self, idx, pos, n_positions, cache=None, doc=None, slots=None, places=None):
         """The tensor work of a forward (no host check): idx (B, T) at pos (T,), positions in play
         below n_positions -> logits (B, T, vocab). slots: the cache slots a static step attends."""
         encodings = self.encodings
         if cache is not None:
             cache.begin(pos, doc, slots)
-        plans = self.plans(pos, cache, encodings, doc, n_positions)
+        plans = self.plans(pos, cache, encodings, doc, n_positions, places)
         if cache is None and long_cpu.chunked(self, pos, plans):   # a bias a chunk, all layers
-            return long_cpu.by_chunks(self, idx, pos, n_positions, doc)
+            return long_cpu.by_chunks(self, idx, pos, n_positions, doc, places)
         first = next(iter(plans.values()))
         x = dropout(self.pe.embed(self.wte(idx), first), self.config.dropout, self.training)
         for block, layer in zip(self.h, self.schedule):
             x = block(x, encodings[layer.encoding], plans[layer])
         return self.lm_head(self.ln_f(x))                                          # (B, T, vocab)
 
-    def plans(self, pos, cache, encodings, doc=None, n_positions=0):
+    def plans(self, pos, cache, encodings, doc=None, n_positions=0, places=None):
         """{Layer: AttentionPlan} of a forward (attention/plan.py)."""
-        return make_plans(self, pos, cache, encodings, doc, n_positions)
+        return make_plans(self, pos, cache, encodings, doc, n_positions, places)
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
         """AdamW, decaying the transformer's matrices (dim >= 2) only: not biases, norms (nanoGPT)

@@ -309,11 +309,12 @@ def batch(data, split, gen, cfg, rt, it=None):
     return tuple((t.pin_memory() if cuda else t).to(rt.device, non_blocking=cuda) for t in tensors)
 
 
-def forward_loss(model, x, y, pos=None, rows=()):
+def forward_loss(model, x, y, pos=None, rows=(), places=None):
     """The batch's mean loss. With documents=masked, rows = (positions, document ids), (B, T) each:
-    one forward per row, its positions restarting at each document, attention kept inside each."""
+    one forward per row, its positions restarting at each document, attention kept inside each.
+    places: (B, T) a task's places of the tokens in their numbers (TaskData.places), or None."""
     if not rows:
-        return model(x, y, pos)[1]
+        return model(x, y, pos, **({} if places is None else {"places": places}))[1]
     return sum(model(x[i:i + 1], y[i:i + 1], pos=p, doc=d)[1] for i, (p, d) in enumerate(zip(*rows))) / len(x)
 
 
@@ -327,10 +328,11 @@ def step(model, optimizer, data, data_gen, cfg, rt, stop, it):
             # micro step, so that no rank ever holds a whole gradient)
             model.require_backward_grad_sync = micro == n - 1
         x, y, *rows = batch(data, "train", data_gen, cfg, rt, it)
+        places = data.places(x) if isinstance(data, TaskData) else None   # (B, T), or None: the task has none
         pos = position_sampling.sample(cfg.position_sampling, x.shape[1], cfg.max_position or cfg.block_size,
                                        cfg.pose_chunks, data_gen)   # (T,) on the host, or None: contiguous
         with rt.ctx:
-            loss = forward_loss(model, x, y, pos, rows) / n
+            loss = forward_loss(model, x, y, pos, rows, places) / n
         rt.scaler.scale(loss).backward()
         loss_sum += loss.detach()
     # One host sync per step: a non-finite loss must be caught before it reaches the weights;
@@ -362,10 +364,11 @@ def estimate_loss(model, data, cfg, rt):
         losses = torch.zeros(cfg.eval_iters)
         for k in range(cfg.eval_iters):
             x, y, *rows = batch(data, split, gen, cfg, rt)
+            places = data.places(x) if isinstance(data, TaskData) else None
             pos = position_sampling.for_evaluation(cfg.position_sampling, x.shape[1], cfg.max_position or cfg.block_size,
                                                    gen)   # None: contiguous
             with rt.ctx:
-                losses[k] = forward_loss(model, x, y, pos, rows).item()
+                losses[k] = forward_loss(model, x, y, pos, rows, places).item()
         out[split] = losses.mean().item()
     model.train()
     out["val_bpb"] = bits_per_byte(out["val"], data.bytes_per_token("val") if isinstance(data, TokenData) else None)

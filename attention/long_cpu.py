@@ -159,7 +159,7 @@ def chunked(model, pos, plans):
     return blocks and model.static_decoding and bool((pos.diff() > 0).all())
 
 
-def by_chunks(model, idx, pos, n_positions, doc):
+def by_chunks(model, idx, pos, n_positions, doc, places=None):
     """model.run through a KV cache (a slot per position) by chunks of query rows: (B, T, vocab) logits."""
     B, T = idx.shape
     rows = row_block(B, model.config.n_head, T)
@@ -167,5 +167,6 @@ def by_chunks(model, idx, pos, n_positions, doc):
     ys = []
     for a in range(0, T, rows):
         part = None if doc is None else doc[a:a + rows]
-        ys.append(model.run(idx[:, a:a + rows], pos[a:a + rows], n_positions, cache, part))
+        part_places = None if places is None else places[:, a:a + rows]
+        ys.append(model.run(idx[:, a:a + rows], pos[a:a + rows], n_positions, cache, part, places=part_places))
     return torch.cat(ys, 1)                                                     # (B, T, vocab)

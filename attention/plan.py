@@ -125,7 +125,7 @@ def attend_scores(scores, v, plan):
 
 
 
-def make_plans(model, pos, cache, encodings, doc=None, n_positions=0):
+def make_plans(model, pos, cache, encodings, doc=None, n_positions=0, places=None):
     """{Layer: AttentionPlan}: layers sharing (encoding, window) share one plan; the layers of an
     encoding share its score bias (every layer attends to the same key positions)."""
     cfg, plans, biases = model.config, {}, {}
@@ -141,7 +141,7 @@ def make_plans(model, pos, cache, encodings, doc=None, n_positions=0):
         if layer in plans:
             continue
         plan = AttentionPlan(pos, k_pos, layer.window, cfg.sinks, causal=cache is None, doc=doc,
-                             k_doc=k_doc, cache=cache, groups=groups, n_positions=n_positions,
+                             k_doc=k_doc, cache=cache, groups=groups, places=places, n_positions=n_positions,
                              pe=encodings[layer.encoding], bias=biases.get(layer.encoding),
                              dropout=dropout, flex=model.flex, ssmax=cfg.ssmax)
         biases.setdefault(layer.encoding, plan.bias)                        # (H, Tq, Tk) or None

@@ -12,11 +12,13 @@ import difflib
 import typing
 
 from . import combined, rope_scaling as scalings
+from .abacus import Abacus
 from .alibi import ALiBi
 from .base import PositionalEncoding
 from .complex_order import ComplexOrder
 from .comrope import ComRoPE
 from .conv import Conv
+from .coupling import Coupling
 from .cope import CoPE
 from .deberta import Deberta
 from .fire import FIRE
@@ -98,6 +100,8 @@ REGISTRY = Registry({
     "rope_2d": RoPE2D,
     "hope": HoPE,
     "comrope": ComRoPE,
+    "abacus": Abacus,
+    "coupling": Coupling,
 })
 REGISTRY["rope+alibi"] = REGISTRY["rope+alibi"]   # the hybrid the comparison runs; any "a+b" works
 # rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)
@@ -108,6 +112,11 @@ SCALINGS = (*scalings.METHODS, *LOGIT_METHODS)   # every valid rope_scaling
 def rotary(cls):
     """Whether an encoding class rotates with RoPE's frequencies (itself or one of its parts)."""
     return issubclass(cls, RoPE) or any(map(rotary, getattr(cls, "part_classes", {}).values()))
+
+
+def reads_places(cls):
+    """Whether an encoding class reads a task's places of digits (ctx.places; itself or one of its parts)."""
+    return cls.reads_places or any(map(reads_places, getattr(cls, "part_classes", {}).values()))
 
 
 def scaling_problem(pos_encoding, rope_scaling):

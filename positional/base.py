@@ -45,6 +45,7 @@ Capabilities, read by model/train/sample code instead of encoding names:
   length_dependent     the formula depends on the current length (dynamic NTK): keys are cached raw
                        and re-rotated at every call, and a decode step needs the host (no static step)
   relative_bias        score_bias depends on q - k alone: the model may read it by distance
+  reads_places         embed reads ctx.places, the places of digits a task supplies (abacus, coupling)
 """
 import dataclasses
 from dataclasses import dataclass, field
@@ -93,6 +94,7 @@ class Ctx:
     doc: torch.Tensor = None            # (T,) document ids of the forward's tokens, or None
     k_doc: torch.Tensor = None          # (Tk,) the keys' ids with a cache (None: the keys are doc's own tokens)
     groups: torch.Tensor = None         # (H, T) S²-Attn's group ids in training (shifted_groups), or None
+    places: torch.Tensor = None         # (B, T) each token's place in its number (a task's; abacus, coupling), or None
     cache: object = None                # the generation's cache, or None
     n_positions: int = 0                # positions in play (of the forward, or of a static generation); 0: from k_pos
     rows: slice = field(default_factory=lambda: slice(None))   # the forward's query rows it covers (a block: a:b)
@@ -158,6 +160,7 @@ class PositionalEncoding(nn.Module):
     excluded_param_names = ()
     length_dependent = False
     relative_bias = False
+    reads_places = False
     needs_score_matrix = False
 
     @classmethod

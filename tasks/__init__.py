@@ -5,6 +5,9 @@ Each task module has
     reference(ids) -> answer tokens                 computed from the question alone, so it also
                                                     answers a prefix that stops inside the answer
     VOCAB_SIZE, MIN_LENGTH
+and optionally
+    places(ids) -> ints, one a token                each token's place in its number (addition), for the
+                                                    encodings that read it (abacus, coupling)
 Same seed, same example. The answer's positions depend on the length alone (the scorer
 decodes a batch in lockstep). The token scheme is in common.py.
 

@@ -1,4 +1,5 @@
-"""Training batches of a task, with data.loader.TokenData's interface (get_batch, vocab_size, check).
+"""Training batches of a task, with data.loader.TokenData's interface (get_batch, vocab_size, check), and the
+places of a batch's tokens in their numbers where the task defines them (places).
 
 Each example draws its length n uniformly from [MIN_LENGTH, block_size] (Ruoss et al. 2023), then its
 content, from a seed of the caller's generator (even for train, odd for val: the splits share no
@@ -46,3 +47,14 @@ class TaskData:
             x[i, :n - 1] = ids[:-1]
             y[i, :n - 1] = torch.where(answer[1:], ids[1:], -1)
         return x, y
+
+    def places(self, x):
+        """(B, T) the task's places of x's tokens in their numbers (tasks/addition.py's places(), read by the
+        positional encodings that use them: abacus, coupling), on x's device; None for a task without them."""
+        of = getattr(self.task, "places", None)
+        return None if of is None else places_of(of, x)
+
+
+def places_of(of, ids):
+    """(B, T) LongTensor of of(row) for each row of ids (B, T), on ids' device."""
+    return torch.tensor([of(row) for row in ids.tolist()], dtype=torch.long, device=ids.device)

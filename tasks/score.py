@@ -11,6 +11,7 @@ from measure.progress import Progress
 from training import sampling
 from training import checkpoint
 import tasks
+from tasks.data import places_of
 
 MULTIPLES = (1, 2, 4, 8, 16)          # default lengths, in units of the training length
 SAMPLES = 200                         # examples per point
@@ -50,16 +51,19 @@ def scoring_positions(config):
 
 
 @torch.no_grad()
-def greedy(model, ids, mask, pos=None):
+def greedy(model, ids, mask, pos=None, places=None):
     """ids (B, n) with the answer positions (mask, (n,)) replaced by the model's greedy
     predictions, each fed back before the next; one KV-cache pass over the sequence. pos: (n,) explicit
-    increasing positions (scoring_positions; the cache continues at them), None: 0..n-1."""
+    increasing positions (scoring_positions; the cache continues at them), None: 0..n-1. places: (B, n) the
+    task's places of the tokens (TaskData.places), or None."""
     out = ids.clone()
     model.setup_cache(ids.shape[0], ids.shape[1] if pos is None else int(pos[-1]) + 1)
     try:
         fed = 0
         for a in mask.nonzero().squeeze(1).tolist():   # the token at a is predicted from the tokens before it
-            logits, _ = model(out[:, fed:a], **({} if pos is None else {"pos": pos[fed:a]}))   # (B, a - fed, V)
+            kw = {} if pos is None else {"pos": pos[fed:a]}
+            kw.update({} if places is None else {"places": places[:, fed:a]})
+            logits, _ = model(out[:, fed:a], **kw)                                  # (B, a - fed, V)
             out[:, a] = logits[:, -1].argmax(-1)
             fed = a
     finally:
@@ -81,7 +85,9 @@ def accuracy(model, task, length, samples=SAMPLES, batch_tokens=BATCH_TOKENS, po
     device = next(model.parameters()).device
     per = max(1, batch_tokens // length)
     pos = [None if positions is None else positions(length, b).to(device) for b in range(0, samples, per)]
-    right = torch.cat([greedy(model, ids[b:b + per].to(device), mask.to(device), p)[:, mask].cpu() == ids[b:b + per, mask]
+    places = places_of(task.places, ids).to(device) if hasattr(task, "places") else None   # from the questions
+    right = torch.cat([greedy(model, ids[b:b + per].to(device), mask.to(device), p,
+                              None if places is None else places[b:b + per])[:, mask].cpu() == ids[b:b + per, mask]
                        for b, p in zip(range(0, samples, per), pos)])                    # (samples, answer)
     return right.all(1).float().mean().item(), right.float().mean().item()
 

@@ -15,6 +15,7 @@ import typing
 from dataclasses import dataclass
 
 import positional
+import tasks
 from data.loader import DOCUMENTS
 from model import GPTConfig
 from training import sampling as position_sampling
@@ -127,6 +128,10 @@ class Config(GPTConfig):
              "copy_rows replaces whole rows, and documents=masked keeps each row's documents; use one of them"),
             (self.documents == "masked" and self.position_sampling,
              "documents=masked sets the positions itself (they restart at each document); drop position_sampling"),
+            (self.pos_encoding in positional.REGISTRY and not hasattr(tasks.REGISTRY.get(self.task), "places")
+             and positional.reads_places(positional.REGISTRY[self.pos_encoding]),
+             f"pos_encoding={self.pos_encoding} reads the places of digits that a task supplies; train it on one "
+             f"(--task={', --task='.join(n for n, t in tasks.REGISTRY.items() if hasattr(t, 'places'))})"),
         ]
         checks += unused_keys(self)
         problem = next((msg for bad, msg in checks if bad), None) or position_sampling.check(
