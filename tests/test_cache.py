@@ -52,7 +52,7 @@ def test_learned_generation_uses_the_cache_while_the_text_fits_its_table(monkeyp
     prompt = torch.randint(0, 40, (2, 4))
     want = greedy_recompute(model, prompt, 30, 16)
     lengths, run = [], model.run
-    monkeypatch.setattr(model, "run", lambda idx, *a: lengths.append(idx.shape[1]) or run(idx, *a))
+    monkeypatch.setattr(model, "run", lambda idx, *a, **kw: lengths.append(idx.shape[1]) or run(idx, *a, **kw))
     got = model.generate(prompt, 30, top_k=1, static=static)
     assert torch.equal(got, want) and model.kv_cache is None
     # prefill 4, one cached token per step up to position 16, then the sliding 16-token window

@@ -71,9 +71,10 @@ def test_bad_settings_are_refused_in_one_line(name):
     other = next(k for k, (_, owners) in keys.items() if name not in owners and set(owners) <= set(ALL))
     cases = [(other, "1", f"{other} is a setting of")] + [(k, v, f"{k} must be") for k, v in
                                                             bounded(positional.REGISTRY[name])]
+    task = ["--task=addition"] if positional.reads_places(positional.REGISTRY[name]) else []   # its places' source
     for key, value, says in cases:
         with pytest.raises(ConfigError) as e:
-            load_config([f"--pos_encoding={name}", f"--{key}={value}"])
+            load_config([f"--pos_encoding={name}", f"--{key}={value}", *task])
         assert says in str(e.value) and "\n" not in str(e.value), (key, str(e.value))
     with pytest.raises(ValueError, match="must be >= 0 and increasing"):
         tiny_gpt(name, n_layer=1)(torch.zeros(1, 4, dtype=torch.long), pos=torch.tensor([0, 2, 1, 3]))
