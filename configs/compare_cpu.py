@@ -13,5 +13,6 @@ finetune_methods = ["linear", "ntk", "yarn"]   # and "direct"
 finetune_longlora = False
 context_labels = ["rope+ntk", "rope+yarn", "rope+leaky_rerope"] + [f"rope+{m} ft{finetune_iters[-1]}" for m in (
     "direct", "linear", "yarn")]
+retrieval_probe = False       # ~9 min a model on one thread, 13 a seed (7 runs, 6 context_labels): --retrieval_probe=True
 out_root = "out-compare-cpu"
 report_dir = "reports/compare-cpu"
