@@ -65,12 +65,12 @@ DEFAULTS = {   # compare.py's own keys; every other key is a training key (train
     "context_sequences": 8,           # lm: sequences of 16 L averaged by the per-position loss
     "context_targets": 512,           # lm: targets of the in-range context curve (each costs a window per context)
     "context_reference": "",          # lm, with context_use: this encoding also trained at finetune_factor x L
-    # lm: the retrieval probe (measure/retrieval_probe.py) of each run as trained and of its context_labels. Cost:
-    # ~9 min per model at 128 windows on one busy Xeon thread (most of it the 16 L windows); seconds on a GPU
-    "retrieval_probe": False,
+    # retrieval_probe's cost: ~9 min per model at 128 windows on one busy Xeon thread (most of it the 16 L
+    # windows); seconds on a GPU (docs/comparison.md#retrieval-probe)
+    "retrieval_probe": False,         # lm: the retrieval probe of each run as trained and of its context_labels
     "probe_spans": 128,               # lm: windows per distance (each scored twice: probe and control)
     "probe_span": 32,                 # lm: tokens in each copied span
-    "probe_distances": [0.25, 0.5, 1, 2, 4, 8, 16],   # lm: distances between the copies, in units of block_size
+    "probe_distances": [0.25, 0.5, 1, 2, 4, 8, 16],   # lm: distances between the copies, in units of L
     "variants": {},                   # lm: named runs with their own training keys, {name: {key: value}}
     "tasks": ["copy"],                # tasks: the tasks trained and scored
     "task_recipes": {},               # tasks: {task: {training key: value}}, a task's own recipe (configs/tasks/<task>.py)

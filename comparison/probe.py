@@ -26,8 +26,8 @@ def check(settings, cfg):
     check_lows(settings, {"probe_spans": 2, "probe_span": 2})
     if not settings["probe_distances"] or any(not isinstance(m, (int, float)) or m <= 0
                                               for m in settings["probe_distances"]):
-        raise ConfigError(f"probe_distances: need positive multiples of block_size, e.g. {list(retrieval_probe.DISTANCES)}"
-                          f"; got {settings['probe_distances']}")
+        raise ConfigError(f"probe_distances: need positive multiples of block_size, e.g. "
+                          f"{list(retrieval_probe.DISTANCES)}; got {settings['probe_distances']}")
 
 
 def probe_key(settings, cfg):

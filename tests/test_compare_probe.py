@@ -26,7 +26,8 @@ def test_the_probe_joins_a_kept_run_and_its_report(tiny_data, tmp_path):
     assert "training" not in r.stdout                                       # the kept run is not trained again
     kept = json.loads((out / "report" / "runs" / "rope-s1337" / "result.json").read_text())
     rows = kept["value"]["probe"]["rows"]["rope"]
-    assert [row["distance"] for row in rows] == [4, 16, 64] and [row["in_range"] for row in rows] == [True, False, False]
+    assert [row["distance"] for row in rows] == [4, 16, 64]
+    assert [row["in_range"] for row in rows] == [True, False, False]
     assert all(len(row["probe"]) == len(row["control"]) == 6 for row in rows)
     report = (out / "report" / "report.md").read_text()
     table = [line for line in report.splitlines() if line.startswith("| rope | ")]
