@@ -26,7 +26,7 @@ def args(tiny_data, out_root, *extra):
             "--only=rope,learned", "--max_iters=20", "--eval_interval=10", "--lr_decay_iters=0",
             "--eval_lengths=[16,32,64]", "--eval_tokens=256", "--seeds=1", "--jobs=1", "--threads=0",
             "--rope_scalings=['linear','ntk','yarn']", "--rope_factor=0.0", "--finetune_iters=0",
-            "--context_use=False", "--context_labels=[]", "--scaled_encodings=[]", *extra]
+            "--context_use=False", "--context_labels=[]", "--scaled_encodings=[]", "--retrieval_probe=False", *extra]
 
 
 @pytest.mark.slow
