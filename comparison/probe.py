@@ -64,12 +64,13 @@ def probe_run(run, labels, settings, cfg):
 
 def complete(run, got, settings, cfg):
     """(a kept result with the probe this call asks for, whether it changed): the probe measured from the run's
-    checkpoint where the kept one is missing or of other keys and the checkpoint is here; else a probe of other
-    keys left out of what is reported ("not measured"), since its windows are not the other runs'."""
+    checkpoint where the kept one is missing or of other keys and the checkpoint here is the kept run's (its
+    iterations); else a probe of other keys left out of what is reported ("not measured"), since its windows are
+    not the other runs'. Without retrieval_probe, no probe is reported."""
     have = got.get("probe") or {}
-    if not settings["retrieval_probe"] or have.get("key") == probe_key(settings, cfg):
+    if settings["retrieval_probe"] and have.get("key") == probe_key(settings, cfg):
         return got, False
-    if os.path.exists(checkpoint.path_in(run["dir"])):
+    if settings["retrieval_probe"] and run["done"] == run["iters"]:
         labels = {r["label"] for r in got["rows"]}
         return dict(got, probe=probe_run(run, labels, settings, cfg)), True
     return {k: v for k, v in got.items() if k != "probe"}, False
