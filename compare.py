@@ -5,6 +5,7 @@ what is measured:
     python compare.py configs/compare.py                          # "lm": perplexity against length
     python compare.py configs/compare.py --only=rope,alibi --seeds=1 --finetune_iters=0
     python compare.py configs/compare.py --only=rope --finetune_iters=[5,100]    # two fine-tune budgets
+    python compare.py configs/compare_cpu.py --retrieval_probe=True   # the probe added to the kept runs
     python compare.py configs/tasks/quick.py                      # "tasks": accuracy against length
     python compare.py configs/tasks/quick.py --tasks=copy --encodings=none,alibi --jobs=1
 
