@@ -5,6 +5,7 @@ what is measured:
     python compare.py configs/compare.py                          # "lm": perplexity against length
     python compare.py configs/compare.py --only=rope,alibi --seeds=1 --finetune_iters=0
     python compare.py configs/compare.py --only=rope --finetune_iters=[5,100]    # two fine-tune budgets
+    python compare.py configs/compare_cpu.py --retrieval_probe=True   # the probe added to the kept runs
     python compare.py configs/tasks/quick.py                      # "tasks": accuracy against length
     python compare.py configs/tasks/quick.py --tasks=copy --encodings=none,alibi --jobs=1
 
@@ -27,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 import positional
-from comparison import lm_suite, task_suite
+from comparison import lm_suite, probe, task_suite
 from comparison.runs import NOT_COMPARED, PER_RUN, run_keys, trained_iters
 from measure import compare_report, evaluation, kept
 from measure.progress import Progress
@@ -65,6 +66,12 @@ DEFAULTS = {   # compare.py's own keys; every other key is a training key (train
     "context_sequences": 8,           # lm: sequences of 16 L averaged by the per-position loss
     "context_targets": 512,           # lm: targets of the in-range context curve (each costs a window per context)
     "context_reference": "",          # lm, with context_use: this encoding also trained at finetune_factor x L
+    # retrieval_probe's cost: ~9 min per model at 128 windows on one busy Xeon thread (most of it the 16 L
+    # windows); seconds on a GPU (docs/comparison.md#retrieval-probe)
+    "retrieval_probe": False,         # lm: the retrieval probe of each run as trained and of its context_labels
+    "probe_spans": 128,               # lm: windows per distance (each scored twice: probe and control)
+    "probe_span": 32,                 # lm: tokens in each copied span
+    "probe_distances": [0.25, 0.5, 1, 2, 4, 8, 16],   # lm: distances between the copies, in units of L
     "variants": {},                   # lm: named runs with their own training keys, {name: {key: value}}
     "tasks": ["copy"],                # tasks: the tasks trained and scored
     "task_recipes": {},               # tasks: {task: {training key: value}}, a task's own recipe (configs/tasks/<task>.py)
@@ -73,7 +80,7 @@ DEFAULTS = {   # compare.py's own keys; every other key is a training key (train
     "finetune_steps": [],             # tasks (passkey): PI's Table 4, the fine-tune at finetune_factor x L scored
                                       # after each of these steps, e.g. [25, 50, 100, 200, 400]
 }
-SUITES = {"lm": lm_suite, "tasks": task_suite}   # each: OUT_ROOT, check, measure, result, report
+SUITES = {"lm": lm_suite, "tasks": task_suite}   # each: OUT_ROOT, check, measure, complete, result, report
 USAGE = "python compare.py CONFIG_FILE [--key=value ...]   (config files and keys apply in order)"
 
 
@@ -129,7 +136,9 @@ def names(settings):
 
 # compare keys that do not change what a run measures (which runs a call makes; a run's own task, variant and
 # recipe are in its training keys). Every other key is in the kept runs' key, so a key added to DEFAULTS must come
-# here unless it does (else every kept run stops matching); kept.load leaves these out of a kept run's settings
+# here unless it does (else every kept run stops matching); kept.load leaves these out of a kept run's settings.
+# The retrieval probe's keys (probe.KEYS) are kept with its rows instead (comparison/probe.py), so that turning it on
+# measures the kept runs' probe from their checkpoints rather than training them again
 NOT_MEASURED = ("encodings", "only", "seeds", "out_root", "report_dir", "jobs", "threads", "plots", "eval_device",
                 "eval_dtype", "kept_only", "task_recipes", "tasks", "variants")
 
@@ -137,7 +146,7 @@ NOT_MEASURED = ("encodings", "only", "seeds", "out_root", "report_dir", "jobs", 
 def kept_key(run, settings, train_keys, cfg):
     """What a kept result of `run` must have been made with: the comparison's measuring keys, the run's training
     keys (those that change what is trained) and its iterations."""
-    own = {k: settings[k] for k in DEFAULTS if k not in NOT_MEASURED}
+    own = {k: settings[k] for k in DEFAULTS if k not in NOT_MEASURED + probe.KEYS}
     trained = {k: v for k, v in dict(train_keys, **run["keys"]).items() if k not in NOT_COMPARED}
     return dict(own, trained=trained, seed=run["seed"], iters=run["iters"], targets=evaluation.TARGETS)
 
@@ -167,8 +176,11 @@ def run_one(run, settings, train_keys, cfg):
     where = kept.folder(settings["report_dir"], run["tag"])
     got = kept.load(where, key, NOT_MEASURED)
     if got is not None:
-        print(f"{run['say']} kept in {where}: skipped", flush=True)
-        return suite.result(run, got, where)
+        got, more = suite.complete(run, got, settings, cfg)   # what this call measures besides the kept key
+        print(f"{run['say']} kept in {where}: " + ("measured what it lacked" if more else "skipped"), flush=True)
+        if more:
+            kept.save(where, key, got, kept.summary(where))
+        return suite.result(run, kept.rounded(got), where)
     got = suite.measure(run, settings, train_keys, cfg)
     kept.save(where, key, got, compare_report.read_log(run["dir"]))
     return suite.result(run, kept.rounded(got), where)

@@ -28,15 +28,22 @@ def add_reference(settings, cfg):
     settings["encodings"] = [e for e in settings["encodings"] if e != name] + [name]
 
 
+def label_sources(run, labels, settings):
+    """{label: (checkpoint folder, model overrides)} of the run as trained and each of context_labels among `labels`
+    (a method: the run's own checkpoint with its scaling keys; a fine-tune: its folder)."""
+    sources = {run["encoding"]: (run["dir"], None)}
+    for label in [label for label in settings["context_labels"] if label in labels]:
+        _, method, ft = parse_label(label)
+        sources[label] = (ft_dir(run["dir"], method, ft), None) if ft else (run["dir"], scaling_keys(method, settings))
+    return sources
+
+
 def context_run(run, labels, settings, cfg):
     """{label: {"gain": rows, "curve": list, "in_range": rows, "reference": bool}} of context_use.measure and
     in_range_curve for the run as trained and each of context_labels among its rows' `labels`; cached in
     <run>/context.json. Every in-range curve runs to its label's own training length, on the same targets for
     every label: those after the longest training length of the comparison."""
-    sources = {run["encoding"]: (run["dir"], None)}
-    for label in [label for label in settings["context_labels"] if label in labels]:
-        _, method, ft = parse_label(label)
-        sources[label] = (ft_dir(run["dir"], method, ft), None) if ft else (run["dir"], scaling_keys(method, settings))
+    sources = label_sources(run, labels, settings)
     longest = max(cfg.block_size, settings["finetune_len"], settings["reference_len"])
     key = dict(tokens=settings["context_tokens"], sequences=settings["context_sequences"],
                targets=settings["context_targets"], targets_from=longest,

@@ -1,7 +1,8 @@
 """The comparison's "lm" suite: perplexity against length (measure/evaluation.py) of each run as trained, with
 each method of rope_scalings and after each fine-tune (comparison/finetune.py), its context use with context_use
 (comparison/context.py), the n-gram rows of its dataset (measure/ngram.py), and the report
-(measure/compare_report.py). The suite interface compare.py calls: OUT_ROOT, check, measure, result, report."""
+(measure/compare_report.py), and with retrieval_probe the retrieval probe (comparison/probe.py). The suite
+interface compare.py calls: OUT_ROOT, check, measure, complete, result, report."""
 import itertools
 import os
 import shlex
@@ -12,6 +13,7 @@ from training import checkpoint
 from training.cli import check_lows
 from training.config import FIELDS, Config, ConfigError
 from training.wandb_util import start_wandb
+from comparison import probe
 from comparison.context import add_reference, context_run
 from comparison.finetune import (FINETUNE_ONLY, check_finetune, finetune, finetune_methods, parse_label,
                                  scaling_keys, takes)
@@ -29,6 +31,7 @@ def check(settings, train_keys, cfg):
     settings["finetune_factor"] = settings["finetune_factor"] or settings["rope_factor"]
     check_finetune(settings, cfg)
     check_lows(settings, {"context_targets": 1})
+    probe.check(settings, cfg)
     add_reference(settings, cfg)
     for keys in settings["variants"].values():
         check_over(train_keys, keys)
@@ -80,7 +83,7 @@ def log_eval_to_wandb(ckpt_cfg, rows, run, settings):
 
 def measure(run, settings, train_keys, cfg):
     """Train (or resume) one run, evaluate it and its fine-tunes -> what compare.py keeps of it (measure/kept.py):
-    its rows, context use and training command."""
+    its rows, context use, retrieval probe (with retrieval_probe) and training command."""
     enc = run["encoding"]
     train(run, settings, train_keys, cfg.max_iters)
     ckpt = checkpoint.load(run["dir"])  # loaded once, for the evaluation and wandb
@@ -99,7 +102,13 @@ def measure(run, settings, train_keys, cfg):
         log_eval_to_wandb(ckpt["config"], rows, run, settings)
     context = context_run(run, {r["label"] for r in rows}, settings, cfg) if settings["context_use"] else {}
     command = shlex.join(["python"] + train_command(train_keys, run, settings, resume=False)[1:])
-    return dict(rows=rows, context=context, command=command)
+    got = dict(rows=rows, context=context, command=command)
+    if settings["retrieval_probe"]:
+        got["probe"] = probe.probe_run(run, {r["label"] for r in rows}, settings, cfg)
+    return got
+
+
+complete = probe.complete   # a kept result without the probe this call asks for (comparison/probe.py)
 
 
 def result(run, got, where):

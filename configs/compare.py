@@ -59,3 +59,10 @@ context_sequences = 8         # sequences of 16 L averaged by the per-position l
 context_targets = 512         # targets of the in-range curve, each scored by a window of c tokens per context c
 context_reference = "rope"    # also trained at finetune_factor x L = 1024 on the same tokens: the reference for
                               # context gain past L (--context_reference="": skip it)
+
+# ---- does the model use a span seen d tokens back? (measure/retrieval_probe.py) ---------
+# Each run as trained and each of context_labels, at d = L/4 .. 16L, probe_spans windows per distance (paired across
+# seeds and encodings). Cost: ~9 min per model at 128 windows on one busy Xeon thread, mostly the 16L windows; seconds
+# on a GPU. Turned on later, it measures the kept runs from their checkpoints without training them again.
+retrieval_probe = True
+probe_spans = 128             # windows per distance

@@ -13,5 +13,8 @@ finetune_methods = ["linear", "ntk", "yarn"]   # and "direct"
 finetune_longlora = False
 context_labels = ["rope+ntk", "rope+yarn", "rope+leaky_rerope"] + [f"rope+{m} ft{finetune_iters[-1]}" for m in (
     "direct", "linear", "yarn")]
+# the retrieval probe costs ~9 min a model on one thread, 13 models a seed (7 runs, 6 context_labels): turn it on
+# with --retrieval_probe=True (the kept runs are measured from their checkpoints, not trained again)
+retrieval_probe = False
 out_root = "out-compare-cpu"
 report_dir = "reports/compare-cpu"

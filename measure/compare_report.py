@@ -15,7 +15,7 @@ import matplotlib.ticker
 import torch
 
 import positional
-from measure import context_use, kept, published
+from measure import context_use, kept, published, retrieval_probe
 from measure.encoding_plots import draw_all, figure
 from measure.paired import paired_lines, paired_rows, read_eval, write_evals
 from measure.tables import fmt, md_table, mean_std, write_csv
@@ -300,6 +300,26 @@ def write_context(results, out, train_len):
     return lines + [""] + context_use.write_in_range(by_label, out, train_len)
 
 
+def probe_lines(probes, settings, out, train_len):
+    """The retrieval probe's section (retrieval_probe.write's files into out); "not measured" without rows."""
+    head = ["## Retrieval probe", "",
+            "Does a model use a span of its own validation text seen d tokens back? Each window holds a span twice, d "
+            "tokens apart; its control the same window with the first copy replaced by another span. Gain = loss of "
+            "the second copy in the control - in the probe window, nats per token (above 0: the model took something "
+            "from d tokens back), and as a fraction of the control's loss; the same windows for every run "
+            "(measure/retrieval_probe.py). Interval: Student's t over seeds (with one seed, over windows), the "
+            "hierarchical bootstrap (seeds, then windows) beside it. Void: the in-range gain's interval does not "
+            "exclude zero, so the model does not retrieve inside L and nothing past L can be read from it.", ""]
+    if not probes:
+        why = ("retrieval_probe = False" if not settings.get("retrieval_probe") else
+               "no run has a probe of these keys, and the kept runs' checkpoints are not on this machine")
+        return head + [f"Not measured ({why}; `--retrieval_probe=True` measures it, docs/extrapolation.md).", ""]
+    retrieval_probe.write(probes, out, train_len)
+    return head + [*retrieval_probe.table_lines(probes, train_len), "", "![retrieval probe](retrieval_probe.png)", "",
+                   "Data: [retrieval_probe.csv](retrieval_probe.csv) (mean losses per run, seed and distance), "
+                   "[retrieval_probe_windows.csv](retrieval_probe_windows.csv) (each window's loss).", ""]
+
+
 def baseline_note(by_label, train_len):
     """The sentences under the results table on the n-gram rows and the † marker; [] without them."""
     if "4-gram" not in by_label:
@@ -362,8 +382,15 @@ def write(results, failed, settings, cfg, command, baselines=()):
              if row.get("trained_params")}   # LongLoRA's fine-tune trains adapters, embeddings and norms only
     md += finetune_lines(by_label, notes, settings, cfg) if settings["finetune_len"] in lengths else []
     md += effective_scale_lines(settings, cfg, lengths, out)
-    md += paired_lines(prows) + published.section(read_eval(out), cfg.block_size)
-    md += write_context(results, out, cfg.block_size)
+    context = write_context(results, out, cfg.block_size)   # first: the published claims read context_gain.csv
+    probes = {}
+    for r in results:   # {label: {seed: rows}} of the runs whose probe was measured with this call's keys
+        for label, rows in ((r.get("probe") or {}).get("rows") or {}).items():
+            probes.setdefault(label, {})[r["seed"]] = rows
+    md += paired_lines(prows) + probe_lines(probes, settings, out, cfg.block_size)
+    md += published.section(read_eval(out), cfg.block_size, probes=probes or None,
+                            context=published.read_context(out) if context else None)
+    md += context
     caption = lambda name: (f"{CAPTIONS.get(name, name.replace('_', ' ') + '.')}\n\n"  # noqa: E731
                             f"![{name}]({os.path.relpath(pngs[name], out)})\n")
     runs_plots = ("val_loss", "ppl_vs_length")

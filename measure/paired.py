@@ -46,10 +46,15 @@ def comparisons(labels, reference="rope"):
     return out
 
 
+ALPHA = 0.05   # the false discovery rate of a report's paired table (Benjamini-Hochberg across its cells)
+
+
 def paired_rows(rows):
-    """paired.csv's rows: per comparison and length, the per-seed paired difference of loss (label minus
-    reference, nats per token) over the seeds both have (stats.paired), with the bootstrap interval over
-    evaluation chunks where every run has the same chunks, else Student's t interval over seeds."""
+    """paired.csv's rows: per comparison and length, the paired difference of loss (label minus reference, nats per
+    token) over the seeds both have. Primary: Student's t over the seeds' mean differences (stats.seed_level of
+    stats.eval_differences; with one seed, over the chunks), its p-value adjusted across every cell of the table by
+    Benjamini-Hochberg (q); a result when q < ALPHA. Secondary: the bootstrap over evaluation chunks with the seeds
+    held fixed (chunk_lo, chunk_hi; empty where the runs have no common chunks)."""
     by = {}
     for r in rows:
         if r.get("encoding") != "ngram" and not math.isnan(r["loss"]):
@@ -61,19 +66,22 @@ def paired_rows(rows):
             if not seeds:
                 continue
             a, b = [by[label][length][s] for s in seeds], [by[ref][length][s] for s in seeds]
-            p = stats.paired_evals(a, b)
-            chunked = not math.isnan(p.lo)
-            lo, hi = p.interval()
+            p, level = stats.paired_evals(a, b), stats.seed_level(stats.eval_differences(a, b))
             out.append(dict(label=label, reference=ref, length=length, seeds=p.n, mean=p.mean, sd=p.sd, agree=p.agree,
-                            lo=lo, hi=hi, interval=f"{len(a[0]['chunk_loss'])} chunks" if chunked else "seeds",
-                            result=p.is_result))
+                            lo=level.lo, hi=level.hi, p=level.p, interval=level.how, chunk_lo=p.lo, chunk_hi=p.hi))
+    tested = [r for r in out if not math.isnan(r["p"])]
+    for r, q in zip(tested, stats.benjamini_hochberg([r["p"] for r in tested]) if tested else []):
+        r["q"] = q
+    for r in out:
+        r["q"] = r.get("q", math.nan)
+        r["result"] = r["q"] < ALPHA
     return out
 
 
 def paired_cell(p):
-    """"-0.012 ± 0.004, 3/3, [-0.015, -0.009]", in bold when a result, else followed by "not a result"."""
+    """"-0.012 ± 0.004, 3/3, [-0.015, -0.009], q 0.003", in bold when a result, else followed by "not a result"."""
     sd = "" if math.isnan(p["sd"]) else f" ± {p['sd']:.3f}"
-    ci = "no interval" if math.isnan(p["lo"]) else f"[{p['lo']:+.3f}, {p['hi']:+.3f}]"
+    ci = "no interval" if math.isnan(p["lo"]) else f"[{p['lo']:+.3f}, {p['hi']:+.3f}], q {p['q']:.2g}"
     text = f"{p['mean']:+.3f}{sd}, {p['agree']}/{p['seeds']}, {ci}"
     return f"**{text}**" if p["result"] else f"{text}, not a result"
 
@@ -86,8 +94,8 @@ def paired_table(prows):
         cells.setdefault((p["label"], p["reference"]), {})[p["length"]] = paired_cell(p)
     return [*md_table(["row", "reference"] + [f"Δ loss @{L}" for L in lengths],
                       [[*pair, *(by_len.get(L, "—") for L in lengths)] for pair, by_len in cells.items()]), "",
-            f"{sum(p['result'] for p in prows)} of {len(prows)} differences are results (interval over "
-            f"{', '.join(sorted({p['interval'] for p in prows}))})."]
+            f"{sum(p['result'] for p in prows)} of {len(prows)} differences are results (t over seeds, BH across "
+            f"cells: {', '.join(sorted({p['interval'] for p in prows}))}; false discovery rate {ALPHA:g})."]
 
 
 def paired_lines(prows):
@@ -97,9 +105,11 @@ def paired_lines(prows):
     return ["## Paired differences", "",
             "Loss of each row minus its reference's, in nats per token (negative: the row is better), paired by seed "
             "(the same seed trains both on the same batches, and both are scored on the same targets): mean ± sd "
-            "over seeds, the seeds whose difference has the mean's sign, and a 95% interval of the mean difference "
-            "(measure/stats.py): a bootstrap over the evaluation chunks, resampled together for every seed, or, where "
-            "runs have no per-chunk losses, Student's t interval over seeds (mean ± t sd / √n). A difference is a "
-            "result only when its interval excludes zero and every seed's difference has the mean's sign (the "
-            "bootstrap holds the seeds fixed): those are in bold; every other cell says that it is not a result.", "",
+            "over seeds, the seeds whose difference has the mean's sign, and the 95% interval of the mean difference: "
+            "Student's t over the seeds' mean differences (mean ± t sd / √n; with one seed, over the evaluation "
+            "chunks, the seeds' spread left out), with its p-value adjusted across every cell of this table by "
+            "Benjamini-Hochberg (q; measure/stats.py). A difference is a result when q < "
+            f"{ALPHA:g} (a false discovery rate of {ALPHA:g} over the table): those are in bold; every other cell "
+            "says that it is not a result. paired.csv also holds the bootstrap over evaluation chunks with the seeds "
+            "held fixed (chunk_lo, chunk_hi), which leaves the seeds' spread out.", "",
             *paired_table(prows), "", "Data: [paired.csv](paired.csv).", ""]
