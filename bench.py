@@ -44,7 +44,7 @@ def options():
         encodings=names,                 # the encodings timed by train, eval and long
         device="auto",                   # auto: cuda, then mps, then cpu
         dtype="auto",                    # autocast dtype: float32 or bfloat16; auto as train.py
-        compile=False,                   # also time each encoding compiled (rows '+c'); compile the eval and long passes
+        compile=False,                   # time each encoding compiled too (rows '+c'); compile the eval and long passes
         json="",                         # a path: also write the figures there as JSON; "": print the tables only
         decode_shapes="4x4x128:64,6x6x384:256",   # decode: model shapes, LxHxC:block
         decode_vocab=77,                 # decode: vocabulary size

@@ -74,7 +74,7 @@ DEFAULTS = {   # compare.py's own keys; every other key is a training key (train
     "probe_distances": [0.25, 0.5, 1, 2, 4, 8, 16],   # lm: distances between the copies, in units of L
     "variants": {},                   # lm: named runs with their own training keys, {name: {key: value}}
     "tasks": ["copy"],                # tasks: the tasks trained and scored
-    "task_recipes": {},               # tasks: {task: {training key: value}}, a task's own recipe (configs/tasks/<task>.py)
+    "task_recipes": {},               # tasks: {task: {training key: value}}, a task's recipe (configs/tasks/<task>.py)
     "samples": 200,                   # tasks: examples scored per point
     "multiples": [1, 2, 4, 8, 16],    # tasks: scored lengths, in units of block_size (1 needed: the mastery filter)
     "finetune_steps": [],             # tasks (passkey): PI's Table 4, the fine-tune at finetune_factor x L scored

@@ -69,7 +69,8 @@ def lr_at(it, cfg):
 
 
 def load_run(cfg):
-    """(checkpoint or None, data, model): everything a user can get wrong is checked here, before anything is written."""
+    """(checkpoint or None, data, model): everything a user can get wrong is checked here, before anything
+    is written."""
     torch.manual_seed(cfg.seed)  # the model's initial weights depend on the seed alone
     ckpt, path = None, checkpoint.path_in(cfg.out_dir)
     if cfg.init_from == "resume":
@@ -365,7 +366,9 @@ def estimate_loss(model, data, cfg, rt):
         for k in range(cfg.eval_iters):
             x, y, *rows = batch(data, split, gen, cfg, rt)
             places = data.places(x) if isinstance(data, TaskData) else None
-            pos = position_sampling.for_evaluation(cfg.position_sampling, x.shape[1], cfg.max_position or cfg.block_size,
+            pos = position_sampling.for_evaluation(cfg.position_sampling,
+                                                   x.shape[1],
+                                                   cfg.max_position or cfg.block_size,
                                                    gen)   # None: contiguous
             with rt.ctx:
                 losses[k] = forward_loss(model, x, y, pos, rows, places).item()

@@ -3,8 +3,8 @@
     python benchmarks/bias_views.py [--T=8192] [--rounds=2]
 
 Rows: SDPA's causal kernel without a bias; ALiBi's dense (H, T, T) bias built and passed as a mask; the same
-bias as a Hankel view of one vector per head with the keys in reverse order (what model.py's "relative" kernel
-does, attention/long_cpu.py attend_by_distance); a query/key width of 33 with values of 32 (SDPA falls back to its
+bias as a Hankel view of one vector per head with the keys in reverse order (what the "relative" kernel
+does: attention/long_cpu.py's attend_by_distance); a query/key width of 33 with values of 32 (SDPA falls back to its
 math kernel) and of 33 (FoX's extra key channel, values padded); a dense bool causal mask. Prints seconds per
 call (the last round), after checking that the view gives the dense bias's output.
 """

@@ -68,7 +68,8 @@ def check(args, name, window, sinks):
     t0 = time.perf_counter()
     with torch.no_grad():
         ref = cpu.eval()(idx[:, :-1], idx[:, 1:])
-        out, row["eval_kernels"] = kernels_of(lambda: dev.eval()(idx[:, :-1].to(args.device), idx[:, 1:].to(args.device)))
+        x_dev, y_dev = idx[:, :-1].to(args.device), idx[:, 1:].to(args.device)
+        out, row["eval_kernels"] = kernels_of(lambda: dev.eval()(x_dev, y_dev))
     row["eval_logits_rel"], row["eval_loss_diff"] = rel(out[0], ref[0]), abs(out[1].item() - ref[1].item())
     x = idx[:, :args.train_T + 1]
     cpu.train(), dev.train()
@@ -87,7 +88,8 @@ def check(args, name, window, sinks):
 
 
 def main(argv=None):
-    doc = lambda: help_text(__doc__, "python benchmarks/gpu_check.py [--key=value ...]", options(), [options])  # noqa: E731
+    def doc():
+        return help_text(__doc__, "python benchmarks/gpu_check.py [--key=value ...]", options(), [options])
     try:
         args = SimpleNamespace(**parse(sys.argv[1:] if argv is None else argv, options(), doc=doc)[0])
         args.device = pick_device(args.device)

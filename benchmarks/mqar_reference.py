@@ -59,7 +59,8 @@ def main():
     torch.manual_seed(a.seed)
     model, (xv, yv) = Reference(a), batch(256, 10 ** 6, a.length, 1)
     opt, start = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.0), time.time()
-    switched = [k for k in ("final_norm", "tied", "small_embeddings", "small_matrices", "gelu", "no_bias") if getattr(a, k)]
+    switches = ("final_norm", "tied", "small_embeddings", "small_matrices", "gelu", "no_bias")
+    switched = [k for k in switches if getattr(a, k)]
     for it in range(a.iters + 1):
         if it % 250 == 0:
             with torch.no_grad():

@@ -72,7 +72,8 @@ def main():
                     logits = m(xv, yv)[0]
                 seen = yv >= 0
                 acc = (logits.argmax(-1)[seen] == yv[seen]).float().mean().item()
-                print(f"{name:16s} iteration {it:6d}  answer accuracy {acc:.3f}  {time.time() - start:5.0f} s", flush=True)
+                print(f"{name:16s} iteration {it:6d}  answer accuracy {acc:.3f}  "
+                      f"{time.time() - start:5.0f} s", flush=True)
             x, y = batch(64, 64 * it, a.length, 0)
             loss = m(x, y)[1]
             opt.zero_grad()

@@ -62,7 +62,8 @@ def main():
                 s, loss = forward(m, x, slow)
                 times[slow].append((s, loss))
         slow, fast = (statistics.median(s for s, _ in times[k]) for k in (True, False))
-        print(f"{name:<16}{slow:12.2f}{fast:10.2f}{slow / fast:8.2f}  {times[True][0][1]:.6f} / {times[False][0][1]:.6f}")
+        loss_slow, loss_fast = times[True][0][1], times[False][0][1]
+        print(f"{name:<16}{slow:12.2f}{fast:10.2f}{slow / fast:8.2f}  {loss_slow:.6f} / {loss_fast:.6f}")
 
 
 if __name__ == "__main__":

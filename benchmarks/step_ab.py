@@ -1,9 +1,12 @@
-"""Microseconds of a static eager decode step per encoding, and its ratio to the first encoding's in the same process: the recipe
-shape (4 layers x 4 heads x 128, window 128), one thread, after a 200-token prompt, median of 5 rounds of 150 steps,
-the encodings alternating inside each round. To compare two commits, run it from both checkouts in alternating
-processes (the first argument is the checkout whose model.py is imported):
+"""Microseconds of a static eager decode step per encoding, and its ratio to the first encoding's in the same
+process: the recipe shape (4 layers x 4 heads x 128, window 128), one thread, after a 200-token prompt, median of 5
+rounds of 150 steps, the encodings alternating inside each round. To compare two commits, run it from both checkouts
+in alternating processes (the first argument is the checkout whose model.py is imported):
 
-    for i in 1 2 3 4; do python benchmarks/step_ab.py ../before rope,shaw; python benchmarks/step_ab.py . rope,shaw; done
+    for i in 1 2 3 4; do
+        python benchmarks/step_ab.py ../before rope,shaw
+        python benchmarks/step_ab.py . rope,shaw
+    done
 """
 import statistics
 import sys

@@ -47,7 +47,8 @@ finetune_factor = 4.0         # at s L = 1024 tokens, batch_size / s sequences: 
 # each ("rope+yarn ft600"); one fine-tune per method observed at each budget. PI fine-tunes LLaMA ~1000 steps at the
 # target length, YaRN Llama 2 400 steps of 64 x 64k tokens: ~0.1% of their pretraining tokens or less.
 finetune_iters = [max(1, round(p * max_iters)) for p in (0.001, 0.01, 0.05, 0.2)]   # [3, 30, 150, 600]
-scaled_encodings = ["rope", "xpos"]   # the encodings evaluated and fine-tuned with every method ([]: all that take them)
+# the encodings evaluated and fine-tuned with every method ([]: all that take them)
+scaled_encodings = ["rope", "xpos"]
 finetune_longlora = True      # and LongLoRA's fine-tune (PI, LoRA r=8 on qkv/proj + embeddings + norms, S²-Attn)
 
 # ---- does the model use the longer context? (context_use.py) ---------------------------

@@ -75,7 +75,8 @@ def jsonl_records(path, text, field):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
-            raise PrepareError(f"{path}:{n}: not JSON ({e.msg}); every line of a .jsonl file is one JSON object") from None
+            raise PrepareError(f"{path}:{n}: not JSON ({e.msg}); "
+                               "every line of a .jsonl file is one JSON object") from None
         if not isinstance(record, dict) or not isinstance(record.get(field), str):
             keys = ", ".join(record) if isinstance(record, dict) else type(record).__name__
             raise PrepareError(f"{path}:{n}: no text field {field!r} (found: {keys}); name the field with --field")

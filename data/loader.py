@@ -92,7 +92,9 @@ class TokenData:
         self.vocab_size = self.meta.get("vocab_size")
         self.dtype = np.dtype(self.meta.get("dtype", "uint16"))
         self.splits = {s: self._open(s) for s in SPLITS}
-        self.docs = {s: np.asarray(self.meta["docs"][s], dtype=np.int64) for s in SPLITS} if "docs" in self.meta else None
+        self.docs = None
+        if "docs" in self.meta:
+            self.docs = {s: np.asarray(self.meta["docs"][s], dtype=np.int64) for s in SPLITS}
         self._bytes_per_token = dict(self.meta.get("bytes_per_token", {}))
         if self.vocab_size is not None:
             for s, data in self.splits.items():

@@ -21,7 +21,8 @@ def _names(items):
 
 GPT2 = {"tokenizer": "tiktoken", "encoding": "gpt2"}
 EOT = "<|endoftext|>"                                              # the end-of-text token's text
-DATA_KEYS = ("dtype", "docs", "bytes_per_token", "sources", "split")  # meta.pkl's keys about the data, not the tokenizer
+# meta.pkl's keys about the data, not the tokenizer
+DATA_KEYS = ("dtype", "docs", "bytes_per_token", "sources", "split")
 
 
 def tokenizer_entry(meta):
@@ -86,7 +87,14 @@ def tokenizer_from(meta, source="the checkpoint"):
     if meta.get("tokenizer") == "bpe":
         from tokenizers import Tokenizer
         tok = Tokenizer.from_str(meta["tokenizer_json"])
-        return (lambda s: tok.encode(s).ids), (lambda ids: tok.decode(ids, skip_special_tokens=False)), meta["vocab_size"]
+
+        def encode(s):
+            return tok.encode(s).ids
+
+        def decode(ids):
+            return tok.decode(ids, skip_special_tokens=False)
+
+        return encode, decode, meta["vocab_size"]
     if "stoi" in meta:
         stoi, itos = meta["stoi"], meta["itos"]
 

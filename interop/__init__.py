@@ -1,1 +1,2 @@
-"""The Hugging Face world: transformers export and import (hf), the safetensors release form (release), the lm-evaluation-harness backend (lm_eval)."""
+"""The Hugging Face world: transformers export and import (hf), the safetensors release form (release),
+the lm-evaluation-harness backend (lm_eval)."""

@@ -63,11 +63,13 @@ def names(arch, n_layer, tied=True):
                  ("mlp.c_fc", "mlp.dense_h_to_4h", None, True), ("mlp.c_proj", "mlp.dense_4h_to_h", None, True)]
         prefix = "gpt_neox.layers"
     else:  # RMSNorm has no bias; the linear layers have one where attention_bias / mlp_bias say so
-        top = [("wte.weight", "model.embed_tokens.weight", None, False), ("ln_f.weight", "model.norm.weight", None, False)]
+        top = [("wte.weight", "model.embed_tokens.weight", None, False),
+               ("ln_f.weight", "model.norm.weight", None, False)]
         layer = [("ln_1", "input_layernorm", None, False),
                  ("attn.c_attn", tuple(f"self_attn.{n}_proj" for n in "qkv"), None, True),
                  ("attn.c_proj", "self_attn.o_proj", None, True), ("ln_2", "post_attention_layernorm", None, False),
-                 ("mlp.c_fc", ("mlp.gate_proj", "mlp.up_proj"), None, True), ("mlp.c_proj", "mlp.down_proj", None, True)]
+                 ("mlp.c_fc", ("mlp.gate_proj", "mlp.up_proj"), None, True),
+                 ("mlp.c_proj", "mlp.down_proj", None, True)]
         prefix = "model.layers"
     head = [] if tied else [("lm_head.weight", HEAD[arch], None, False)]
     return top + head + [(f"h.{i}.{a}.weight", tuple(f"{prefix}.{i}.{n}.weight" for n in b) if isinstance(b, tuple) else
@@ -286,7 +288,8 @@ def to_posgpt(config, tensors, path):
     line to print, or None."""
     arch = architecture(config, path)
     if arch == GPT2:  # the first GPT-2 releases name the base model's weights without "transformer."
-        tensors = {k if k.startswith(("transformer.", "lm_head.")) else f"transformer.{k}": v for k, v in tensors.items()}
+        named = ("transformer.", "lm_head.")
+        tensors = {k if k.startswith(named) else f"transformer.{k}": v for k, v in tensors.items()}
     a, check = model_args_of(arch, config)
     for key, (have, ok) in check.items():
         if have not in ok:

@@ -60,7 +60,8 @@ def write_tokenizer(meta, folder):
     elif meta and meta.get("encoding") == "gpt2" and "id_map" not in meta:
         return "note: no tokenizer.json written: the model uses GPT-2's BPE, which transformers' GPT-2 tokenizer has"
     else:
-        return "note: no tokenizer.json written: this tokenizer (tiktoken with a dataset id map, or none) has no transformers form"
+        return ("note: no tokenizer.json written: this tokenizer (tiktoken with a dataset id map, or none) "
+                "has no transformers form")
     with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
         json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 1 << 30}, f, indent=2)
 

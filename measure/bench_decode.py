@@ -1,10 +1,10 @@
 """bench.py's decode section: tokens/s generating --gen_tokens tokens from one, per encoding and
 LxHxC:block shape (random init, seed fixed), in rounds alternating encodings and modes (the median
 is kept): `reference` (GPT.forward with the growing cache), `static` (generate.py's static step),
-`compiled` (that step compiled, outside the timing), `aot` (compiled ahead of time, training/aot.py) and `nanogpt` (nanoGPT's GPT.generate from the
---nanogpt checkout, same process and threads). The step breakdown times a static eager step at half
-the length against its matrix products, its attention over the cached keys and sampling; the rest
-is host overhead (docs/speed.md).
+`compiled` (that step compiled, outside the timing), `aot` (compiled ahead of time, training/aot.py)
+and `nanogpt` (nanoGPT's GPT.generate from the --nanogpt checkout, same process and threads). The
+step breakdown times a static eager step at half the length against its matrix products, its
+attention over the cached keys and sampling; the rest is host overhead (docs/speed.md).
 """
 import importlib.util
 import os
@@ -71,7 +71,8 @@ def runners(args, shape, nanogpt):
     for name in args.decode_encodings.split(","):
         model = build(args, shape, name, args.decode_vocab, window=args.decode_window).eval()
         for mode in MODES[:2 + 2 * (model.static_decoding and args.decode_compile)]:
-            d = Decoder(model, static=mode != "reference", compile={"compiled": True, "aot": AheadOfTime}.get(mode, False))
+            compile_as = {"compiled": True, "aot": AheadOfTime}.get(mode, False)
+            d = Decoder(model, static=mode != "reference", compile=compile_as)
             out[name, mode] = lambda n, d=d: d.generate(start, n, TEMPERATURE, TOP_K, seeded())
     if nanogpt is not None:
         L, H, C, block = shape
@@ -159,8 +160,8 @@ def table(results, args):
     for label, r in results.items():
         shape, threads = label.split()
         ng = r["rows"].get("nanoGPT", {}).get("nanogpt", {}).get("tokens_per_s")
-        lines += [f"\ndecode {shape} (LxHxC:block), {threads[:-1]} thread(s), vocab {args.decode_vocab}, {args.gen_tokens} "
-                  f"tokens from one, attending to {seen}, median of {args.rounds} rounds: tokens/s",
+        lines += [f"\ndecode {shape} (LxHxC:block), {threads[:-1]} thread(s), vocab {args.decode_vocab}, "
+                  f"{args.gen_tokens} tokens from one, attending to {seen}, median of {args.rounds} rounds: tokens/s",
                   f"{'encoding':<16}" + "".join(f"{m:>11}" for m in columns) + f"{'best/nanoGPT':>14}  same tokens"]
         for name, modes in r["rows"].items():
             tok = {m: v["tokens_per_s"] for m, v in modes.items()}
@@ -173,7 +174,8 @@ def table(results, args):
             lines.append("nanoGPT: left out (give --nanogpt=/path/to/nanoGPT, a checkout's folder)")
         lines.append("step breakdown, static eager step at half the length (us): "
                      "step = matmul + attention + other; sampling is separate")
-        lines += [f"  {b['encoding']:<8} step {b['step_us']:7.0f}  matmul {b['matmul_us']:6.0f}  attention ({b['keys']} "
-                  f"keys) {b['attention_us']:6.0f}  other {b['other_us']:6.0f}  sampling {b['sampling_us']:5.0f}"
-                  for b in r["breakdown"]]
+        for b in r["breakdown"]:
+            lines.append(f"  {b['encoding']:<8} step {b['step_us']:7.0f}  matmul {b['matmul_us']:6.0f}  "
+                         f"attention ({b['keys']} keys) {b['attention_us']:6.0f}  other {b['other_us']:6.0f}  "
+                         f"sampling {b['sampling_us']:5.0f}")
     return lines

@@ -92,7 +92,9 @@ def position_table(pe, n_positions):
 def scaled_inv_freq(head_dim, base, method=None, factor=1.0, orig_len=None):
     """(head_dim/2,) inverse frequencies of RoPE after an extension method of
     positional/rope_scaling (None: plain RoPE); orig_len is the trained length."""
-    settings = rope_scaling.METHODS[method][1](rope_factor=factor, rope_original_max_position=orig_len) if method else None
+    settings = None
+    if method:
+        settings = rope_scaling.METHODS[method][1](rope_factor=factor, rope_original_max_position=orig_len)
     return rope_inv_freq(head_dim, base, method, settings)[0].double()
 
 

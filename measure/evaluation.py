@@ -122,7 +122,8 @@ def eval_text(ckpt, data_dir=None, path=""):
         return np.concatenate(ids), starts, token_byte_lengths(entry), f"--data {path}"
     data = TokenData(path or checkpoint.dataset_dir(ckpt, data_dir))
     if path and entry is not None and tokenizer_entry(data.meta) != entry:
-        raise ConfigError(f"{path} was prepared with another tokenizer ({describe_tokenizer(tokenizer_entry(data.meta))})"
+        theirs = describe_tokenizer(tokenizer_entry(data.meta))
+        raise ConfigError(f"{path} was prepared with another tokenizer ({theirs})"
                           f" than the checkpoint's ({describe_tokenizer(entry)}); give --data the raw files to "
                           f"tokenize them with the checkpoint's")
     starts = data.docs["val"] if data.docs is not None else None
@@ -247,7 +248,8 @@ def write_report(rows, report_dir, train_len=None, title="Perplexity against eva
         w.writeheader()
         w.writerows({**r, **{k: fmt_num(r[k], ".6f") for k in ("loss", "ppl", "bpb")}} for r in rows)
     tokens = sorted({r["tokens"] for r in rows if r["tokens"] and r["docs"] is None})
-    note = [scored_note((tokens[0], tokens[-1]) if tokens else 0) + (f"; trained at length {train_len}." if train_len else ".")]
+    trained = f"; trained at length {train_len}." if train_len else "."
+    note = [scored_note((tokens[0], tokens[-1]) if tokens else 0) + trained]
     if any(r["docs"] is not None for r in rows):
         note.append(documents_note(0) + ".")
     with open(paths["md"], "w") as f:

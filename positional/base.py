@@ -170,7 +170,8 @@ class PositionalEncoding(nn.Module):
 
     @classmethod
     def overrides(cls, hook):
-        """Whether the class implements `hook` (what needs_score_matrix and the model's paths read); OwnLogits' far too."""
+        """Whether the class implements `hook` (what needs_score_matrix and the model's paths read);
+        OwnLogits' far too."""
         default = getattr(PositionalEncoding, hook, None) or getattr(OwnLogits, hook)
         return getattr(cls, hook, default) is not default
 

@@ -68,8 +68,12 @@ def combination(parts):
     parts = dict(parts)
     hooks = {h: getattr(Combined, "_" + h) for h in HOOKS if any(c.overrides(h) for c in parts.values())}
     biased = [c for c in parts.values() if c.overrides("score_bias")]
-    return type("Combined", (Combined,), {"name": "+".join(parts), "part_classes": parts, "Settings": _settings(parts),
-                                          "relative_bias": bool(biased) and all(c.relative_bias for c in biased), **hooks})
+    relative_bias = bool(biased) and all(c.relative_bias for c in biased)
+    return type("Combined", (Combined,), {"name": "+".join(parts),
+                                          "part_classes": parts,
+                                          "Settings": _settings(parts),
+                                          "relative_bias": relative_bias,
+                                          **hooks})
 
 
 class Combined(PositionalEncoding):

@@ -15,7 +15,7 @@ which cites SSMax, arXiv:2501.19399): the queries of the NoPE layers only, at po
 so nothing changes while n + 1 < floor_scale, and the logits sharpen slowly past it (x1.07 from
 n + 1 = floor_scale, x1.11 from 2 floor_scale, x1.22 from 8). Settings: nope_attn_scale (0: off)
 and nope_floor_scale. It is a setting of this encoding, not a model option as logn_scaling and
-ssmax are (temperature.py), because Llama 4 applies it where a layer has no positions: in a
+ssmax are (attention/temperature.py), because Llama 4 applies it where a layer has no positions: in a
 per-layer schedule ("rope,rope,rope,none") the NoPE layers have it and the RoPE ones do not.
 n is the query's position (ours restart at each document; Hugging Face counts the cached
 tokens: the same without documents). Softmax attention only; tests/test_llama4_temperature.py

@@ -182,9 +182,12 @@ def write_comparison(results, failed, settings, train_len, wall_s, command):
     task_names = list(dict.fromkeys(r["task"] for r in results))
     encs = list(dict.fromkeys(r["encoding"] for r in results))
     by = {(t, e): [r for r in results if r["task"] == t and r["encoding"] == e] for t in task_names for e in encs}
-    write_csv(os.path.join(out, "runs.csv"), [dict(task=r["task"], encoding=r["encoding"], seed=r["seed"], **x,
-                                                   learned=learned(r["rows"], train_len), train_s=round(r["train_s"], 1))
-                                              for r in results for x in r["rows"]], empty=("task",))
+    runs = []
+    for r in results:
+        for x in r["rows"]:
+            runs.append(dict(task=r["task"], encoding=r["encoding"], seed=r["seed"], **x,
+                             learned=learned(r["rows"], train_len), train_s=round(r["train_s"], 1)))
+    write_csv(os.path.join(out, "runs.csv"), runs, empty=("task",))
     md = ["# Tasks: length generalisation by encoding", "", f"`{command}`", "",
           f"{len(results)} runs ({', '.join(task_names)} x {', '.join(encs)} x seeds {settings['seed_list']}), "
           f"trained at lengths <= {train_len}, scored at {lengths} with {settings['samples']} samples per point; "
@@ -224,7 +227,8 @@ def write_scores(out, report_dir):
     """task_scores.{json,csv,md,png} (and passkey_grid.{csv,png}) of tasks.score.score_checkpoints'
     result into report_dir; returns the markdown's path."""
     os.makedirs(report_dir, exist_ok=True)
-    path, lengths = os.path.join(report_dir, "task_scores"), [r["length"] for r in next(iter(out["runs"].values()))["rows"]]
+    path = os.path.join(report_dir, "task_scores")
+    lengths = [r["length"] for r in next(iter(out["runs"].values()))["rows"]]
     series = {f"{d} ({run['encoding']})": [run["rows"]] for d, run in out["runs"].items()}
     with open(path + ".json", "w") as f:
         json.dump(out, f, indent=1)
@@ -235,7 +239,8 @@ def write_scores(out, report_dir):
     plot_accuracy(path + ".png", series, lengths, out["train_len"], title)
     for d, run in out["runs"].items():
         if "grid" in run:
-            gpath = os.path.join(report_dir, f"passkey_grid{'' if len(out['runs']) == 1 else '_' + os.path.basename(d)}")
+            suffix = "" if len(out["runs"]) == 1 else "_" + os.path.basename(d)
+            gpath = os.path.join(report_dir, f"passkey_grid{suffix}")
             write_csv(gpath + ".csv", run["grid"])
             md += ["", f"{d}: passkey effective context window {run['effective_window']} tokens "
                    f"(PI's rule: the largest length with >= 20% retrieval at every length up to it, every depth)"]

@@ -1,4 +1,4 @@
-"""model.py's generation: the static decode step gives the reference path's logits (a full forward over the
+"""Generation (generate.py): the static decode step gives the reference path's logits (a full forward over the
 whole text, no cache) and the reference generation's tokens, for every encoding, with and
 without a window; the compiled step is what runs with compile=True and agrees too."""
 import json

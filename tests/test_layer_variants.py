@@ -1,9 +1,9 @@
-"""Per-layer settings (positional.variant_choice, schedule.py): a layer_encodings entry "name@key=value@..." is
-the encoding with settings or a rope_scaling of its own. Gemma 3's local/global RoPE (bases 10,000 and 1,000,000,
-linear scaling in the global layers only) equals transformers' Gemma3RotaryEmbedding layer type by layer type;
-two bases rotate differently; a variant keeps the model's other settings; mixed schedules decode like a recompute;
-checkpoints keep the variants (configs/gemma3_local_global.py trained and reloaded); bad entries are refused in
-one line."""
+"""Per-layer settings (positional.variant_choice, attention/schedule.py): a layer_encodings entry "name@key=value@..."
+is the encoding with settings or a rope_scaling of its own. Gemma 3's local/global RoPE (bases 10,000 and 1,000,000,
+linear scaling in the global layers only) equals transformers' Gemma3RotaryEmbedding layer type by layer type; two
+bases rotate differently; a variant keeps the model's other settings; mixed schedules decode like a recompute;
+checkpoints keep the variants (configs/gemma3_local_global.py trained and reloaded); bad entries are refused in one
+line."""
 import dataclasses
 import re
 

@@ -2,8 +2,8 @@
 generate.py) at the root, no function outside tests over ~80 lines, no command-line script or
 package importing a CLI, no import cycle among the project's modules, positional/ holding only
 encodings, scalings, the interface and the registry and importing nothing from the application, no
-encoding named outside positional/ and configs/, and model.py readable in one sitting (its lines
-and their width bounded)."""
+encoding named outside positional/ and configs/, model.py readable in one sitting (its lines
+and their width bounded), and no line of another file outside tests/ past 120 characters."""
 import ast
 import os
 import re
@@ -17,6 +17,7 @@ CLIS = {"train", "sample", "evaluate", "compare", "bench", "export", "measure.pl
 ROOT_FILES = {"train", "sample", "evaluate", "compare", "bench", "export", "model", "generate"}
 MAX_LINES = 80
 MODEL_LINES, MODEL_WIDTH = 450, 100   # nanoGPT's model.py: ~330 lines, 17 of them past 100 characters
+WIDTH = 120                           # every other file outside tests/
 
 
 def sources(under=""):
@@ -87,6 +88,16 @@ def test_model_py_reads_in_one_sitting():
     wide = [f"model.py:{i} ({len(line)} characters)" for i, line in enumerate(lines, 1)
             if len(line) > MODEL_WIDTH and "://" not in line]
     assert len(lines) <= MODEL_LINES, f"model.py has {len(lines)} lines, the bound is {MODEL_LINES}"
+    assert not wide, wide
+
+
+def test_no_line_past_120_outside_tests():
+    """Every Python file outside tests/: no line wider than WIDTH characters (a URL aside)."""
+    wide = []
+    for path in sources():
+        for i, line in enumerate(open(path).read().splitlines(), 1):
+            if len(line) > WIDTH and "://" not in line:
+                wide.append(f"{os.path.relpath(path, ROOT)}:{i} ({len(line)} characters)")
     assert not wide, wide
 
 

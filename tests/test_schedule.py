@@ -1,4 +1,4 @@
-"""Per-layer schedules (schedule.py): layer_encodings and layer_windows. A uniform schedule is
+"""Per-layer schedules (attention/schedule.py): layer_encodings and layer_windows. A uniform schedule is
 bitwise the plain model; mixed ones decode with their per-layer caches exactly like a recompute;
 layers sharing (encoding, window) share one plan and one bias; capabilities combine."""
 import re

@@ -1,4 +1,4 @@
-"""SSMax (temperature.py): softmax(s_h log(n) z) with n the keys a query sees, by hand; cached
+"""SSMax (attention/temperature.py): softmax(s_h log(n) z) with n the keys a query sees, by hand; cached
 decoding (full and bounded window caches) equals recompute; s_h is a learned, undecayed parameter."""
 import math
 

@@ -1,1 +1,2 @@
-"""Running a model: configuration, the command line, checkpoints, the runtime (device, seeds, threads), guards and logs."""
+"""Running a model: configuration, the command line, checkpoints, the runtime (device, seeds, threads),
+guards and logs."""

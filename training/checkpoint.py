@@ -9,14 +9,16 @@ import tempfile
 import numpy as np
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the project folder: recorded relative paths start here
+# the project folder: recorded relative paths start here
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TMP_PREFIX = ".ckpt-"
 
 # The globals an older checkpoint's numpy RNG state pickles (an ndarray of uint32, its dtype and dtype class)
 LEGACY_GLOBALS = {"numpy._core.multiarray._reconstruct": np._core.multiarray._reconstruct,
                   "numpy.core.multiarray._reconstruct": np._core.multiarray._reconstruct,   # numpy < 2
-                  "numpy.ndarray": np.ndarray, "numpy.dtype": np.dtype, "numpy.dtypes.UInt32DType": np.dtypes.UInt32DType}
+                  "numpy.ndarray": np.ndarray, "numpy.dtype": np.dtype,
+                  "numpy.dtypes.UInt32DType": np.dtypes.UInt32DType}
 
 
 class CheckpointError(ValueError):

@@ -5,7 +5,7 @@
 # window (passkey retrieval >= 20% at every length up to it, every depth) against the steps, 5 seeds:
 #   python compare.py configs/tasks/passkey_pi.py
 # The fine-tune is compare.py's (batch_size / 4 sequences of 4L, learning rate held at min_lr).
-# Not run in full on the 2-core CPU (hours); tests/test_tasks_pi.py runs it at tiny size.
+# Not run in full on the 2-core CPU (hours); tests/test_tasks_mastery.py runs it at tiny size.
 from configs.tasks.base import *  # noqa: F401,F403
 
 suite = "tasks"

@@ -44,11 +44,13 @@ def prepare(text, out_dir, encoding=None):
         train, val = np.searchsorted(id_map, train), np.searchsorted(id_map, val)
         meta.update(vocab_size=len(id_map), id_map=id_map.tolist())
     write(out_dir, {"train": train.astype(np.uint16), "val": val.astype(np.uint16)}, meta)
-    return {"chars": len(text), "encoding": name, "vocab_size": meta["vocab_size"], "train": len(train), "val": len(val)}
+    return {"chars": len(text), "encoding": name, "vocab_size": meta["vocab_size"],
+            "train": len(train), "val": len(val)}
 
 
 if __name__ == "__main__":
-    text, args = text_arguments(__doc__, HERE, ("--encoding", f"tiktoken encoding name (default: gpt2, else {FALLBACK})"))
+    encoding_option = ("--encoding", f"tiktoken encoding name (default: gpt2, else {FALLBACK})")
+    text, args = text_arguments(__doc__, HERE, encoding_option)
     s = prepare(text, args.out_dir, args.encoding)
     print(f"{s['chars']:,} characters, {s['encoding']}, vocab size {s['vocab_size']:,}; "
           f"train {s['train']:,} tokens, val {s['val']:,} tokens -> {args.out_dir}")
