@@ -20,6 +20,9 @@ variants = {   # configs/compare_variants.py's, now at the headline recipe
     "llama4_nope": {"pos_encoding": "rope", "layer_encodings": "rope,rope,rope,none"},
     "rnope": {"pos_encoding": "rope", "layer_encodings": "rope,none", "layer_windows": "64,0"},
     "local_global": {"pos_encoding": "rope", "layer_windows": "64,64,64,0"},
+    # NoPE at twice the budget (24.6M tokens): at 12.3M it is still worse than the 4-gram at L, its loss falling
+    # (reports/compare-cpu); issue #50 asks for a budget where it learns
+    "none_2x": {"pos_encoding": "none", "max_iters": 6000, "lr_decay_iters": 6000},
 }
 encodings = ["all"]                    # every key of positional.REGISTRY, then the variants
 scaled_encodings = ["rope", "xpos"]    # every RoPE method, and the fine-tune sweep, on both
