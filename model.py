@@ -15,6 +15,7 @@ from attention.flex import Flex, attention as flex_attention
 from attention.linear import LinearAttentionCache, LinearSelfAttention
 from attention.plan import forward_positions, make_plans
 from attention.schedule import build_layers, pattern_label
+from attention.states import EncodingStates
 from attention.temperature import logn_factor, ssmax_factor, ssmax_init
 
 
@@ -200,7 +201,7 @@ class Block(nn.Module):
 EMPTY = 2 ** 30   # the position of a slot not yet written: after every query, so the mask hides it
 
 
-class KVCache(nn.Module):
+class KVCache(EncodingStates):
     """gpt-fast's cache plus a ring for windows: keys and values in fixed slots addressed by a
     tensor of positions, so a decode step has one shape at every token (compiled once). Position p's
     slot: p, or under a ring (a window, StreamingLLM's sinks, https://arxiv.org/abs/2309.17453) p
@@ -228,21 +229,6 @@ class KVCache(nn.Module):
         self.slot = None                # this call's slots (T,)
         self.filled = size              # the leading slots this call attends
         self.length = 0
-        self.states = {}
-
-    def state(self, owner, name, make):
-        """What an encoding keeps for this generation, made by make() on first use: a buffer."""
-        key = (id(owner), name)
-        if key not in self.states:
-            value = make()   # first: make() may keep states of its own
-            self.states[key] = f"state{len(self.states)}"
-            self.register_buffer(self.states[key], value, persistent=False)
-        return getattr(self, self.states[key])
-
-    def drop_states(self):
-        for name in self.states.values():
-            delattr(self, name)
-        self.states = {}
 
     def begin(self, pos, doc=None, slots=None):
         """Place this call's positions pos (T,), increasing, in their slots, and its document ids

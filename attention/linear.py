@@ -18,6 +18,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from attention.states import EncodingStates
+
 EPS = 1e-6
 CHUNK = 64   # tokens summed with a small (chunk, chunk) product; past chunks enter through S, z
 
@@ -71,9 +73,11 @@ class LinearSelfAttention(nn.Module):
         return self.resid_dropout(self.c_proj(y))
 
 
-class LinearAttentionCache(nn.Module):
+class LinearAttentionCache(EncodingStates):
     """Linear attention's running sums after the last token, S (L, B, H, D, D) and z (L, B, H, D):
-    constant memory whatever the length. key_positions(T) gives only the T new positions."""
+    constant memory whatever the length. key_positions(T) gives only the T new positions; what encodings
+    keep for the generation (states: conv's ring, the RNN's state, Floater's solved rows) is theirs to size
+    (n_positions 0: no positions are laid out ahead, so RoPE keeps no table)."""
 
     def __init__(self, n_layer, batch, n_head, head_dim, dtype, device):
         super().__init__()
@@ -82,6 +86,7 @@ class LinearAttentionCache(nn.Module):
         self.register_buffer("S", S, persistent=False)
         self.register_buffer("z", torch.zeros(n_layer, batch, n_head, D, dtype=dtype, device=device), persistent=False)
         self.max_len, self.length, self.period = float("inf"), 0, 0
+        self.n_positions = 0
 
     def begin(self, pos, doc=None, slots=None):
         pass
@@ -100,3 +105,4 @@ class LinearAttentionCache(nn.Module):
 
     def reset(self):
         self.length = 0
+        self.drop_states()

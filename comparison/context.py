@@ -38,6 +38,16 @@ def label_sources(run, labels, settings):
     return sources
 
 
+def label_models(sources, settings, cfg):
+    """(label, checkpoint, model, validation tokens) of each of label_sources' entries in turn, the model built on
+    the evaluation device with the label's overrides."""
+    for label, (folder, overrides) in sources.items():
+        ckpt = checkpoint.load(folder)
+        model = checkpoint.build_model(ckpt, overrides, settings["eval_device"], strict=False)
+        tokens, _ = evaluation.validation_tokens(ckpt, cfg.data_dir, "val")
+        yield label, ckpt, model, tokens
+
+
 def context_run(run, labels, settings, cfg):
     """{label: {"gain": rows, "curve": list, "in_range": rows, "reference": bool}} of context_use.measure and
     in_range_curve for the run as trained and each of context_labels among its rows' `labels`; cached in
@@ -52,10 +62,7 @@ def context_run(run, labels, settings, cfg):
 
     def measure():
         out = {}
-        for label, (folder, overrides) in sources.items():
-            ckpt = checkpoint.load(folder)
-            model = checkpoint.build_model(ckpt, overrides, settings["eval_device"], strict=False)
-            tokens, _ = evaluation.validation_tokens(ckpt, cfg.data_dir, "val")
+        for label, ckpt, model, tokens in label_models(sources, settings, cfg):
             with autocast(settings["eval_device"], settings["eval_dtype"]):
                 got = context_use.measure(model, tokens, cfg.block_size, scored_tokens=settings["context_tokens"],
                                           sequences=settings["context_sequences"], device=settings["eval_device"])

@@ -10,11 +10,10 @@ import os
 import numpy as np
 
 from measure import kept, retrieval_probe
-from measure.evaluation import validation_tokens
 from training import checkpoint
 from training.cli import autocast, check_lows
 from training.config import ConfigError
-from comparison.context import label_sources
+from comparison.context import label_models, label_sources
 from comparison.runs import cached
 
 KEYS = ("retrieval_probe", "probe_spans", "probe_span", "probe_distances")   # compare keys of the probe alone
@@ -48,10 +47,7 @@ def probe_run(run, labels, settings, cfg):
 
     def measure():
         out = {}
-        for label, (folder, overrides) in sources.items():
-            ckpt = checkpoint.load(folder)
-            model = checkpoint.build_model(ckpt, overrides, settings["eval_device"], strict=False)
-            tokens, _ = validation_tokens(ckpt, cfg.data_dir, "val")
+        for label, _, model, tokens in label_models(sources, settings, cfg):
             with autocast(settings["eval_device"], settings["eval_dtype"]):
                 rows = retrieval_probe.measure(model, tokens, cfg.block_size, key["distances"], key["spans"],
                                                key["span"], key["seed"], settings["eval_device"])

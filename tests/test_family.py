@@ -258,8 +258,14 @@ def test_linear_rope_invariant_to_shifting_positions(name):
     assert not torch.allclose(a, c)                                          # but order matters
 
 
-@pytest.mark.parametrize("name", ["rope", "xpos", "none", "sinusoidal"])
+LINEAR = [name for name, cls in positional.REGISTRY.items() if not cls.needs_score_matrix]   # what it accepts
+
+
+@pytest.mark.parametrize("name", LINEAR)
 def test_linear_model_cache_causality_and_generation(name):
+    """Every encoding linear attention takes, the state it keeps for a generation (conv, rnn, Floater)
+    included: the cached calls equal the full forward, reset restarts, later tokens change nothing
+    earlier, and generation runs past the block."""
     model = tiny_gpt(name, attention="linear")
     idx = torch.randint(0, 40, (2, 24))
     with torch.no_grad():
