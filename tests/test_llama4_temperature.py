@@ -117,3 +117,21 @@ def test_a_rope_only_model_refuses_the_setting():
     """Not in play without a NoPE layer: the one line says whose setting it is."""
     with pytest.raises(ValueError, match=re.escape("nope_attn_scale is a setting of none; this run uses rope")):
         tiny_gpt("rope", nope_attn_scale=0.1)
+
+
+def test_the_temperature_is_an_evaluation_time_key(tmp_path):
+    """A NoPE checkpoint evaluated with Llama 4's temperature (as with log-n scaling, nothing trained changes): the
+    same weights, logits equal up to the first floor and different past it; a trained key is still refused."""
+    from training import checkpoint
+    from training.config import ConfigError, eval_key
+    model = tiny_gpt("none", n_layer=2, block_size=16)
+    ckpt = dict(model_args=dict(vars(model.config)), model=model.state_dict())
+    overrides = {k: eval_key(k, v) for k, v in (("nope_attn_scale", 0.5), ("nope_floor_scale", 4))}
+    tempered = checkpoint.build_model(ckpt, overrides)
+    idx = torch.randint(0, 40, (1, 12))
+    with torch.no_grad():
+        plain, warm = model.eval()(idx)[0], tempered(idx)[0]
+    torch.testing.assert_close(warm[:, :3], plain[:, :3], rtol=0, atol=0)   # floor((n + 1) / 4) = 0 for n < 3
+    assert not torch.allclose(warm[:, 3:], plain[:, 3:])
+    with pytest.raises(ConfigError, match="evaluation-time keys apply here"):
+        eval_key("n_embd", "64")

@@ -211,8 +211,10 @@ MODEL_FIELDS = {f.name for f in dataclasses.fields(GPTConfig)}
 SETTINGS = positional.setting_keys()        # flat setting key -> (type, encodings/methods that own it)
 _TYPES = typing.get_type_hints(Config)
 # Keys sample.py and evaluate.py take on a checkpoint: how the trained model is run (RoPE extension
-# methods and their settings, windows, sinks, log-n scaling, a grid's width); any other model key is refused.
-EVAL_KEYS = {"rope_scaling", "window", "sinks", "logn_scaling", "layer_windows", "attention_kernel", "grid_width"} | {
+# methods and their settings, windows, sinks, log-n scaling and Llama 4's temperature, a grid's width); any other
+# model key is refused.
+EVAL_KEYS = {"rope_scaling", "window", "sinks", "logn_scaling", "layer_windows", "attention_kernel", "grid_width",
+             "nope_attn_scale", "nope_floor_scale"} | {
     k for k, (_, owners) in SETTINGS.items() if all(o.startswith("rope_scaling=") for o in owners)}
 SCHEDULE = ("lr_decay_iters", "warmup_iters")   # move with max_iters unless set with or after it
 NAMES = {int: "an integer", float: "a number", dict: "a dict"}
@@ -247,7 +249,7 @@ def eval_key(key, value, options=()):
     if known and key not in EVAL_KEYS:
         raise ConfigError(f"--{key} would change the trained model (the checkpoint's is used as trained); only "
                           f"evaluation-time keys apply here: rope_scaling and its settings, window, sinks, "
-                          f"logn_scaling, layer_windows, attention_kernel, grid_width (--help lists them)")
+                          f"logn_scaling, nope_attn_scale, layer_windows, attention_kernel, grid_width (--help lists them)")
     return coerce(key, value)
 
 
