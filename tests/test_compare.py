@@ -14,6 +14,7 @@ import torch
 
 import compare
 from measure import compare_report, tables
+from measure import kept as kept_store
 from tests.conftest import ROOT, TINY_ARGS, run_py
 from tests.wandb_reader import history
 
@@ -104,7 +105,7 @@ def test_compare_trains_reports_skips_and_resumes(tiny_data, tmp_path):
 
     # another machine: the run folders (checkpoints) gone, the report folder committed: the same report, nothing run
     report_files = {n: (out / "report" / n).read_text() for n in ("eval.csv", "eval_chunks.csv", "paired.csv")}
-    kept = json.load(open(out / "report" / "runs" / "rope-s1337" / "result.json"))
+    kept = kept_store.read(out / "report" / "runs" / "rope-s1337")
     assert kept["settings"]["iters"] == 30 and {r["label"] for r in kept["value"]["rows"]} == {
         "rope", "rope+linear", "rope+ntk", "rope+yarn"}
     assert kept["summary"]["val_loss"] == pytest.approx(ckpt_val_loss) and len(kept["summary"]["curve"]) > 1
@@ -294,7 +295,7 @@ def test_the_committed_kept_runs_still_match_their_config(config):
     from measure import kept
     settings, train_keys, cfg = compare.parse([config])
     runs = [r for r in compare.plan(settings, train_keys)
-            if os.path.exists(os.path.join(kept.folder(settings["report_dir"], r["tag"]), "result.json"))]
+            if kept.read(kept.folder(settings["report_dir"], r["tag"]))]
     assert runs, f"no kept run in {settings['report_dir']}/runs/"
     for r in runs:
         assert kept.load(kept.folder(settings["report_dir"], r["tag"]),

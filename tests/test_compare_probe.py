@@ -1,11 +1,11 @@
 """compare.py's retrieval probe (comparison/probe.py) on tiny data: a result kept without it stays valid (no
 retraining) and gets it measured from its checkpoint when the probe is asked for; the report's probe table and
 files; a kept probe of other keys without a checkpoint is "not measured"."""
-import json
 import os
 
 import pytest
 
+from measure import kept as kept_store
 from tests.conftest import TINY_ARGS, run_py
 from tests.test_compare import args
 
@@ -24,7 +24,7 @@ def test_the_probe_joins_a_kept_run_and_its_report(tiny_data, tmp_path):
     r = run_py(*base, *PROBE, env=env)
     assert "[1/1 rope s1337] kept in" in r.stdout and "measured what it lacked" in r.stdout
     assert "training" not in r.stdout                                       # the kept run is not trained again
-    kept = json.loads((out / "report" / "runs" / "rope-s1337" / "result.json").read_text())
+    kept = kept_store.read(out / "report" / "runs" / "rope-s1337")
     rows = kept["value"]["probe"]["rows"]["rope"]
     assert [row["distance"] for row in rows] == [4, 16, 64]
     assert [row["in_range"] for row in rows] == [True, False, False]

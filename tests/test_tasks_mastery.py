@@ -10,6 +10,7 @@ import torch
 
 import compare
 from comparison import finetune
+from measure import kept
 from tasks import report
 from tasks.score import effective_window
 from training import checkpoint
@@ -165,7 +166,7 @@ def test_a_kept_task_run_is_not_run_again_anywhere(tmp_path):
     args = [*SUITE, "--tasks=copy", f"--out_root={tmp_path / 'out'}", f"--report_dir={tmp_path / 'report'}"]
     compare.main(args)
     first = (tmp_path / "report" / "runs.csv").read_text()
-    assert (tmp_path / "report" / "runs" / "copy-rope-s1337" / "result.json").exists()
+    assert kept.read(tmp_path / "report" / "runs" / "copy-rope-s1337")["value"]
     shutil.rmtree(tmp_path / "out")
     compare.main(args)
     assert not (tmp_path / "out" / "copy" / "rope-s1337" / "train.out").exists()   # nothing trained
