@@ -7,7 +7,7 @@
 # Its runs are planned seed by seed (every encoding of seed 1337 first), so an interrupted comparison reports whole
 # seeds. It resumes: a run kept in report_dir/runs is not trained again. Keep the checkpoints outside the repository:
 #   nice -n 19 python compare.py configs/compare_registry.py --out_root=/path/outside/the/checkout
-# and commit report_dir/runs/<run>/result.json as each run lands (the probe and later evaluations read the
+# and commit report_dir/runs/<run>/result.json.gz as each run lands (the probe and later evaluations read the
 # checkpoints, so keep out_root too). Cost on the 2-core Xeon: ~16 min of training a run on one quiet thread,
 # plus its evaluation and ~9 min of probe a model (docs/comparison.md#retrieval-probe).
 from configs.compare_cpu import *  # noqa: F401,F403  the recipe, evaluation and fine-tune sweep of the headline

@@ -38,7 +38,7 @@ CAPTIONS = {
 
 def read_log(run_dir):
     """Training metrics of one run from its log.jsonl; in a kept run's folder (measure/kept.py), the same dict as
-    kept in its result.json. A resumed run has a segment per process, each from a 'start' row: wall time is their
+    kept in its result.json.gz. A resumed run has a segment per process, each from a 'start' row: wall time is their
     sum; a step logged twice (redone) keeps its latest value."""
     path = os.path.join(run_dir, "log.jsonl")
     summary = None if os.path.exists(path) else kept.summary(run_dir)
@@ -296,7 +296,7 @@ def write_context(results, out, train_len):
         context_use.write_per_position(curves, out, train_len, binned=True)
         lines += ["", "Mean loss at each position of sequences of 16 x the training length (mean over seeds; "
                   "[per_position.csv](per_position.csv): the thick lines' log-spaced bins; every position is in "
-                  "each run's `runs/<tag>/result.json`):", "", "![per_position](per_position.png)"]
+                  "each run's `runs/<tag>/result.json.gz`):", "", "![per_position](per_position.png)"]
     return lines + [""] + context_use.write_in_range(by_label, out, train_len)
 
 

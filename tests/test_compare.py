@@ -349,3 +349,22 @@ def test_every_comparison_config_parses(config):
     (grid_width of configs/tasks/grid_compare.py) included."""
     settings, train_keys, cfg = compare.parse([config])
     assert compare.plan(settings, train_keys)
+
+
+def test_a_kept_result_is_compressed_the_same_bytes_each_time_and_a_plain_one_still_reads(tmp_path):
+    """kept.save writes gzip-compressed JSON with no time stamp (the same result: the same bytes, so a rerun
+    leaves git clean), smaller than the plain JSON; an older plain result.json is read as before and replaced
+    by the compressed file when the run is kept again."""
+    from measure import kept
+    value = {"rows": [{"loss": 1.23456789, "curve": [2.0 + i / 7 for i in range(2000)]}]}
+    kept.save(str(tmp_path / "a"), {"iters": 3}, value, {"val_loss": 1.5})
+    kept.save(str(tmp_path / "b"), {"iters": 3}, value, {"val_loss": 1.5})
+    a, b = ((tmp_path / f / kept.RESULT).read_bytes() for f in "ab")
+    assert a == b and len(a) < len(json.dumps(kept.read(str(tmp_path / "a"))))
+    assert kept.load(str(tmp_path / "a"), {"iters": 3}) == kept.rounded(value)
+    plain = tmp_path / "old"
+    plain.mkdir()
+    (plain / kept.PLAIN).write_text(json.dumps({"settings": {"iters": 3}, "value": {"rows": []}}))
+    assert kept.load(str(plain), {"iters": 3}) == {"rows": []} and kept.load(str(plain), {"iters": 4}) is None
+    kept.save(str(plain), {"iters": 3}, {"rows": [1]}, None)
+    assert sorted(os.listdir(plain)) == [kept.RESULT] and kept.load(str(plain), {"iters": 3}) == {"rows": [1]}

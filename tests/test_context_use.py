@@ -97,7 +97,7 @@ def test_reports_are_written(tmp_path):
 
 def test_a_binned_per_position_csv_holds_each_position_once_in_log_spaced_bins(tmp_path):
     """A report's per_position.csv (compare.py) is the figure's log-spaced bins: they tile 1 .. T, each row the
-    mean loss of its positions, and they are few (the curve itself is kept in each run's result.json)."""
+    mean loss of its positions, and they are few (the curve itself is kept in each run's result.json.gz)."""
     curve = torch.arange(1000, dtype=torch.float64)   # the loss at position t (1-based) is t - 1
     paths = context_use.write_per_position({"a": curve}, str(tmp_path), train_len=L, binned=True)
     with open(paths["csv"]) as f:
