@@ -1,0 +1,67 @@
+"""Batched decoding (issue #52): B streams decoded together. For every registered encoding, greedy decoding of
+three different prompts (equal lengths: one (T,) tensor of positions serves every row) as one batch draws each
+prompt's tokens decoded alone, and the batch's cached logits at every step are the full forward's (no cache) over
+each row's whole text, in the compute dtype (float32 here). The CUDA-graph step's captured function, run
+uncaptured on the CPU, draws the static step's tokens."""
+import functools
+
+import pytest
+import torch
+
+import generate as decode
+import positional
+from tests.conftest import tiny_gpt
+
+ALL = list(positional.REGISTRY)
+B, PROMPT, NEW = 3, 6, 10
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("kw", [dict(), dict(window=5, sinks=2)], ids=["full", "window"])
+def test_a_batch_of_prompts_decodes_as_each_prompt_alone(name, kw):
+    model = tiny_gpt(name, **kw)
+    prompts = torch.randint(0, 40, (B, PROMPT), generator=torch.Generator().manual_seed(1))
+    d = decode.Decoder(model)
+    together = d.generate(prompts, NEW, top_k=1)                         # (B, PROMPT + NEW), greedy
+    alone = torch.cat([d.generate(prompts[b:b + 1], NEW, top_k=1) for b in range(B)])
+    assert torch.equal(together, alone)
+    d.open(B, PROMPT + NEW, prompts.device)
+    steps = [d.prefill(together[:, :PROMPT])]
+    steps += [d.next(together[:, t:t + 1]) for t in range(PROMPT, PROMPT + NEW - 1)]
+    d.close()
+    with torch.no_grad():
+        full = model(together[:, :-1])[0][:, PROMPT - 1:]                # (B, NEW, vocab)
+    got = torch.stack(steps, 1)
+    assert got.dtype == full.dtype == torch.float32
+    torch.testing.assert_close(got, full, rtol=1e-5, atol=1e-5)
+    assert torch.equal(got.argmax(-1), together[:, PROMPT:])              # greedy: each token is its step's argmax
+    assert not torch.allclose(got[0], got[1]) and not torch.allclose(got[1], got[2])   # three streams, not one
+
+
+STATIC = [n for n in ALL if tiny_gpt(n).static_decoding]
+
+
+@pytest.mark.parametrize("name", STATIC)
+def test_the_cuda_graph_step_uncaptured_draws_the_static_steps_tokens(name):
+    """CUDAGraphStep's captured function, a function of its static buffers (the token buffer, the Decoder's
+    position, the cache), run eagerly on the CPU over all of the cache's slots: the static step's tokens, batched,
+    with the token buffer reused (one tensor for the generation) and every step through it."""
+    model = tiny_gpt(name, window=5, sinks=2)
+    prompts = torch.randint(0, 40, (B, PROMPT), generator=torch.Generator().manual_seed(2))
+    d = decode.Decoder(model, compile=functools.partial(decode.CUDAGraphStep, capture=False))
+    buffers = []
+    got = d.generate(prompts, NEW, 0.9, 20, torch.Generator().manual_seed(4),
+                     on_token=lambda _: buffers.append(d.step.tok))
+    want = decode.Decoder(model).generate(prompts, NEW, 0.9, 20, torch.Generator().manual_seed(4))
+    assert torch.equal(got, want)
+    assert d.compiled_steps == NEW - 1 and d.step.graph is None          # no capture on a CPU
+    assert len({id(b) for b in buffers[1:]}) == 1 and torch.equal(buffers[-1], got[:, -2:-1])
+
+
+def test_the_cuda_graph_step_on_cpu_tensors_runs_uncaptured():
+    """capture=None: only CUDA tensors are captured; CPU ones take the same function eagerly."""
+    model = tiny_gpt("rope")
+    prompt = torch.randint(0, 40, (1, 4))
+    d = decode.Decoder(model, compile=decode.CUDAGraphStep)
+    assert torch.equal(d.generate(prompt, 8, top_k=1), model.generate(prompt, 8, top_k=1))
+    assert d.step.graph is None and d.step.steps == 0
