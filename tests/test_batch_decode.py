@@ -65,3 +65,32 @@ def test_the_cuda_graph_step_on_cpu_tensors_runs_uncaptured():
     d = decode.Decoder(model, compile=decode.CUDAGraphStep)
     assert torch.equal(d.generate(prompt, 8, top_k=1), model.generate(prompt, 8, top_k=1))
     assert d.step.graph is None and d.step.steps == 0
+
+
+def sampled(out_dir, capsys, *extra):
+    import sample
+    capsys.readouterr()
+    sample.main([f"--out_dir={out_dir}", "--start=All:", "--max_new_tokens=12", "--device=cpu", *extra])
+    return capsys.readouterr()
+
+
+def test_sample_decodes_its_samples_together_with_batch(tiny_run, capsys):
+    """--batch=True: the num_samples streams as one batch; greedy, each is the sample decoded alone and streamed;
+    sampled, the streams are drawn independently (different texts)."""
+    alone = sampled(tiny_run, capsys, "--num_samples=3", "--top_k=1")
+    together = sampled(tiny_run, capsys, "--num_samples=3", "--top_k=1", "--batch=True")
+    assert together.out == alone.out and alone.out.count("---------------") == 3
+    assert "3 streams as one batch" in together.err.splitlines()[-1]
+    texts = sampled(tiny_run, capsys, "--num_samples=3", "--temperature=2.0", "--batch=True").out
+    texts = [t.strip() for t in texts.split("---------------") if t.strip()]
+    assert len(texts) == 3 and len(set(texts)) > 1 and all(t.startswith("All:") for t in texts)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--decode=graph"], "error: --decode=graph needs CUDA (the device is cpu); use --decode=static"),
+    (["--decode=graph", "--compile=True"], "error: --decode=graph captures the eager static step; drop --compile"),
+    (["--decode=cudagraph"], "error: --decode must be static or graph"),
+])
+def test_sample_refuses_a_graph_it_cannot_capture(argv, message, tiny_run, capsys):
+    from tests.inproc import sample_error
+    assert sample_error([f"--out_dir={tiny_run}", "--device=cpu", *argv], capsys).startswith(message)
