@@ -19,9 +19,9 @@ measured before the cap is kept. Within an encoding the --sections come in the o
   eval    a no-grad forward with the loss of one sequence of each of --eval_lengths tokens: seconds, peak memory
           (lengths past the encoding's positions: n/a)
 Every figure is printed as it is measured and appended as one JSON line to OUT/device.jsonl (started afresh, the
-machine first); the tables at the end are read back from that file. Peak memory is bench.py's: CUDA's peak
-allocated, on the CPU the process's peak resident set. A figure that needs CUDA reads "unmeasured (no CUDA)".
-The models are bench.py's (bench.build: random init, seed fixed).
+machine first); the tables at the end are read back from that file. The models, the timed forward and the peak
+memory are bench.py's (measure/bench_common.py: random init, seed fixed; CUDA's peak allocated, on the CPU the
+process's peak resident set). A figure that needs CUDA reads "unmeasured (no CUDA)".
 """
 import json
 import os
@@ -34,7 +34,7 @@ from types import SimpleNamespace
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the repository root
 import torch  # noqa: E402
 
-import bench  # noqa: E402
+from measure import bench_common  # noqa: E402
 import positional  # noqa: E402
 from generate import CUDAGraphStep, Decoder, sample_next  # noqa: E402
 from measure.bench_decode import machine_name  # noqa: E402
@@ -78,7 +78,8 @@ def options():
 
 def parse_args(argv):
     """-> namespace of options, --tiny's sizes filling the options not given."""
-    doc = lambda: help_text(__doc__, "python benchmarks/device.py [--key=value ...]", options(), [options])  # noqa: E731
+    usage = "python benchmarks/device.py [--key=value ...]"
+    doc = lambda: help_text(__doc__, usage, options(), [options])  # noqa: E731
     argv = ["--tiny=True" if a == "--tiny" else a for a in argv]   # the flag alone, as the docstring writes it
     args = parse(argv, options(), doc=doc)[0]
     given = {a[2:].split("=")[0] for a in argv if a.startswith("--")}
@@ -96,7 +97,7 @@ def parse_args(argv):
     if set(args.sections.split(",")) - set(SECTIONS):
         raise ConfigError(f"--sections={args.sections}: valid sections are {', '.join(SECTIONS)}")
     for key in ("train_blocks", "eval_lengths", "decode_batches"):
-        setattr(args, key, bench.counts(key, getattr(args, key)))
+        setattr(args, key, bench_common.counts(key, getattr(args, key)))
     if args.budget <= 0 or args.cap < 0:
         raise ConfigError(f"--budget must be > 0 and --cap >= 0, got {args.budget} and {args.cap}")
     return args
@@ -150,7 +151,7 @@ def show(key, value):
 
 def model_for(args, name, block, **overrides):
     """bench.py's model for encoding `name` at training length `block`."""
-    return bench.build(SimpleNamespace(**{**vars(args), "block_size": block}), name, **overrides)
+    return bench_common.build(SimpleNamespace(**{**vars(args), "block_size": block}), name, **overrides)
 
 
 def measure_train(args, name, record):
@@ -168,24 +169,24 @@ def measure_train(args, name, record):
             opt.step()
             opt.zero_grad(set_to_none=True)
         step()   # warm-up: AdamW's state, kernels chosen (and compiled where an attention path compiles)
-        bench.reset_peak(args.device)
-        bench.sync(args.device)
+        bench_common.reset_peak(args.device)
+        bench_common.sync(args.device)
         t = time.perf_counter()
         for _ in range(args.steps):
             step()
-        bench.sync(args.device)
+        bench_common.sync(args.device)
         dt = (time.perf_counter() - t) / args.steps
         rate = batch * block / dt
         mfu = rate * flops_per_token(model, block) / peak if isinstance(peak, float) else peak
         record("train", f"block {block}", batch=batch, s_per_step=dt, tokens_per_s=rate, mfu=mfu,
-               peak_bytes=bench.peak_bytes(args.device))
+               peak_bytes=bench_common.peak_bytes(args.device))
         del model, opt
 
 
 def measure_eval(args, name, record):
     for T in args.eval_lengths:
         ns = SimpleNamespace(**{**vars(args), "encodings": name, "compile": False, "block_size": args.train_blocks[0]})
-        figures = bench.bench_forward(ns, 1, [T], loss=True)[name].get(T)
+        figures = bench_common.bench_forward(ns, 1, [T], loss=True)[name].get(T)
         if figures is None:
             record("eval", f"{T} tokens", s="n/a (past the encoding's positions)")
         else:
@@ -224,10 +225,10 @@ def measure_decode(args, name, record):
                 continue
             with autocast(args.device, args.dtype):
                 gen(prompt, 8)   # warm-up (the graph step captures at its third token)
-                bench.sync(args.device)
+                bench_common.sync(args.device)
                 t = time.perf_counter()
                 outs[mode] = gen(prompt, n)
-                bench.sync(args.device)
+                bench_common.sync(args.device)
             figures[f"{mode}_tokens_per_s"] = B * n / (time.perf_counter() - t)
         for mode, out in outs.items():   # greedy: every mode should draw the static step's tokens
             if mode != "static":

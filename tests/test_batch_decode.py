@@ -94,3 +94,11 @@ def test_sample_decodes_its_samples_together_with_batch(tiny_run, capsys):
 def test_sample_refuses_a_graph_it_cannot_capture(argv, message, tiny_run, capsys):
     from tests.inproc import sample_error
     assert sample_error([f"--out_dir={tiny_run}", "--device=cpu", *argv], capsys).startswith(message)
+
+
+def test_a_batch_outgrowing_learned_positions_is_re_encoded_row_by_row():
+    """Past its 8 positions `learned` re-encodes the last 8 tokens of every row: batched, each row's tokens alone."""
+    model = tiny_gpt("learned", block_size=8)
+    prompts = torch.randint(0, 40, (B, 4), generator=torch.Generator().manual_seed(3))
+    together = model.generate(prompts, 12, top_k=1)
+    assert torch.equal(together, torch.cat([model.generate(prompts[b:b + 1], 12, top_k=1) for b in range(B)]))
