@@ -1,8 +1,9 @@
 """Batched decoding (issue #52): B streams decoded together. For every registered encoding, greedy decoding of
 three different prompts (equal lengths: one (T,) tensor of positions serves every row) as one batch draws each
 prompt's tokens decoded alone, and the batch's cached logits at every step are the full forward's (no cache) over
-each row's whole text, in the compute dtype (float32 here). The CUDA-graph step's captured function, run
-uncaptured on the CPU, draws the static step's tokens."""
+each row's whole text, in the compute dtype (float32; bfloat16 under autocast, to within one bfloat16 step). The
+CUDA-graph step's captured function, run uncaptured on the CPU, draws the static step's tokens; sample.py's --batch
+and --decode=graph."""
 import functools
 
 import pytest
@@ -37,6 +38,23 @@ def test_a_batch_of_prompts_decodes_as_each_prompt_alone(name, kw):
     assert torch.equal(got.argmax(-1), together[:, PROMPT:])              # greedy: each token is its step's argmax
     assert not torch.allclose(got[0], got[1]) and not torch.allclose(got[1], got[2])   # three streams, not one
 
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_a_batchs_cached_logits_in_bfloat16_are_the_full_forwards(name):
+    """Under CPU autocast (bfloat16, the cache kept in it): the batch's cached logits at every step are the full
+    forward's within one bfloat16 step of the logits' scale (2^-8), both in bfloat16."""
+    model = tiny_gpt(name)
+    idx = torch.randint(0, 40, (B, PROMPT + NEW), generator=torch.Generator().manual_seed(1))
+    with torch.autocast("cpu", torch.bfloat16), torch.no_grad():
+        full = model(idx[:, :-1])[0][:, PROMPT - 1:]
+        d = decode.Decoder(model)
+        d.open(B, PROMPT + NEW, idx.device)
+        steps = [d.prefill(idx[:, :PROMPT])] + [d.next(idx[:, t:t + 1]) for t in range(PROMPT, PROMPT + NEW - 1)]
+        d.close()
+    got = torch.stack(steps, 1)
+    assert got.dtype == full.dtype == torch.bfloat16 and d.cache.k0.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), full.float(), rtol=2 ** -8, atol=2 ** -8)
 
 STATIC = [n for n in ALL if tiny_gpt(n).static_decoding]
 
