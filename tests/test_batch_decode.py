@@ -60,7 +60,8 @@ STATIC = [n for n in ALL if tiny_gpt(n).static_decoding]
 
 
 @pytest.mark.parametrize("name", STATIC)
-def test_the_cuda_graph_step_uncaptured_draws_the_static_steps_tokens(name):
+@pytest.mark.parametrize("new", [NEW, 26], ids=["slot per position", "ring"])
+def test_the_cuda_graph_step_uncaptured_draws_the_static_steps_tokens(name, new):
     """CUDAGraphStep's captured function, a function of its static buffers (the token buffer, the Decoder's
     position, the cache), run eagerly on the CPU over all of the cache's slots: the static step's tokens, batched,
     with the token buffer reused (one tensor for the generation) and every step through it."""
@@ -68,11 +69,12 @@ def test_the_cuda_graph_step_uncaptured_draws_the_static_steps_tokens(name):
     prompts = torch.randint(0, 40, (B, PROMPT), generator=torch.Generator().manual_seed(2))
     d = decode.Decoder(model, compile=functools.partial(decode.CUDAGraphStep, capture=False))
     buffers = []
-    got = d.generate(prompts, NEW, 0.9, 20, torch.Generator().manual_seed(4),
+    got = d.generate(prompts, new, 0.9, 20, torch.Generator().manual_seed(4),
                      on_token=lambda _: buffers.append(d.step.tok))
-    want = decode.Decoder(model).generate(prompts, NEW, 0.9, 20, torch.Generator().manual_seed(4))
+    want = decode.Decoder(model).generate(prompts, new, 0.9, 20, torch.Generator().manual_seed(4))
     assert torch.equal(got, want)
-    assert d.compiled_steps == NEW - 1 and d.step.graph is None          # no capture on a CPU
+    assert d.compiled_steps == new - 1 and d.step.graph is None          # no capture on a CPU
+    assert bool(d.cache.period) == (new > NEW)                            # the ring: fewer slots than positions
     assert len({id(b) for b in buffers[1:]}) == 1 and torch.equal(buffers[-1], got[:, -2:-1])
 
 
