@@ -1,5 +1,6 @@
 """Decoding from a model.GPT, beside model.py as gpt-fast's generate.py: sampling, the static step
-(plain, compiled by torch.compile, or ahead of time: training/aot.py) and the Decoder that runs them.
+(plain, compiled by torch.compile, ahead of time: training/aot.py, or captured in a CUDA graph: CUDAGraphStep)
+and the Decoder that runs them.
 
 The static step (gpt-fast's design): one KVCache for the generation, the step's position a (1,) device
 tensor advanced in place, the encodings' state in the cache, the step GPT.run itself, compiled whole
@@ -9,6 +10,7 @@ its table.
 """
 import functools
 import time
+import warnings
 
 import torch
 from torch.nn import functional as F
@@ -38,9 +40,71 @@ def compiled_step(config, dynamic):
                          options={"cpp_wrapper": True, "size_asserts": False})
 
 
+class CUDAGraphStep:
+    """A drop-in for decode_step (model, idx, pos, cache, n_slots) -> logits, one instance per generation
+    (Decoder(model, compile=CUDAGraphStep)): the static step over all of the cache's slots (one shape), run eagerly
+    for the first `warmup` tokens (on a side stream, as CUDA graphs ask), then captured in a torch.cuda.CUDAGraph
+    and replayed for every later token: one launch a token instead of one a kernel.
+
+    An explicit CUDAGraph rather than torch.compile(mode="reduce-overhead"): the step already reads and writes only
+    static buffers (the cache's keys, values, slot positions and what encodings keep, the Decoder's (1,) position
+    advanced in place), so capture needs just one static buffer more, the input token `tok`; nothing is compiled
+    (reduce-overhead pays inductor's compilation per configuration and dynamo's guards on every call), and the
+    captured function `run` is a plain function of those buffers, so on a CPU (capture=False, or any CPU tensor)
+    the very same function runs uncaptured and can be checked against the static step. Autocast's weight cache is
+    off while capturing (PyTorch's CUDA-graph notes). A step that cannot be captured (a host read) runs eager for
+    the rest of the generation, with one warning."""
+
+    def __init__(self, capture=None, warmup=2):
+        self.capture = capture   # None: capture where the tokens are on CUDA
+        self.warmup, self.steps = warmup, 0
+        self.graph, self.tok, self.logits, self.failed = None, None, None, False
+
+    def run(self, model, pos, cache):
+        """The captured function: logits (B, vocab) from the static buffers tok, pos and cache."""
+        return decode_step(model, self.tok, pos, cache, cache.size)
+
+    def __call__(self, model, idx, pos, cache, n_slots):
+        if self.tok is None:
+            self.tok = torch.empty_like(idx)
+        self.tok.copy_(idx)
+        if self.graph is not None:
+            self.graph.replay()
+            return self.logits.clone()   # the graph's output buffer is overwritten by the next replay
+        capture = idx.is_cuda if self.capture is None else self.capture
+        if not capture or self.failed:
+            return self.run(model, pos, cache)
+        self.steps += 1
+        if self.steps <= self.warmup:   # real steps, on a side stream
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                logits = self.run(model, pos, cache)
+            torch.cuda.current_stream().wait_stream(side)
+            return logits
+        return self.capture_and_replay(model, pos, cache)
+
+    def capture_and_replay(self, model, pos, cache):
+        device = pos.device.type
+        graph = torch.cuda.CUDAGraph()
+        try:   # capture records the step without running it: the replay below runs this token's step
+            with torch.autocast(device, torch.get_autocast_dtype(device), torch.is_autocast_enabled(device),
+                                cache_enabled=False), torch.cuda.graph(graph):
+                self.logits = self.run(model, pos, cache)
+        except RuntimeError as e:
+            warnings.warn(f"the decode step could not be captured in a CUDA graph ({str(e)[:200]}); decoding eager")
+            self.failed = True
+            return self.run(model, pos, cache)
+        self.graph = graph
+        graph.replay()
+        return self.logits.clone()
+
+
 class Decoder:
     """Generates from `model`: its static step where allowed (compile=True: by torch.compile; a class: its instance
-    per generation, one shape, e.g. training/aot.py's AheadOfTime), else the reference step."""
+    per generation, one shape, e.g. training/aot.py's AheadOfTime or CUDAGraphStep), else the reference step.
+    A batch (B, T) of B prompts decodes B streams together; the prompts have one length, since one (T,) tensor
+    of positions serves every row (left-padded prompts of several lengths would need positions per row)."""
 
     def __init__(self, model, static=True, compile=False):
         self.model = model
