@@ -252,6 +252,24 @@ def seeds_of(runs):
     return list(runs.items()) if isinstance(runs, dict) else list(enumerate(runs))
 
 
+def read(report_dir):
+    """{label: {seed: measure() rows}} back from write's two CSVs in report_dir ({} without them): what the docs'
+    tables summarise without the checkpoints."""
+    try:
+        rows = list(csv.DictReader(open(os.path.join(report_dir, "retrieval_probe.csv"))))
+        arms = list(csv.DictReader(open(os.path.join(report_dir, "retrieval_probe_windows.csv"))))
+    except OSError:
+        return {}
+    losses = {(a["run"], a["seed"], a["distance"], a["arm"]): [float(v) for v in a["losses"].split()] for a in arms}
+    out = {}
+    for r in rows:
+        key = r["run"], r["seed"], r["distance"]
+        out.setdefault(r["run"], {}).setdefault(int(r["seed"]), []).append(dict(
+            distance=int(r["distance"]), length=int(r["length"]), in_range=r["in_range"] == "True",
+            probe=losses[(*key, "probe")], control=losses[(*key, "control")]))
+    return out
+
+
 def write(runs_by_label, report_dir, train_len):
     """retrieval_probe.csv (one row per label, seed and distance: mean losses), retrieval_probe_windows.csv (each
     window's loss, the unit of the intervals), retrieval_probe.md and .png (plot) into report_dir; -> their paths.

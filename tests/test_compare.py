@@ -286,8 +286,8 @@ def test_compare_without_arguments_prints_the_usage_and_runs_nothing():
     assert r.returncode == 2 and r.stderr.startswith("usage: python compare.py CONFIG_FILE") and r.stdout == ""
 
 
-@pytest.mark.parametrize("config", ["configs/compare_cpu.py", "configs/compare_code.py", "configs/tasks/compare.py",
-                                    "configs/tasks/passkey_pi.py"])
+@pytest.mark.parametrize("config", ["configs/compare_cpu.py", "configs/compare_registry.py", "configs/compare_code.py",
+                                    "configs/tasks/compare.py", "configs/tasks/passkey_pi.py"])
 def test_the_committed_kept_runs_still_match_their_config(config):
     """Every run kept in the config's report folder matches its key there, so a later call anywhere takes it
     instead of training it again (a compare key added to DEFAULTS without NOT_MEASURED, or a changed default,
@@ -368,3 +368,17 @@ def test_a_kept_result_is_compressed_the_same_bytes_each_time_and_a_plain_one_st
     assert kept.load(str(plain), {"iters": 3}) == {"rows": []} and kept.load(str(plain), {"iters": 4}) is None
     kept.save(str(plain), {"iters": 3}, {"rows": [1]}, None)
     assert sorted(os.listdir(plain)) == [kept.RESULT] and kept.load(str(plain), {"iters": 3}) == {"rows": [1]}
+
+
+def test_the_registry_comparison_plans_every_encoding_and_variant_with_three_seeds():
+    """configs/compare_registry.py (issue #50): every key of positional.REGISTRY and every variant of the config, each
+    at three seeds, at the CPU headline's recipe; seed by seed, so an interrupted comparison reports whole seeds."""
+    import positional
+    from configs import compare_registry
+    settings, train_keys, cfg = compare.parse(["configs/compare_registry.py"])
+    runs = compare.plan(settings, train_keys)
+    names = set(positional.REGISTRY) | set(compare_registry.variants)
+    for name in names:
+        assert sorted(r["seed"] for r in runs if r["encoding"] == name) == [1337, 1338, 1339], name
+    seeds = [r["seed"] for r in runs]
+    assert seeds == sorted(seeds) and cfg.block_size == 256 and settings["retrieval_probe"]

@@ -49,6 +49,77 @@ def ppl_table(runs_csv):
     return "\n".join(lines) + "\n"
 
 
+HOLDS = 1.1   # a learned row "holds" past L when its perplexity at 16L is below HOLDS x its perplexity at L
+
+
+def registry_table(runs_csv, *_):
+    """The whole-registry comparison (issue #50): per encoding as trained, grouped by family, its perplexity at L,
+    4L and 16L (mean ± sd over seeds), whether it beats the count 4-gram at L, and the retrieval probe beside it
+    (the in-range gain and its verdict, the gain at 2L, t over seeds); then generated sentences on what the rows
+    can say."""
+    from measure import panels, retrieval_probe
+    rows = list(csv.DictReader(open(runs_csv)))
+    lengths = [c for c in rows[0] if c.startswith("ppl@")]
+    L = int(lengths[0][4:])
+    at = {m: f"ppl@{m * L}" for m in (1, 4, 16) if f"ppl@{m * L}" in rows[0]}
+    four = next((float(r[at[1]]) for r in rows if r["label"] == "4-gram"), float("nan"))
+    probes = retrieval_probe.read(os.path.dirname(runs_csv))
+    trained = [e for e in dict.fromkeys(r["label"] for r in rows if r["label"] == r["encoding"])]
+    lines = ["| family | encoding | seeds | " + " | ".join(at.values()) + " | past the 4-gram at L | probe in L, "
+             "nats/token [95%] | probe at 2L [95%] | wall per run |", "|---" * (len(at) + 7) + "|"]
+    notes = dict(learned=[], void=[], retrieves=[], holds=[], breaks=[], short=[])
+    for fam in panels.FAMILIES:
+        for enc in [e for e in trained if panels.family(e) == fam]:
+            runs = [r for r in rows if r["label"] == enc]
+            ppl = {m: [float(r[c]) for r in runs] for m, c in at.items()}
+            cells = [mean_std(v) if all(x == x for x in v) else "—" for v in ppl.values()]
+            learned = statistics.mean(ppl[1]) < four
+            probe, past = probe_cells(probes.get(enc), L, notes, enc)
+            ratio = statistics.mean(ppl[16]) / statistics.mean(ppl[1]) if 16 in ppl else float("nan")
+            if learned:
+                notes["learned"].append(enc)
+                notes["holds" if ratio < HOLDS else "breaks" if ratio >= HOLDS else "short"].append(enc)
+            wall = statistics.mean(float(r["wall_s"]) for r in runs) / 60
+            beats = "yes" if learned else "no †"
+            lines.append(f"| {fam} | {enc} | {len(runs)} | " + " | ".join(cells) + f" | {beats} | {probe} | {past} | "
+                         f"{wall:.0f} min |")
+    return "\n".join(lines + ["", *registry_sentences(notes, trained, four, L)]) + "\n"
+
+
+def probe_cells(runs, L, notes, enc):
+    """(in-range cell, 2L cell) of an encoding's probe rows by seed, and its verdict into notes; "—" without."""
+    from measure import retrieval_probe
+    if not runs:
+        return "not measured", "—"
+    runs = [rows for _, rows in sorted(runs.items())]
+    is_void, (mean, lo, hi) = retrieval_probe.void(runs)
+    notes["void" if is_void else "retrieves"].append(enc)
+    cell = "—" if mean != mean else f"{mean:+.3f} [{lo:+.3f}, {hi:+.3f}] " + ("void" if is_void else "retrieves")
+    two = next((s for s in retrieval_probe.summarize(runs, L) if s["distance"] == 2 * L), None)
+    if two is None or two["gain"] != two["gain"]:
+        return cell, "—"
+    return cell, f"{two['gain']:+.3f} [{two['lo']:+.3f}, {two['hi']:+.3f}]"
+
+
+def registry_sentences(notes, trained, four, L):
+    """What the whole-registry table can say, in sentences made from its verdicts."""
+    from measure.retrieval_probe import CLEAR
+    names = lambda xs: ", ".join(f"`{x}`" for x in xs) or "none"   # noqa: E731
+    lost = [e for e in trained if e not in notes["learned"]]
+    out = [f"Of the {len(trained)} rows kept so far, {len(notes['learned'])} beat the 4-gram at L "
+           f"(perplexity {four:.2f}); not learned (†): {names(lost)}."]
+    if notes["retrieves"]:
+        out.append(f"The probe finds retrieval inside L for {names(notes['retrieves'])}: for these, the gain past L "
+                   f"says whether the context past L is used.")
+    out.append(f"The probe is void (no clear retrieval inside L: under {CLEAR} nats a token) for "
+               f"{names(notes['void'])}: for these rows the table says whether an encoding *breaks* past L, not "
+               f"whether it *uses* the context there.")
+    out.append(f"Of the learned rows, perplexity at 16L stays within {HOLDS - 1:.0%} of that at L for "
+               f"{names(notes['holds'])}; it rises further for {names(notes['breaks'])}"
+               + (f"; {names(notes['short'])} cannot run there (positions up to L only)." if notes["short"] else "."))
+    return out
+
+
 def mastery_table(task_runs_csv, threshold=0.95):
     """Per task and encoding: runs reaching `threshold` exact match at the training length."""
     rows = list(csv.DictReader(open(task_runs_csv)))
@@ -227,7 +298,7 @@ GENERATORS = {"reports/compare/runs.csv": ppl_table, "reports/compare-family/run
               "reports/compare-cpu/runs.csv": ppl_table, "reports/compare-cpu/report.md": recipe_lines,
               "reports/compare-cpu/eval_chunks.csv": published_block,
               "reports/compare-code/runs.csv": ppl_table, "reports/compare-code/report.md": recipe_lines,
-              "reports/compare-code/eval_chunks.csv": published_block,
+              "reports/compare-code/eval_chunks.csv": published_block, "reports/registry/runs.csv": registry_table,
               "reports/compare/eval.csv": paired_block, "reports/compare/report.md": recipe_lines,
               "reports/tasks/runs.csv": mastery_table, "reports/tasks-suite/runs.csv": mastery_table,
               "reports/tasks-suite/report.md": wall_line, "reports/tasks-recipes/trials.csv": recipe_trials_table,
