@@ -2,7 +2,8 @@
 "DAPE: Data-Adaptive Positional Encoding for Length Extrapolation", https://arxiv.org/abs/2405.14722).
 
 The logits of all heads at one query-key pair are adjusted by a small MLP that reads them together with a fixed
-prior bias of all heads (the paper's Eq. 2, in its multi-head form, with the residual: its "Concat_Residual"):
+prior bias of all heads (the paper's Eq. 2, QK^T + B + f(QK^T, B), multi-head: f reads A and B concatenated, the
+residual form its ablation calls Concat_Residual; as the authors' code, chuanyang-Zheng/DAPE DAPE.py at 51cf9bd):
 
     A_ij = q_i . k_j / sqrt(D)                               (H,) at pair (i, j): content alone, no positions
     B_ij = b(i - j)                                          (H,) the prior, one of this repo's relative biases:

@@ -132,3 +132,4 @@ def test_compare_reports_the_drope_fine_tune(tiny_data, tmp_path):
     with open(out / "report" / "eval.csv") as f:
         labels = list(dict.fromkeys(row["label"] for row in csv.DictReader(f)))
     assert labels[:6] == ["rope", "rope+direct ft2", "rope+direct ft3", "rope+drope ft2", "rope+drope ft3", "alibi"]
+    assert "| drope (positions dropped, recalibrated at 16) | — | " in (out / "report" / "report.md").read_text()
