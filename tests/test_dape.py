@@ -103,3 +103,10 @@ def test_bad_settings_are_refused_in_one_line(args, says):
     with pytest.raises(ConfigError) as e:
         load_config(["--pos_encoding=dape", *args])
     assert says in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_the_protocol_config_trains_at_128_and_evaluates_to_64_times_that():
+    import compare
+    settings, _, cfg = compare.parse(["configs/dape_protocol.py"])
+    assert cfg.block_size == 128 and max(settings["eval_lengths"]) == 64 * 128
+    assert settings["encodings"][:2] == ["dape", "dape_alibi"] and "kerple" in settings["encodings"]
