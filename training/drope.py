@@ -5,7 +5,9 @@ context length; it is then a NoPE model (positions from the causal mask alone), 
 no scaling. The authors' code (SakanaAI/DroPE at 260a8bb, custom_models/attention.py) makes the rotation the
 identity (cos = 1, sin = 0) and ships, for each model, a plain recalibration and one that adds RMS-normalised
 queries and keys (attention_type "qk_norm_nope", cfgs/run_cfg/*_drope_qk_norm.yaml): here --qk_norm=True at the
-switch (a gain per head dimension, shared by the heads, starting at 1; theirs normalises the heads together).
+switch (a gain per head dimension, shared by the heads, starting at 1; theirs normalises the heads together). Their
+attention may also take a fixed softmax scale in place of 1/sqrt(D) (a `softmax_scale` config entry, set by none of
+their shipped configs): not offered here (logn_scaling is this repo's evaluation-time temperature).
 
 train.py --init_from=resume --drop_positions=True: the checkpoint in out_dir must use a rotary encoding (or be such
 a recalibration already, which then goes on); the model built is pos_encoding=none, so the checkpoints it writes load,
