@@ -58,7 +58,8 @@ DEFAULTS = {   # compare.py's own keys; every other key is a training key (train
     "kept_only": False,               # the report of the runs kept in report_dir so far; nothing trained
     "finetune_iters": [],             # lm: fine-tune budgets at s L (iterations), one label each; []: none
     "finetune_factor": 0.0,           # lm: s of the fine-tune; 0: rope_factor
-    "finetune_methods": [],           # lm: the methods of rope_scalings fine-tuned (besides "direct"); []: all of them
+    "finetune_methods": [],           # lm: the methods of rope_scalings fine-tuned (besides "direct"); []: all of them;
+                                      # "drope" among them: also DroPE's fine-tune, as "<enc>+drope ftN"
     "finetune_longlora": False,       # lm: also LongLoRA's fine-tune (PI + LoRA + S²-Attn), as "<enc>+longlora ftN"
     "context_use": False,             # lm: measure context gain and per-position loss of each run
     "context_labels": [],             # lm: more runs to measure: "<enc>+<method>" or "<enc>+<method> ftN"

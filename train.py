@@ -32,7 +32,7 @@ from model import GPT, GPTConfig
 from training import sampling as position_sampling
 from tasks import TaskData
 from tasks.data import curriculum_length
-from training import checkpoint, copy_rows, cpu_threads, longlora, sharding
+from training import checkpoint, copy_rows, cpu_threads, drope, longlora, sharding
 from training.cli import fail, fmt_time, help_text
 from training.config import ConfigError, gather, load_config, upgrade_model_args
 from training.guard import StopSignal, lock_out_dir
@@ -72,15 +72,16 @@ def load_run(cfg):
     """(checkpoint or None, data, model): everything a user can get wrong is checked here, before anything
     is written."""
     torch.manual_seed(cfg.seed)  # the model's initial weights depend on the seed alone
-    ckpt, path = None, checkpoint.path_in(cfg.out_dir)
+    ckpt, path, dropped = None, checkpoint.path_in(cfg.out_dir), ()   # dropped: what DroPE's switch changes
     if cfg.init_from == "resume":
         ckpt = checkpoint.load(cfg.out_dir)
         if "optimizer" not in ckpt:
             raise checkpoint.CheckpointError(f"checkpoint {path} has no optimizer state, so it cannot be resumed "
                                              f"exactly; it can still be sampled from (sample.py)")
         old = upgrade_model_args(ckpt["model_args"])
+        dropped = drope.switch(cfg, old, ckpt["config"]) if cfg.drop_positions else ()   # cfg: now NoPE
         for k in SHAPE_KEYS:
-            if old[k] != getattr(cfg, k):
+            if old[k] != getattr(cfg, k) and k not in dropped:
                 raise ConfigError(f"checkpoint in {cfg.out_dir} has {k}={old[k]}, config asks for {getattr(cfg, k)}; "
                                   f"use the checkpoint's value or a new --out_dir")
         # fine-tuning at a longer block_size: settings meaning "the training length" keep the old one
@@ -102,7 +103,7 @@ def load_run(cfg):
         raise ConfigError(sharding.problem(model))
     if ckpt is not None:
         try:
-            model.load_state_dict(ckpt["model"])
+            model.load_state_dict(drope.weights(ckpt["model"], model) if dropped else ckpt["model"])
         except RuntimeError as e:
             why = next((line.strip() for line in str(e).splitlines()[1:] if line.strip()), str(e))
             changed = [f"{k} {old['pos_settings'][k]!r} -> {v!r}" for k, v in cfg.pos_settings.items()
@@ -278,7 +279,8 @@ def train(argv, cfg, ckpt, data, model, stop):
 
 def restore(ckpt, model, optimizer, data_gen, cfg, rt):
     """Load the optimizer and, for an exact resume, the random states; return where the run stands."""
-    if ("lora" in ckpt) == bool(cfg.finetune_method):   # else other parameters train now: a new optimizer
+    same = ("lora" in ckpt) == bool(cfg.finetune_method) and ckpt["model_args"].get("pos_encoding") == cfg.pos_encoding
+    if same:   # else other parameters train now (LoRA's, or DroPE's switch: drope.py): a new optimizer
         if rt.fsdp:   # every rank read the whole state: each keeps its shard
             sharding.load_optimizer(model, optimizer, ckpt["optimizer"])
         else:

@@ -12,8 +12,13 @@ from comparison.runs import run_keys, train
 
 # A new method: its name here (unless it is a rope_scaling) and its train.py arguments in finetune_args.
 # "direct": no scaling (PI's control); "longlora": LongLoRA's (PI's interpolation, LoRA and S²-Attn:
-# training/longlora.py), with finetune_longlora.
-FINETUNE_ONLY = ["direct", "longlora"]
+# training/longlora.py), with finetune_longlora; "drope": DroPE's (the rotation dropped, then recalibrated at
+# the pretraining length L: training/drope.py), when finetune_methods names it. DroPE is chosen in
+# finetune_methods rather than by a key of its own: a key added to compare.py's DEFAULTS enters every kept run's
+# key (compare.py's NOT_MEASURED), so a new one would orphan the runs kept so far; [] still means every frequency
+# method of rope_scalings, and drope, which has no evaluation-time form, runs only where it is named.
+FINETUNE_ONLY = ["direct", "longlora", "drope"]
+NAMED_ONLY = ["drope"]   # fine-tunes of finetune_methods that are not rope_scalings
 
 
 def takes(name, method, settings):
@@ -48,10 +53,10 @@ def check_finetune(settings, cfg):
     settings["finetune_iters"] = sorted({n for n in budgets if n})
     settings["finetune_len"] = round(s * cfg.block_size) * bool(settings["finetune_iters"])
     settings["finetune_batch"] = finetune_batch(settings, cfg)
-    wanted = [m for m in settings["finetune_methods"] if m not in rope_scaling.METHODS]
+    wanted = [m for m in settings["finetune_methods"] if m not in (*rope_scaling.METHODS, *NAMED_ONLY)]
     if wanted:   # (one not among rope_scalings is not fine-tuned, as it is not evaluated)
         raise ConfigError(f"finetune_methods: {', '.join(map(str, wanted))} not a frequency method; use some of "
-                          f"{', '.join(rope_scaling.METHODS)}")
+                          f"{', '.join(rope_scaling.METHODS)}, or {', '.join(NAMED_ONLY)} (a fine-tune alone)")
     factors = settings["rope_factors"]
     if not isinstance(factors, dict) or any(m not in positional.SCALINGS or not isinstance(f, (int, float)) or f <= 0
                                             for m, f in factors.items()):
@@ -64,14 +69,20 @@ def finetune_methods(enc, settings):
     takes; none when fine-tuning is off or the encoding takes no scaling."""
     if not (settings["finetune_iters"] or settings["finetune_steps"]) or not takes(enc, "linear", settings):
         return []
+    named = [m for m in settings["finetune_methods"] if m not in NAMED_ONLY]
     methods = [m for m in settings["rope_scalings"] if m in rope_scaling.METHODS and takes(enc, m, settings)
-               and m in (settings["finetune_methods"] or settings["rope_scalings"])]
-    return ["direct"] + methods + ["longlora"] * settings["finetune_longlora"]
+               and m in (named or settings["rope_scalings"])]
+    drope = "drope" in settings["finetune_methods"]
+    return ["direct"] + methods + ["longlora"] * settings["finetune_longlora"] + ["drope"] * drope
 
 
 def finetune_args(method, settings, cfg):
     """train.py's arguments of a fine-tune beyond the run's own: s L tokens per sequence, batch_size / s
-    sequences (the same tokens per iteration), the final learning rate held, and the method's scaling from L."""
+    sequences (the same tokens per iteration), the final learning rate held, and the method's scaling from L.
+    DroPE recalibrates at L itself (the paper's original context length), batch_size sequences: the same tokens."""
+    if method == "drope":
+        return [f"--block_size={cfg.block_size}", f"--batch_size={cfg.batch_size}", "--decay_lr=False",
+                f"--learning_rate={cfg.min_lr!r}", "--drop_positions=True"]
     args = [f"--block_size={settings['finetune_len']}", f"--batch_size={finetune_batch(settings, cfg)}",
             "--decay_lr=False", f"--learning_rate={cfg.min_lr!r}"]
     scaling = "linear" if method == "longlora" else method
@@ -116,6 +127,7 @@ def finetune(run, base_iter, method, budget, settings, train_keys, cfg):
             json.dump(source, f)
     ft["done"] = checkpoint.load(ft["dir"])["iter_num"]
     target = base_iter + budget
+    length = cfg.block_size if method == "drope" else settings["finetune_len"]   # DroPE: at L (finetune_args)
     train(ft, settings, train_keys, target, finetune_args(method, settings, cfg) + [f"--max_iters={target}"],
-          f"fine-tuning at {settings['finetune_len']}")
+          f"fine-tuning at {length}")
     return ft["dir"]

@@ -61,7 +61,7 @@ def task_windows(run, settings, train_keys, cfg):
     scaling, then its fine-tune at finetune_len after each of finetune_steps."""
     base, out = checkpoint.load(run["dir"])["iter_num"], []
     for m in finetune_methods(run["encoding"], settings):
-        scaling = None if m == "direct" else finetune_scaling(m, settings)
+        scaling = None if m in ("direct", "drope") else finetune_scaling(m, settings)   # drope: none to evaluate
         dirs = [(0, run["dir"], scaling)]
         for k in settings["finetune_steps"]:
             dirs.append((k, finetune(run, base, m, k, settings, train_keys, cfg), None))

@@ -380,6 +380,8 @@ def write(results, failed, settings, cfg, command, baselines=()):
         md += [f"- {run['encoding']} seed {run['seed']}: {msg}" for run, msg in failed] + [""]
     notes = {row["label"]: f" ({row['trained_params']:,} parameters trained)" for r in results for row in r["rows"]
              if row.get("trained_params")}   # LongLoRA's fine-tune trains adapters, embeddings and norms only
+    notes.update({label: f" (positions dropped, recalibrated at {cfg.block_size})" for label in by_label
+                  if "+drope ft" in label})   # DroPE's fine-tune runs at L (comparison/finetune.py)
     md += finetune_lines(by_label, notes, settings, cfg) if settings["finetune_len"] in lengths else []
     md += effective_scale_lines(settings, cfg, lengths, out)
     context = write_context(results, out, cfg.block_size)   # first: the published claims read context_gain.csv

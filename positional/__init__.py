@@ -20,6 +20,7 @@ from .comrope import ComRoPE
 from .conv import Conv
 from .coupling import Coupling
 from .cope import CoPE
+from .dape import DAPE
 from .deberta import Deberta
 from .fire import FIRE
 from .floater import Floater
@@ -102,6 +103,7 @@ REGISTRY = Registry({
     "comrope": ComRoPE,
     "abacus": Abacus,
     "coupling": Coupling,
+    "dape": DAPE,
 })
 REGISTRY["rope+alibi"] = REGISTRY["rope+alibi"]   # the hybrid the comparison runs; any "a+b" works
 # rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)

@@ -85,6 +85,8 @@ class Config(GPTConfig):
     lora_rank: int = 8                     # longlora: r of the update (lora_alpha / r) B A
     lora_alpha: float = 16.0               # longlora: its alpha
     lora_targets: str = "qkv,proj"         # longlora: the adapted layers, of qkv, proj (attention in, out) and mlp
+    # DroPE (Gelberg et al. 2025; training/drope.py): a RoPE checkpoint recalibrated without positions
+    drop_positions: bool = False           # with --init_from=resume: the model becomes pos_encoding=none
 
     def validate(self, settings=None):
         """self with its encoding's settings resolved (resolve_model; `settings`: the ones given), if every
@@ -102,6 +104,16 @@ class Config(GPTConfig):
             (longlora and self.init_from != "resume",
              "finetune_method=longlora fine-tunes a checkpoint: add --init_from=resume"),
             (longlora and targets_problem(self.lora_targets), targets_problem(self.lora_targets)),
+            (self.drop_positions and self.init_from != "resume",
+             "drop_positions=True recalibrates a trained model without positions (DroPE): add --init_from=resume "
+             "with its checkpoint in --out_dir"),
+            (self.drop_positions and self.rope_scaling,
+             f"drop_positions=True removes the rotation that rope_scaling={self.rope_scaling} rescales; "
+             f"drop --rope_scaling"),
+            (self.drop_positions and self.layer_encodings,
+             "drop_positions=True drops the one encoding of every layer; drop --layer_encodings"),
+            (self.drop_positions and self.finetune_method,
+             f"drop_positions=True (DroPE) and finetune_method={self.finetune_method} are two fine-tunes; use one"),
             (self.s2_group != 0 and (self.s2_group < 2 or self.block_size % self.s2_group),
              f"s2_group must be 0 (off) or >= 2 and divide block_size={self.block_size}, got {self.s2_group}"),
             (self.s2_group and self.attention != "softmax", "s2_group (S²-Attn) needs attention=softmax"),

@@ -1,0 +1,84 @@
+"""DAPE: data-adaptive positional encoding (Zheng, Gao, Shi, Huang, Li, Xiong, Ren, Ng, Jiang, Li & Li, NeurIPS 2024,
+"DAPE: Data-Adaptive Positional Encoding for Length Extrapolation", https://arxiv.org/abs/2405.14722).
+
+The logits of all heads at one query-key pair are adjusted by a small MLP that reads them together with a fixed
+prior bias of all heads (the paper's Eq. 2, QK^T + B + f(QK^T, B), multi-head: f reads A and B concatenated, the
+residual form its ablation calls Concat_Residual; as the authors' code, chuanyang-Zheng/DAPE DAPE.py at 51cf9bd):
+
+    A_ij = q_i . k_j / sqrt(D)                               (H,) at pair (i, j): content alone, no positions
+    B_ij = b(i - j)                                          (H,) the prior, one of this repo's relative biases:
+                                                             Kerple's -r1 log(1 + r2 |i - j|) (the paper's main
+                                                             setting, kerple.py) or ALiBi's -m_h (i - j) (alibi.py)
+    logits_ij = A_ij + B_ij + f([A_ij; B_ij]),   f(z) = W2 LeakyReLU(W1 z + b1) + b2
+                                                 W1 (D_DAPE, 2H), W2 (H, D_DAPE): the paper's two-layer LeakyReLU MLP
+
+then softmax over the keys each query sees. D_DAPE = dape_width, 32 by default (the width of the authors' configs,
+chuanyang-Zheng/DAPE configs/125M/512/125M_kerple_c.yml at 5667d28). One MLP per layer, with nn.Linear's initial
+weights (as the authors' code); the prior is one module shared by the layers, as this repo's Kerple is (the
+authors' code gives each layer its own r1, r2), so that with f = 0 (W2 = 0, b2 = 0) DAPE is the prior's encoding.
+f acts on each pair alone: no logit of another pair reaches it, so a query's logits never depend on later tokens.
+The pairs a query does not see (future keys, other documents, a cache's empty slots at position 2^30) are set to 0
+before f and masked after it: no value of theirs enters f. Relative: A has no positions and B depends on i - j.
+Tensor contract as OwnLogits.logits: q (B, H, Tq, D), k (B, H, Tk, D) -> (B, H, Tq, Tk), 1/sqrt(D) included; f
+works on (B, D_DAPE, Tq, Tk) (long evaluations go by blocks of query rows, attention/long_cpu.py).
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .alibi import ALiBi
+from .base import OwnLogits, setting
+from .kerple import Kerple, KerpleSettings
+
+PRIORS = ("kerple", "alibi")
+
+
+@dataclass
+class DapeSettings(KerpleSettings):   # kerple_variant: the Kerple prior's kernel
+    dape_prior: str = setting("kerple", choices=PRIORS)   # the fixed prior B: kerple (the paper's main) or alibi
+    dape_width: int = setting(32, at_least=1, why="D_DAPE, the MLP's hidden width")
+
+    def check(self, cfg):
+        super().check(cfg)
+        if self.dape_prior != "kerple" and self.kerple_variant != "log":
+            raise ValueError(f"kerple_variant={self.kerple_variant!r} is the Kerple prior's kernel, and this run's "
+                             f"dape_prior is {self.dape_prior!r}; drop --kerple_variant or use --dape_prior=kerple")
+
+
+class DAPE(OwnLogits):
+    name = "dape"
+    Settings = DapeSettings
+
+    def __init__(self, n_layer: int, n_head: int, prior: str = "kerple", width: int = 32, variant: str = "log"):
+        super().__init__()
+        self.n_head = n_head
+        self.prior = Kerple(n_head, variant) if prior == "kerple" else ALiBi(n_head)
+        self.mlp = nn.ModuleList([nn.Sequential(nn.Linear(2 * n_head, width), nn.LeakyReLU(),
+                                                nn.Linear(width, n_head)) for _ in range(n_layer)])
+
+    @classmethod
+    def from_config(cls, cfg, s):
+        return cls(cfg.n_layer, cfg.n_head, s.dape_prior, s.dape_width, s.kerple_variant)
+
+    def adapt(self, a, b, layer):
+        """f([A; B]) at every pair: a (B, H, Tq, Tk), b (H, Tq, Tk) -> (B, H, Tq, Tk), the heads mixed by pair."""
+        first, _, second = self.mlp[layer]
+        H, dt = self.n_head, a.dtype
+        w1 = first.weight.to(dt)                                               # (D_DAPE, 2H): A's columns, then B's
+        h = torch.einsum("oh,bhqk->boqk", w1[:, :H], a)                        # (B, D_DAPE, Tq, Tk)
+        h = h + (torch.einsum("oh,hqk->oqk", w1[:, H:], b.to(dt)) + first.bias.to(dt)[:, None, None])
+        h = F.leaky_relu(h)
+        return torch.einsum("ho,boqk->bhqk", second.weight.to(dt), h) + second.bias.to(dt)[:, None, None]
+
+    def logits(self, q, k, ctx, layer):
+        a = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))      # (B, H, Tq, Tk)
+        b = ctx.once((id(self), "prior", ctx.rows.start), lambda: self.prior.dense_bias(ctx.q_pos, ctx.k_pos))
+        hidden = ctx.hidden()                                                 # (Tq, Tk) or (H, Tq, Tk)
+        b = b.masked_fill(hidden, 0.0)                                        # (H, Tq, Tk), 0 where not seen
+        return a + b.to(a.dtype) + self.adapt(a.masked_fill(hidden, 0.0), b, layer)
+
+    def extra_repr(self):
+        return f"name={self.name!r}, prior={self.prior.name!r}, width={self.mlp[0][0].out_features}"
