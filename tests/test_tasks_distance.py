@@ -1,0 +1,108 @@
+"""Retrieval by key-query distance (tasks/score.py by_distance): the recorded distance is the real one, examples
+cover the bins they are asked for, and stub models that copy from their input score what their reach allows."""
+import pytest
+import torch
+
+import tasks
+from tasks.common import PAD, QRY, SEP, answer_runs, draw_distance, rng
+from tasks.score import DISTANCE_BINS, by_distance, distance_edges, examples
+
+RETRIEVAL = ["passkey", "mqar"]
+L = 32                                     # L / 4 = 8 > 4, passkey's shortest distance: every bin reachable
+
+
+class Copier(torch.nn.Module):
+    """Reads its answer from the tokens it was fed: the token copy_distances(prefix)[-1] back, when that distance
+    is below `reach` (it attends to its last `reach` tokens), else PAD. reach=None: it reads everything."""
+    max_positions = None
+
+    def __init__(self, task, reach=None):
+        super().__init__()
+        self.task, self.reach, self.w = task, reach, torch.nn.Parameter(torch.zeros(1))
+
+    def setup_cache(self, batch, max_len):
+        self.fed = [[] for _ in range(batch)]
+
+    def clear_cache(self):
+        self.fed = None
+
+    def forward(self, idx, **kw):
+        logits = torch.zeros(*idx.shape, self.task.VOCAB_SIZE)
+        for b, row in enumerate(idx.tolist()):
+            self.fed[b] += row
+            d = self.task.copy_distances(self.fed[b])[-1]
+            seen = self.reach is None or d < self.reach
+            logits[b, -1, self.fed[b][-1 - d] if seen else PAD] = 1.0
+        return logits, None
+
+
+def true_distances(name, ids):
+    """By hand, per answer: how far back the value to copy lies from the token that predicts it."""
+    if name == "passkey":
+        key, q = ids.index(SEP) + 1, ids.index(QRY)
+        return [q - key]                                   # the same for every digit: q + m reads key + m
+    sep, out = ids.index(SEP), []
+    for p in range(sep + 1, len(ids), 2):                  # each query's key token
+        earlier = max(i for i in range(p) if ids[i] == ids[p])
+        assert ids[earlier + 1] == ids[p + 1]              # the value after it is the answer
+        out.append(p - (earlier + 1))
+    return out
+
+
+@pytest.mark.parametrize("name", RETRIEVAL)
+@pytest.mark.parametrize("length", [16, 40, 512])
+def test_recorded_distance_is_the_real_one(name, length):
+    task = tasks.get(name)
+    for seed in range(20):
+        for spread in (None, distance_edges(L)):
+            ex = task.generate(seed, length, spread=spread)
+            got = task.copy_distances(ex.ids)
+            assert got == true_distances(name, ex.ids) and len(got) == len(answer_runs(ex.mask))
+            assert got == task.copy_distances(ex.ids[:ex.ids.index(SEP) + 1] + ex.ids[ex.ids.index(SEP) + 1:])
+
+
+def test_uniform_examples_are_unchanged_by_the_spread_option():
+    """The kept runs' scores stay valid: without spread, the same seed gives the same example as before."""
+    assert tasks.passkey.generate(5, 40).ids[19:24] == [SEP, 8, 11, 3, 10]
+    assert tasks.mqar.generate(5, 40).ids[:6] == [PAD, 19, 36, 26, 64, 14]
+
+
+def test_a_passkey_is_placed_at_the_distance_asked():
+    for d in (4, 37, 100, 193):                            # 4: the key last; 193 = 200 - 7: the key first
+        ids = tasks.passkey.generate(0, 200, spread=[d, d + 1]).ids
+        assert ids.index(QRY) - (ids.index(SEP) + 1) == d and tasks.passkey.copy_distances(ids) == [d]
+
+
+def test_draw_distance_covers_the_bins_evenly():
+    r, edges = rng(0), [0, 4, 8, 16, 32]
+    got = [draw_distance(r, edges, 2, 20) for _ in range(4000)]
+    assert min(got) == 2 and max(got) == 20                # inside [lo, hi], both ends reached
+    counts = [sum(a <= d < b for d in got) for a, b in zip(edges, edges[1:])]
+    assert all(abs(c - 1000) < 120 for c in counts)        # four bins met, a quarter each
+
+
+@pytest.mark.parametrize("name", RETRIEVAL)
+def test_every_bin_is_filled_at_sixteen_l(name):
+    ids, mask = examples(tasks.get(name), 16 * L, 40, spread=distance_edges(L))
+    ds = [d for row in ids.tolist() for d in tasks.get(name).copy_distances(row)]
+    edges = distance_edges(L)
+    assert all(any(a <= d < b for d in ds) for a, b in zip(edges, edges[1:]))
+
+
+@pytest.mark.parametrize("name", RETRIEVAL)
+def test_a_perfect_copier_scores_100_in_every_bin_and_one_that_reaches_l_scores_0_past_it(name):
+    task = tasks.get(name)
+    for n in (L, 4 * L, 16 * L):
+        full = by_distance(Copier(task), task, n, L, samples=40)
+        short = by_distance(Copier(task, reach=L), task, n, L, samples=40)
+        assert [r["answers"] for r in full] == [r["answers"] for r in short]   # the same examples
+        assert sum(r["answers"] for r in full) > 0
+        for r, s in zip(full, short):
+            assert (r["lo"], r["hi"]) == (s["lo"], s["hi"]) and r["hi"] in DISTANCE_BINS
+            if r["answers"]:
+                assert r["exact"] == 1.0
+                assert s["exact"] == 0.0 if s["lo"] >= 1 else s["exact"] > 0
+                if name == "passkey" and s["hi"] <= 1:     # one answer per example: nothing borrowed from another
+                    assert s["exact"] == 1.0
+            else:
+                assert r["exact"] is None and (r["lo"] >= n / L or n == 16 * L and name == "mqar")
