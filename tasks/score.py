@@ -131,12 +131,18 @@ def by_distance(model, task, length, train_len, samples=SAMPLES, batch_tokens=BA
     return rows
 
 
-def score_distances(model, name, lengths, train_len, samples=SAMPLES, positions=None):
-    """by_distance's rows of task `name` at each length (a task with copy_distances)."""
+def distance_task(name):
+    """The task `name` if it has a key-query distance (copy_distances), else a one-line ValueError."""
     task = tasks.get(name)
     if not hasattr(task, "copy_distances"):
         raise ValueError(f"task {name} has no key-query distance; score by distance a retrieval task "
                          f"({', '.join(n for n, t in tasks.REGISTRY.items() if hasattr(t, 'copy_distances'))})")
+    return task
+
+
+def score_distances(model, name, lengths, train_len, samples=SAMPLES, positions=None):
+    """by_distance's rows of task `name` at each length (a task with copy_distances)."""
+    task = distance_task(name)
     return [r for n in lengths for r in by_distance(model, task, n, train_len, samples, positions=positions)]
 
 
@@ -190,6 +196,8 @@ def score_checkpoints(dirs, overrides=None, lengths=None, samples=SAMPLES, depth
         raise ValueError(f"these checkpoints were trained on different tasks ({', '.join(sorted(names))}); "
                          f"score one task at a time")
     train_len = models[0][3]
+    if distance:
+        distance_task(models[0][2])
     lengths = lengths or [k * train_len for k in MULTIPLES]
     out = {"task": models[0][2], "train_len": train_len, "overrides": overrides or {}, "samples": samples, "runs": {}}
     for d, model, name, _ in models:

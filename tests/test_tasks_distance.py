@@ -106,3 +106,57 @@ def test_a_perfect_copier_scores_100_in_every_bin_and_one_that_reaches_l_scores_
                     assert s["exact"] == 1.0
             else:
                 assert r["exact"] is None and (r["lo"] >= n / L or n == 16 * L and name == "mqar")
+
+
+def distance_run(task, enc, seed, at_l, bins=None):
+    """A fake comparison result: exact match at_l at L = 8, and distance rows {(length, lo, hi): (right, answers)}."""
+    rows = [dict(length=8, exact=at_l, token=at_l, samples=10)]
+    got = dict(task=task, encoding=enc, seed=seed, rows=rows, train_s=1.0, score_s=0.5)
+    if bins is not None:
+        got["distance"] = {"key": {}, "rows": [dict(length=n, lo=lo, hi=hi, answers=a, right=r,
+                                                     exact=r / a if a else None)
+                                                for (n, lo, hi), (r, a) in bins.items()]}
+    return got
+
+
+def test_the_distance_table_shows_learned_runs_with_a_t_interval_over_seeds(tmp_path):
+    from tasks import report
+    s1 = {(8, 0, 1): (10, 10), (8, 1, 2): (0, 0), (16, 0, 1): (8, 10), (16, 1, 2): (2, 10)}   # 90%, 20%
+    s2 = {(8, 0, 1): (10, 10), (8, 1, 2): (0, 0), (16, 0, 1): (10, 10), (16, 1, 2): (4, 10)}  # 100%, 40%
+    results = [distance_run("passkey", "a", 1, 1.0, s1), distance_run("passkey", "a", 2, 0.96, s2),
+               distance_run("passkey", "a", 3, 0.5, {k: (a, a) for k, (_, a) in s1.items()}),   # not learned: unused
+               distance_run("passkey", "b", 1, 0.2, s1), distance_run("passkey", "c", 1, 1.0),
+               distance_run("copy", "a", 1, 1.0)]
+    settings = dict(report_dir=str(tmp_path), lengths=[8, 16], seed_list=[1, 2, 3], samples=10, jobs=1, threads=1)
+    md = open(report.write_comparison(results, [], settings, 8, 60.0, "python compare.py x")).read()
+    section = md.split("## Retrieval by distance")[1].split("\n## ")[0]
+    assert "### copy" not in section and "|  | [0, L) | [L, 2L) |" in section
+    half = 12.706 * (50 ** 0.5) / 2 ** 0.5, 12.706 * (200 ** 0.5) / 2 ** 0.5   # t(0.975, 1) sd / sqrt(2)
+    assert (f"| a (2/3 seeds) | 95.0 [{95 - half[0]:.1f}, {95 + half[0]:.1f}] | "
+            f"30.0 [{30 - half[1]:.1f}, {30 + half[1]:.1f}] |") in section
+    assert "| a (2/3 seeds) | 20 | 10 |" in section                    # answers per run, lengths pooled
+    assert "Left out: b: not learned; c: not measured." in section
+    assert (tmp_path / "distance.png").exists() and "learned" in (tmp_path / "distance.csv").read_text()
+
+
+def test_evaluate_scores_a_task_checkpoint_by_distance(tmp_path):
+    import evaluate
+    from tests.inproc import run_train
+    args = ["configs/tasks/passkey.py", "--block_size=16", "--n_layer=1", "--n_head=2", "--n_embd=16",
+            "--batch_size=2", "--eval_interval=1", "--eval_iters=1", "--warmup_iters=0", "--max_iters=1",
+            "--device=cpu", f"--out_dir={tmp_path}"]
+    assert run_train(args) == 0
+    out = evaluate.main([str(tmp_path), "--lengths=16,64", "--samples=6", "--depths=0.5", "--distance=True"])
+    rows = out["runs"][str(tmp_path)]["distance"]
+    assert [(r["length"], r["lo"], r["hi"]) for r in rows] == [(n, a, b) for n in (16, 64)
+                                                                for a, b in zip(DISTANCE_BINS, DISTANCE_BINS[1:])]
+    assert sum(r["answers"] for r in rows) == 12                      # one answer per example and length
+    md = (tmp_path / "task_scores.md").read_text()
+    assert "## Retrieval by distance" in md and "| [0, L/4) |" in md and (tmp_path / "task_distance.csv").exists()
+
+
+def test_distance_refuses_a_task_without_one(tmp_path, capsys):
+    from tasks.score import distance_task
+    with pytest.raises(ValueError, match="task copy has no key-query distance; score by distance a retrieval task "
+                                         r"\(passkey, mqar\)"):
+        distance_task("copy")
