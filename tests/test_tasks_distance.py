@@ -1,5 +1,8 @@
 """Retrieval by key-query distance (tasks/score.py by_distance): the recorded distance is the real one, examples
 cover the bins they are asked for, and stub models that copy from their input score what their reach allows."""
+import json
+import shutil
+
 import pytest
 import torch
 
@@ -135,6 +138,8 @@ def test_the_distance_table_shows_learned_runs_with_a_t_interval_over_seeds(tmp_
     assert (f"| a (2/3 seeds) | 95.0 [{95 - half[0]:.1f}, {95 + half[0]:.1f}] | "
             f"30.0 [{30 - half[1]:.1f}, {30 + half[1]:.1f}] |") in section
     assert "| a (2/3 seeds) | 20 | 10 |" in section                    # answers per run, lengths pooled
+    assert "| a at 8 | 100.0 [100.0, 100.0] · 10 | — |" in section      # per length: no answer in [L, 2L) at L
+    assert f"| a at 16 | 90.0 [{90 - half[0] * 2:.1f}, {90 + half[0] * 2:.1f}] · 10 | 30.0 [" in section
     assert "Left out: b: not learned; c: not measured." in section
     assert (tmp_path / "distance.png").exists() and "learned" in (tmp_path / "distance.csv").read_text()
 
@@ -160,3 +165,35 @@ def test_distance_refuses_a_task_without_one(tmp_path, capsys):
     with pytest.raises(ValueError, match="task copy has no key-query distance; score by distance a retrieval task "
                                          r"\(passkey, mqar\)"):
         distance_task("copy")
+
+
+TINY = ["configs/tasks/distance.py", "--task_recipes={}", "--block_size=12", "--n_layer=1", "--n_head=2",
+        "--n_embd=16", "--batch_size=8", "--max_iters=2", "--lr_decay_iters=2", "--warmup_iters=1",
+        "--eval_interval=2", "--eval_iters=1", "--device=cpu", "--seeds=1", "--jobs=1", "--threads=1", "--samples=4",
+        "--multiples=1,4", "--encodings=rope", "--tasks=passkey,copy"]
+
+
+@pytest.mark.slow
+def test_kept_runs_are_scored_by_distance_from_their_checkpoints_or_said_not_measured(tmp_path, monkeypatch):
+    """configs/tasks/distance.py end to end at tiny size: runs kept without the distance scoring stay valid; turning
+    it on scores them from their checkpoints (nothing trained again), and without a checkpoint says so."""
+    import compare
+    from tasks import report
+    monkeypatch.setattr(report, "MASTERY", 0.0)   # 2 iterations learn nothing; count every run as learned
+    out, rep, bare = tmp_path / "out", tmp_path / "report", tmp_path / "bare"
+    compare.main([*TINY, "--task_distance=False", f"--out_root={out}", f"--report_dir={rep}"])
+    kept = rep / "runs" / "passkey-rope-s1337" / "result.json"
+    assert "distance" not in json.loads(kept.read_text())["value"]
+    shutil.copytree(rep, bare)
+    ckpt = (out / "passkey" / "rope-s1337" / "ckpt.pt").stat().st_mtime_ns
+    compare.main([*TINY, f"--out_root={out}", f"--report_dir={rep}"])
+    assert (out / "passkey" / "rope-s1337" / "ckpt.pt").stat().st_mtime_ns == ckpt        # not trained again
+    got = json.loads(kept.read_text())["value"]["distance"]
+    assert got["key"]["bins"] == list(DISTANCE_BINS) and {r["length"] for r in got["rows"]} == {12, 48}
+    assert "distance" not in json.loads((rep / "runs" / "copy-rope-s1337" / "result.json").read_text())["value"]
+    md = (rep / "report.md").read_text().split("## Retrieval by distance")[1]
+    assert "### passkey" in md and "| rope (1/1 seeds) |" in md and "### copy" not in md
+    shutil.rmtree(out)                                                    # another machine: the kept runs alone
+    compare.main([*TINY, f"--out_root={out}", f"--report_dir={bare}"])
+    assert not (out / "passkey" / "rope-s1337" / "ckpt.pt").exists()
+    assert "Left out: rope: not measured." in (bare / "report.md").read_text()
