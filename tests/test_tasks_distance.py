@@ -197,3 +197,27 @@ def test_kept_runs_are_scored_by_distance_from_their_checkpoints_or_said_not_mea
     compare.main([*TINY, f"--out_root={out}", f"--report_dir={bare}"])
     assert not (out / "passkey" / "rope-s1337" / "ckpt.pt").exists()
     assert "Left out: rope: not measured." in (bare / "report.md").read_text()
+
+
+def test_the_distance_config_runs_are_the_full_suites_kept_runs():
+    """configs/tasks/distance.py: passkey and mqar x none, rope, alibi, t5, learned x 3 seeds on the tasks' own
+    recipes, distance scoring on; each of its runs is one the full suite keeps in reports/tasks-suite under the
+    same key, so pointing it there scores those runs (from their checkpoints) instead of training them again."""
+    import compare
+    from measure import kept
+    settings, train_keys, cfg = compare.parse(["configs/tasks/distance.py", "--report_dir=reports/tasks-suite"])
+    runs = compare.plan(settings, train_keys)
+    assert settings["task_distance"] and len(runs) == 30 and settings["seed_list"] == [1337, 1338, 1339]
+    assert {(r["task"], r["encoding"]) for r in runs} == {(t, e) for t in ("passkey", "mqar")
+                                                          for e in ("none", "rope", "alibi", "t5", "learned")}
+    assert all(r["iters"] == {"passkey": 2500, "mqar": 8000}[r["task"]] for r in runs)
+    for r in runs:
+        assert kept.load(kept.folder(settings["report_dir"], r["tag"]), compare.kept_key(r, settings, train_keys, cfg),
+                         compare.NOT_MEASURED) is not None, r["tag"]
+
+
+def test_task_distance_is_refused_outside_the_task_suite(capsys):
+    import compare
+    from training.config import ConfigError
+    with pytest.raises(ConfigError, match="task_distance is the task suite's"):
+        compare.parse(["configs/compare_cpu.py", "--task_distance=True"])
