@@ -80,6 +80,7 @@ DEFAULTS = {   # compare.py's own keys; every other key is a training key (train
     "multiples": [1, 2, 4, 8, 16],    # tasks: scored lengths, in units of block_size (1 needed: the mastery filter)
     "finetune_steps": [],             # tasks (passkey): PI's Table 4, the fine-tune at finetune_factor x L scored
                                       # after each of these steps, e.g. [25, 50, 100, 200, 400]
+    "task_distance": False,           # tasks (passkey, mqar): also exact match by key-query distance, in bins of L
 }
 SUITES = {"lm": lm_suite, "tasks": task_suite}   # each: OUT_ROOT, check, measure, complete, result, report
 USAGE = "python compare.py CONFIG_FILE [--key=value ...]   (config files and keys apply in order)"
@@ -104,6 +105,9 @@ def parse(argv):
     if settings["finetune_steps"] and settings["suite"] != "tasks":
         raise ConfigError("finetune_steps is the task suite's (PI's Table 4); the lm suite fine-tunes with "
                           "finetune_iters")
+    if settings["task_distance"] and settings["suite"] != "tasks":
+        raise ConfigError("task_distance is the task suite's (retrieval by key-query distance on passkey and mqar); "
+                          "the lm suite's is retrieval_probe")
     cfg = make_config(train_keys)  # every training key checked before anything runs
     settings["out_root"] = settings["out_root"] or SUITES[settings["suite"]].OUT_ROOT
     settings["report_dir"] = settings["report_dir"] or os.path.join(settings["out_root"], "report")
@@ -139,7 +143,8 @@ def names(settings):
 # recipe are in its training keys). Every other key is in the kept runs' key, so a key added to DEFAULTS must come
 # here unless it does (else every kept run stops matching); kept.load leaves these out of a kept run's settings.
 # The retrieval probe's keys (probe.KEYS) are kept with its rows instead (comparison/probe.py), so that turning it on
-# measures the kept runs' probe from their checkpoints rather than training them again
+# measures the kept runs' probe from their checkpoints rather than training them again; so are the task suite's
+# retrieval-by-distance keys (task_suite.DISTANCE_KEYS)
 NOT_MEASURED = ("encodings", "only", "seeds", "out_root", "report_dir", "jobs", "threads", "plots", "eval_device",
                 "eval_dtype", "kept_only", "task_recipes", "tasks", "variants")
 
@@ -147,7 +152,7 @@ NOT_MEASURED = ("encodings", "only", "seeds", "out_root", "report_dir", "jobs", 
 def kept_key(run, settings, train_keys, cfg):
     """What a kept result of `run` must have been made with: the comparison's measuring keys, the run's training
     keys (those that change what is trained) and its iterations."""
-    own = {k: settings[k] for k in DEFAULTS if k not in NOT_MEASURED + probe.KEYS}
+    own = {k: settings[k] for k in DEFAULTS if k not in NOT_MEASURED + probe.KEYS + task_suite.DISTANCE_KEYS}
     trained = {k: v for k, v in dict(train_keys, **run["keys"]).items() if k not in NOT_COMPARED}
     return dict(own, trained=trained, seed=run["seed"], iters=run["iters"], targets=evaluation.TARGETS)
 

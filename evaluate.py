@@ -7,6 +7,7 @@ method: Press et al. 2022, "Train Short, Test Long", https://arxiv.org/abs/2108.
     python evaluate.py out-alibi --window=64 --sinks=4 --report_dir=reports
     python evaluate.py out-task-copy --samples=100               # a task checkpoint: accuracy
     python evaluate.py out-task-passkey --depths=0,0.5,1         # passkey: also length x depth
+    python evaluate.py out-task-mqar --distance=True             # passkey, mqar: also by key-query distance
     python evaluate.py out-code --documents=200                  # per document: the first L tokens of each
     python evaluate.py out-code --data=my_src/ --documents=100   # your files, with the checkpoint's tokenizer
     python evaluate.py out-rope out-alibi --retrieval_probe=True    # is a span d tokens back used? d = L/4 .. 16L
@@ -46,6 +47,7 @@ OPTIONS = {
     "threads": 0,                     # CPU threads; 0: one per core that other work leaves idle
     "samples": task_score.SAMPLES,    # task checkpoints: examples scored per point
     "depths": list(task_score.DEPTHS),  # passkey checkpoints: where the key sits, 0 (start) to 1 (end)
+    "distance": False,                # passkey, mqar checkpoints: also exact match by key-query distance (bins of L)
     "documents": 0,                   # score per document: the first L tokens of at most N documents; 0: off
     "data": "",                       # files/folders to score instead (one document each, the checkpoint's tokenizer)
     "retrieval_probe": [],            # probe distances in units of L (True: L/4 .. 16L); writes retrieval_probe.*
@@ -148,6 +150,9 @@ def main(argv):
         on_task = [bool(c["config"].get("task")) for c in ckpts.values()]
         if any(on_task) and not all(on_task):
             raise ConfigError("give task checkpoints (train.py --task=...) or dataset checkpoints, not both")
+        if opts["distance"] and not all(on_task):
+            raise ConfigError("--distance scores task checkpoints (passkey, mqar) by key-query distance; for a "
+                              "dataset checkpoint use --retrieval_probe=True")
         report_dir = opts["report_dir"] or out_dirs[0]
         paths = [os.path.join(report_dir, "task_scores.md")] if all(on_task) else report_paths(report_dir).values()
         earlier = [p for p in paths if os.path.exists(p)]
@@ -160,7 +165,7 @@ def main(argv):
             if len(methods) > 1:
                 raise ConfigError("task checkpoints are scored with one setting at a time: give one --rope_scaling")
             out = task_score.score_checkpoints(list(ckpts), methods[0], opts["lengths"], opts["samples"],
-                                               opts["depths"], device, ckpts)
+                                               opts["depths"], device, ckpts, opts["distance"])
             print(f"wrote {task_report.write_scores(out, report_dir)}")
             return out
         check(ckpts, methods)

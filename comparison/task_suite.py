@@ -1,11 +1,14 @@
 """The comparison's "tasks" suite: exact-match accuracy against length on tasks/ (tasks/score.py) of each run,
 PI's Table 4 with finetune_steps (an effective window after each fine-tune step, comparison/finetune.py), and
-the report (tasks/report.py). The suite interface compare.py calls: OUT_ROOT, check, measure, result, report."""
+retrieval by key-query distance with task_distance (tasks/score.py score_distances, kept apart from the kept key as
+the lm suite's probe is, so that the runs kept before it stay valid: a kept run is scored by distance from its
+checkpoint where that is on this machine, else reported "not measured"), and the report (tasks/report.py). The suite
+interface compare.py calls: OUT_ROOT, check, measure, complete, result, report."""
 import os
 import time
 
 import tasks
-from measure import compare_report
+from measure import compare_report, kept
 from tasks import report as task_report, score
 from training import checkpoint
 from training.config import ConfigError
@@ -13,6 +16,7 @@ from comparison.finetune import finetune, finetune_methods, finetune_scaling
 from comparison.runs import PER_RUN, cached, check_over, train
 
 OUT_ROOT = "out-tasks"   # the runs' folder unless out_root says
+DISTANCE_KEYS = ("task_distance",)   # compare keys of the retrieval by distance alone
 
 
 def check(settings, train_keys, cfg):
@@ -56,6 +60,30 @@ def task_scores(run_dir, settings, overrides=None, name="task_scores.json"):
     return cached(os.path.join(run_dir, name), key, score_run)[0]
 
 
+def distance_key(settings):
+    """What a run's distance rows are made with: the examples (samples, lengths) and the bins."""
+    return dict(samples=settings["samples"], lengths=settings["lengths"], bins=list(score.DISTANCE_BINS))
+
+
+def scores_distance(run, settings):
+    """Whether this call scores `run` by distance: task_distance on, and a retrieval task."""
+    return settings["task_distance"] and hasattr(tasks.get(run["task"]), "copy_distances")
+
+
+def task_distance(run, settings):
+    """{"key", "rows"}: score.score_distances of the checkpoint in the run's folder; cached in
+    <run>/task_distance.json."""
+    ckpt = checkpoint.load(run["dir"])
+    key = dict(distance_key(settings), iter_num=ckpt["iter_num"])
+
+    def score_run():
+        model, name, train_len = score.load_task_model(run["dir"], ckpt=ckpt)
+        return score.score_distances(model, name, settings["lengths"], train_len, settings["samples"],
+                                     score.scoring_positions(ckpt["config"]))
+    rows = cached(os.path.join(run["dir"], "task_distance.json"), key, score_run)[0]
+    return dict(key=distance_key(settings), rows=rows)
+
+
 def task_windows(run, settings, train_keys, cfg):
     """PI's Table 4 for one passkey run: [{method, steps, effective_window}], steps 0 the run with the method's
     scaling, then its fine-tune at finetune_len after each of finetune_steps."""
@@ -83,12 +111,20 @@ def measure(run, settings, train_keys, cfg):
                                        for x in scored["rows"])
           + f" ({train_s:.0f}s train, {scored.get('score_s', 0):.0f}s score)", flush=True)
     windows = task_windows(run, settings, train_keys, cfg) if settings["finetune_steps"] else []
-    return dict(scored, train_s=train_s, windows=windows)
+    got = dict(scored, train_s=train_s, windows=windows)
+    return dict(got, distance=task_distance(run, settings)) if scores_distance(run, settings) else got
 
 
 def complete(run, got, settings, cfg):
-    """(a kept result, False): the task suite measures nothing apart from its kept key."""
-    return got, False
+    """(a kept result with the retrieval by distance this call asks for, whether it changed): scored from the run's
+    checkpoint where the kept one is missing or of other keys and the checkpoint here is the kept run's (its
+    iterations); else left out ("not measured"). Without task_distance, none is reported."""
+    have = got.get("distance") or {}
+    if scores_distance(run, settings) and have.get("key") == kept.as_json(distance_key(settings)):
+        return got, False
+    if scores_distance(run, settings) and run["done"] == run["iters"]:
+        return dict(got, distance=task_distance(run, settings)), True
+    return {k: v for k, v in got.items() if k != "distance"}, False
 
 
 def result(run, got, where):

@@ -52,3 +52,27 @@ def assemble(length, question, answer):
 def strip_pad(ids):
     """The sequence without its leading PAD tokens."""
     return list(itertools.dropwhile(lambda t: t == PAD, ids))
+
+
+def draw_distance(r, edges, lo, hi):
+    """A distance in [lo, hi] drawn so that the bins [edges[i], edges[i+1]) are covered evenly: one of the bins that
+    meet [lo, hi] uniformly, then a distance uniformly in their common part (distance-binned scoring: tasks/score.py);
+    hi itself where no bin meets it."""
+    bins = [(max(a, lo), min(b - 1, hi)) for a, b in zip(edges, edges[1:]) if a <= hi and b - 1 >= lo]
+    if not bins:
+        return hi
+    a, b = bins[r.randrange(len(bins))]
+    return r.randint(a, b)
+
+
+def answer_runs(mask):
+    """[(start, end)] of each answer: a maximal run of consecutive answer tokens of the mask."""
+    runs, start = [], None
+    for i, m in enumerate(list(mask) + [False]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            runs.append((start, i))
+            start = None
+    return runs
+

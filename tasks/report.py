@@ -9,6 +9,9 @@ ranking follows Kazemnejad et al. 2023 (https://arxiv.org/abs/2305.19466, figure
 task the encodings are ranked by exact-match accuracy averaged over the lengths past the
 training length (the mean over the learned seeds; tied encodings share the mean of their
 ranks' reciprocals), and an encoding's MRR is the mean of 1/rank over the tasks where it is ranked.
+Retrieval by distance (the retrieval tasks scored with distance=True, tasks/score.py by_distance): per task and
+encoding, exact match in each bin of key-query distance (every scored length pooled), the mean over the learned
+seeds with Student's t interval over them (measure.stats.t_interval), and the answers scored per run.
 """
 import json
 import math
@@ -16,8 +19,9 @@ import os
 
 from measure.compare_report import plot_by_length
 from measure.encoding_plots import figure, save
-from measure.stats import reciprocal_ranks
+from measure.stats import reciprocal_ranks, t_interval
 from measure.tables import fmt, md_table, mean_std, palette, write_csv
+from tasks.registry import get
 from tasks.score import effective_window
 
 import matplotlib.pyplot as plt  # noqa: E402  (after encoding_plots, which picks the Agg backend)
@@ -130,6 +134,105 @@ def ranking(results, task_names, encs, train_len):
     return md
 
 
+def bin_label(lo, hi):
+    """"[L/4, L/2)" for the bin [0.25 L, 0.5 L) of distances."""
+    def unit(b):
+        return "0" if b == 0 else "L" if b == 1 else f"{b:g}L" if b > 1 else f"L/{1 / b:g}"
+    return f"[{unit(lo)}, {unit(hi)})"
+
+
+def pooled(rows):
+    """{(lo, hi): (right, answers)} of by_distance's rows, summed over their lengths, bins in order."""
+    out = {}
+    for r in rows:
+        right, answers = out.get((r["lo"], r["hi"]), (0, 0))
+        out[r["lo"], r["hi"]] = (right + r["right"], answers + r["answers"])
+    return out
+
+
+def exact_cell(values):
+    """Exact match (%) over seeds: "mean [t interval]", the mean alone with one seed, "—" with none."""
+    if not values:
+        return "—"
+    mean, lo, hi = t_interval([100 * v for v in values])
+    return f"{mean:.1f}" + ("" if math.isnan(lo) else f" [{lo:.1f}, {hi:.1f}]")
+
+
+def answers_cell(counts):
+    """Answers scored per run in a bin: one number, or the range where the runs differ."""
+    return "—" if not counts else str(min(counts)) if min(counts) == max(counts) else f"{min(counts)}-{max(counts)}"
+
+
+def distance_tables(pools, bins, counts_apart=True):
+    """Markdown of one task: pools {label: [per seed: pooled()]}, one row per label and one column per bin; exact
+    match with its interval, then the answers per run (counts_apart), else each cell's answers per run in it."""
+    head = ["", *(bin_label(*b) for b in bins)]
+
+    def cells(seeds, b):
+        counts = [p.get(b, (0, 0))[1] for p in seeds if p.get(b, (0, 0))[1]]
+        exact = exact_cell([p[b][0] / p[b][1] for p in seeds if p.get(b, (0, 0))[1]])
+        both = exact if counts_apart or not counts else f"{exact} · {answers_cell(counts)}"
+        return exact, both, answers_cell(counts)
+    grid = {label: [cells(seeds, b) for b in bins] for label, seeds in pools.items()}
+    if not counts_apart:
+        return ["Exact match (%), mean [95% t interval] over the learned seeds · answers scored per run:", "",
+                *md_table(head, [[label] + [c[1] for c in row] for label, row in grid.items()])]
+    return ["Exact match (%), mean [95% t interval] over the learned seeds:", "",
+            *md_table(head, [[label] + [c[0] for c in row] for label, row in grid.items()]), "",
+            "Answers scored per run (each run scores the same examples; fewer past a position table):", "",
+            *md_table(head, [[label] + [c[2] for c in row] for label, row in grid.items()])]
+
+
+def retrieval_by_distance(results, out, task_names, encs, train_len, asked=False):
+    """The report's "Retrieval by distance" section and distance.csv / distance.png from the runs scored by
+    distance (asked: the call's task_distance, which also reports runs not scored); [] when none was and none was
+    asked. Runs not learned at L are left out."""
+    rows = [dict(task=r["task"], encoding=r["encoding"], seed=r["seed"], learned=learned(r["rows"], train_len), **x)
+            for r in results for x in (r.get("distance") or {}).get("rows", [])]
+    if not rows and not asked:
+        return []
+    write_csv(os.path.join(out, "distance.csv"), rows, empty=("task",))
+    md = ["", "## Retrieval by distance", "",
+          f"Does an encoding use the context past L = {train_len}? Exact match of each answer by the distance from "
+          f"the value it copies to the token that predicts it (tasks/score.py `by_distance`; a model reading only "
+          f"its last w tokens reaches distances < w), on examples whose distances are drawn to cover the bins evenly, "
+          f"every scored length pooled (per length: distance.csv). Only runs learned at L (exact match >= "
+          f"{MASTERY:.0%}) are shown; 'not learned': none was, 'not measured': no run was scored by distance.", ""]
+    panels, labels = {}, []
+    for t in [t for t in task_names if any(x["task"] == t for x in rows)
+              or asked and hasattr(get(t), "copy_distances")]:
+        bins = list(dict.fromkeys((x["lo"], x["hi"]) for x in rows if x["task"] == t))
+        pools, chosen, note = {}, {}, []
+        for e in encs:
+            every = [r for r in results if r["task"] == t and r["encoding"] == e]
+            scored = [r for r in every if r.get("distance")]
+            ok = [r for r in scored if learned(r["rows"], train_len)]
+            if ok:
+                chosen[f"{e} ({len(ok)}/{len(every)} seeds)"] = ok
+                pools[f"{e} ({len(ok)}/{len(every)} seeds)"] = [pooled(r["distance"]["rows"]) for r in ok]
+            elif scored:
+                note.append(f"{e}: not learned")
+            if len(scored) < len(every):
+                note.append(f"{e}: {'' if not scored else f'{len(every) - len(scored)} run(s) '}not measured")
+        shown = distance_tables(pools, bins) if pools else []
+        lengths = sorted({x["length"] for x in rows if x["task"] == t})
+        by_length = {f"{label.split(' (')[0]} at {n}": [pooled([x for x in r["distance"]["rows"] if x["length"] == n])
+                                                         for r in runs]
+                     for label, runs in chosen.items() for n in lengths}
+        shown += ["", "By scored length (the key near the query in a long sequence: bins below L at long lengths):",
+                  "", *distance_tables(by_length, bins, counts_apart=False)] if pools else []
+        md += [f"### {t}", "", *shown] + ([""] if shown and note else []) + (
+            ["Left out: " + "; ".join(note) + "."] if note else []) + [""]
+        panels[t] = {label: [mean_std([p[b][0] / p[b][1] for p in seeds if p.get(b, (0, 0))[1]])[0] for b in bins]
+                     for label, seeds in pools.items()}
+        labels = [bin_label(*b) for b in bins] if pools else labels   # the same bins in every task
+    if any(panels.values()):
+        plot_heatmap(os.path.join(out, "distance.png"), {t: p for t, p in panels.items() if p}, labels,
+                     "exact match by key-query distance (learned runs)")
+        md += ["![distance](distance.png)", ""]
+    return md + ["Data: [distance.csv](distance.csv)."]
+
+
 def plot_windows(path, cells, steps, lengths, train_len, finetune_len):
     """cells: {label: [per step: the seeds' effective windows]}: mean ± sd against fine-tuning steps."""
     with figure(path, (7.5, 4), xlabel="fine-tuning steps", ylabel="effective context window (tokens)",
@@ -203,6 +306,7 @@ def write_comparison(results, failed, settings, train_len, wall_s, command):
     if failed:
         md += ["Failed runs: " + "; ".join(f"{run['tag']}: {msg}" for run, msg in failed), ""]
     md += ranking(results, task_names, encs, train_len)
+    md += retrieval_by_distance(results, out, task_names, encs, train_len, settings.get("task_distance", False))
     md += windows(results, out, train_len, settings.get("finetune_len", 0), lengths)
     panels = {}
     for t in task_names:
@@ -249,6 +353,15 @@ def write_scores(out, report_dir):
                                        for n in lengths] for dp in depths}
             plot_heatmap(gpath + ".png", {d: panel}, lengths, "passkey retrieval, length x depth")
             md += [f"![grid]({os.path.basename(gpath)}.png)"]
+    scored = {f"{d} ({run['encoding']})": [pooled(run["distance"])]
+              for d, run in out["runs"].items() if "distance" in run}
+    if scored:
+        dist = [dict(out_dir=d, encoding=run["encoding"], **r) for d, run in out["runs"].items()
+                for r in run.get("distance", [])]
+        write_csv(os.path.join(report_dir, "task_distance.csv"), dist)
+        md += ["", f"## Retrieval by distance (training length L = {out['train_len']}, every length pooled; per "
+               f"length: task_distance.csv)", "", *distance_tables(scored, list(dict.fromkeys(
+                   (r["lo"], r["hi"]) for r in dist)))]
     with open(path + ".md", "w") as f:
         f.write("\n".join(md) + "\n")
     return path + ".md"

@@ -1,7 +1,9 @@
 """Scoring a model trained on a task: exact-match accuracy (the whole answer right) and per-token
 accuracy against length, from 1x to 16x the training length, decoding each answer token greedily
 through the KV cache; for passkey also a (length x depth) grid and the effective context window of
-Chen et al. 2023 (PI, https://arxiv.org/abs/2306.15595, section 3.2). Every point scores the same
+Chen et al. 2023 (PI, https://arxiv.org/abs/2306.15595, section 3.2), and for the retrieval tasks (those with
+copy_distances: passkey, mqar) with distance=True exact match by the distance from the key to its query, in bins of
+L (score_distances), on examples drawn to cover the bins evenly. Every point scores the same
 `samples` examples, from seeds never drawn in training; an encoding with a position table gets None
 past it (docs/tasks.md). evaluate.py and compare.py call score_checkpoints.
 """
@@ -11,6 +13,7 @@ from measure.progress import Progress
 from training import sampling
 from training import checkpoint
 import tasks
+from tasks.common import answer_runs
 from tasks.data import places_of
 
 MULTIPLES = (1, 2, 4, 8, 16)          # default lengths, in units of the training length
@@ -19,6 +22,7 @@ DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)  # passkey grid: where the key sits in the 
 BATCH_TOKENS = 16384                  # bounds the memory of long lengths
 SEED_BASE = 1 << 64                   # scoring seeds lie above every training seed (< 2**63 + 1)
 PI_THRESHOLD = 0.2                    # PI's effective window: retrieval >= 20% at every distance up to k
+DISTANCE_BINS = (0, 0.25, 0.5, 1, 2, 4, 8, 16)   # retrieval by distance: bin edges, in units of L
 
 
 def load_task_model(out_dir, overrides=None, device="cpu", ckpt=None):
@@ -76,20 +80,70 @@ def fits(model, length):
     return limit is None or length - 1 <= limit
 
 
+def decoded_right(model, task, ids, mask, batch_tokens=BATCH_TOKENS, positions=None):
+    """(samples, answer tokens) bool: whether greedy decoding got each answer token of ids (samples, n) right."""
+    samples, length = ids.shape
+    device = next(model.parameters()).device
+    per = max(1, batch_tokens // length)
+    pos = [None if positions is None else positions(length, b).to(device) for b in range(0, samples, per)]
+    places = places_of(task.places, ids).to(device) if hasattr(task, "places") else None   # from the questions
+    return torch.cat([greedy(model, ids[b:b + per].to(device), mask.to(device), p,
+                             None if places is None else places[b:b + per])[:, mask].cpu() == ids[b:b + per, mask]
+                      for b, p in zip(range(0, samples, per), pos)])                    # (samples, answer)
+
+
 def accuracy(model, task, length, samples=SAMPLES, batch_tokens=BATCH_TOKENS, positions=None, **kw):
     """(exact, per_token) accuracy at one length; (None, None) past a position table. positions:
     scoring_positions' function, or None."""
     if not fits(model, length):
         return None, None
     ids, mask = examples(task, length, samples, **kw)
-    device = next(model.parameters()).device
-    per = max(1, batch_tokens // length)
-    pos = [None if positions is None else positions(length, b).to(device) for b in range(0, samples, per)]
-    places = places_of(task.places, ids).to(device) if hasattr(task, "places") else None   # from the questions
-    right = torch.cat([greedy(model, ids[b:b + per].to(device), mask.to(device), p,
-                              None if places is None else places[b:b + per])[:, mask].cpu() == ids[b:b + per, mask]
-                       for b, p in zip(range(0, samples, per), pos)])                    # (samples, answer)
+    right = decoded_right(model, task, ids, mask, batch_tokens, positions)
     return right.all(1).float().mean().item(), right.float().mean().item()
+
+
+def distance_edges(train_len, bins=DISTANCE_BINS):
+    """The bins' edges in tokens for training length train_len."""
+    return [round(b * train_len) for b in bins]
+
+
+def by_distance(model, task, length, train_len, samples=SAMPLES, batch_tokens=BATCH_TOKENS, positions=None,
+                bins=DISTANCE_BINS):
+    """Rows {length, lo, hi, answers, right, exact} at one length, one a bin [lo L, hi L) of copy distance
+    (task.copy_distances, one per answer): the answers scored in the bin, those right in every token, their
+    fraction (None without answers, and at every bin past a position table). The examples' distances are drawn
+    to cover the bins evenly (the tasks' generate(..., spread=edges))."""
+    edges = distance_edges(train_len, bins)
+    rows = [dict(length=length, lo=a, hi=b, answers=0, right=0, exact=None) for a, b in zip(bins, bins[1:])]
+    if not fits(model, length):
+        return rows
+    ids, mask = examples(task, length, samples, spread=edges)
+    right = decoded_right(model, task, ids, mask, batch_tokens, positions)
+    cols = (torch.cumsum(mask.long(), 0) - 1).tolist()   # an answer token's column in right
+    for i, row in enumerate(ids.tolist()):
+        for (start, end), d in zip(answer_runs(mask.tolist()), task.copy_distances(row)):
+            k = sum(d >= e for e in edges[1:])           # d in [edges[k], edges[k + 1])
+            if k < len(rows):
+                rows[k]["answers"] += 1
+                rows[k]["right"] += int(right[i, cols[start]:cols[end - 1] + 1].all())
+    for r in rows:
+        r["exact"] = r["right"] / r["answers"] if r["answers"] else None
+    return rows
+
+
+def distance_task(name):
+    """The task `name` if it has a key-query distance (copy_distances), else a one-line ValueError."""
+    task = tasks.get(name)
+    if not hasattr(task, "copy_distances"):
+        raise ValueError(f"task {name} has no key-query distance; score by distance a retrieval task "
+                         f"({', '.join(n for n, t in tasks.REGISTRY.items() if hasattr(t, 'copy_distances'))})")
+    return task
+
+
+def score_distances(model, name, lengths, train_len, samples=SAMPLES, positions=None):
+    """by_distance's rows of task `name` at each length (a task with copy_distances)."""
+    task = distance_task(name)
+    return [r for n in lengths for r in by_distance(model, task, n, train_len, samples, positions=positions)]
 
 
 def score_lengths(model, name, lengths, samples=SAMPLES, positions=None):
@@ -129,11 +183,12 @@ def effective_window(grid):
     return k
 
 
-def score_checkpoints(dirs, overrides=None, lengths=None, samples=SAMPLES, depths=DEPTHS, device="cpu", ckpts=None):
-    """{task, train_len, overrides, samples, runs: {dir: {encoding, rows[, grid, effective_window]}}}
+def score_checkpoints(dirs, overrides=None, lengths=None, samples=SAMPLES, depths=DEPTHS, device="cpu", ckpts=None,
+                      distance=False):
+    """{task, train_len, overrides, samples, runs: {dir: {encoding, rows[, grid, effective_window][, distance]}}}
     for checkpoints of one task, scored at `lengths` (default MULTIPLES x the training length);
-    passkey also on the (length x depth) grid, each on the positions it was trained on (scoring_positions).
-    Prints one line per checkpoint."""
+    passkey also on the (length x depth) grid, each on the positions it was trained on (scoring_positions);
+    distance: also score_distances' rows. Prints one line per checkpoint."""
     ckpts = {d: (ckpts or {}).get(d) or checkpoint.load(d) for d in dirs}
     models = [(d, *load_task_model(d, overrides, device, ckpts[d])) for d in dirs]
     names = {name for _, _, name, _ in models}
@@ -141,6 +196,8 @@ def score_checkpoints(dirs, overrides=None, lengths=None, samples=SAMPLES, depth
         raise ValueError(f"these checkpoints were trained on different tasks ({', '.join(sorted(names))}); "
                          f"score one task at a time")
     train_len = models[0][3]
+    if distance:
+        distance_task(models[0][2])
     lengths = lengths or [k * train_len for k in MULTIPLES]
     out = {"task": models[0][2], "train_len": train_len, "overrides": overrides or {}, "samples": samples, "runs": {}}
     for d, model, name, _ in models:
@@ -150,6 +207,8 @@ def score_checkpoints(dirs, overrides=None, lengths=None, samples=SAMPLES, depth
         if name == "passkey":
             run["grid"] = passkey_grid(model, lengths, depths, samples, positions)
             run["effective_window"] = effective_window(run["grid"])
+        if distance:
+            run["distance"] = score_distances(model, name, lengths, train_len, samples, positions)
         out["runs"][d] = run
         print(f"{d} ({model.pos_name}, {name}): " + ", ".join(
             f"{r['length']}: {'n/a' if r['exact'] is None else format(r['exact'], '.0%')}" for r in rows)

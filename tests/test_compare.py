@@ -343,7 +343,7 @@ def test_a_run_kept_by_a_call_over_fewer_tasks_is_taken_by_the_whole_suite(tmp_p
 
 
 @pytest.mark.parametrize("config", sorted(glob.glob(os.path.join(ROOT, "configs", "compare*.py")) + [
-    os.path.join(ROOT, "configs", "tasks", f"{n}.py") for n in ("quick", "compare", "passkey_pi", "grid_compare")]))
+    os.path.join(ROOT, "configs", "tasks", f"{n}.py") for n in ("quick", "compare", "passkey_pi", "grid_compare", "distance")]))
 def test_every_comparison_config_parses(config):
     """Each config file that compare.py is documented with is accepted whole, variants' encoding settings
     (grid_width of configs/tasks/grid_compare.py) included."""
