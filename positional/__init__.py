@@ -38,6 +38,7 @@ from .rope_learned_freq import RoPELearnedFreq
 from .rnn import RNN
 from .shaw import Shaw
 from .sinusoidal import Sinusoidal
+from .stick_breaking import StickBreaking
 from .string_rope import STRING
 from .t5 import T5Bias
 from .transformer_xl import TransformerXL
@@ -102,6 +103,7 @@ REGISTRY = Registry({
     "comrope": ComRoPE,
     "abacus": Abacus,
     "coupling": Coupling,
+    "stick_breaking": StickBreaking,
 })
 REGISTRY["rope+alibi"] = REGISTRY["rope+alibi"]   # the hybrid the comparison runs; any "a+b" works
 # rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)

@@ -128,6 +128,11 @@ class Ctx:
         probs = torch.softmax(scores.masked_fill(~self.visible(), float("-inf")).float(), -1).to(v.dtype)
         return probs @ v, probs
 
+    def drop(self, weights):
+        """Attention weights (B, H, Tq, Tk) an encoding formed without softmax() (stick-breaking's), with the
+        forward's attention dropout: none on a bare Ctx (AttentionPlan applies its own)."""
+        return weights
+
     def kept(self, owner, name, make, dim=0):
         """What `owner` keeps in the cache for the positions in play: make(a, b) gives its rows a..b-1
         (along dim), made for n_positions at first and grown by doubling when a generation passes them."""
