@@ -30,6 +30,7 @@ from .learned import Learned
 from .multiplicative import Multiplicative
 from .nope import NoPE
 from .p_rope import PRoPE
+from .path import PaTH
 from .rerope import LeakyReRoPE, ReRoPE
 from .resonance import ResonanceRoPE
 from .rope import RoPE
@@ -104,6 +105,7 @@ REGISTRY = Registry({
     "abacus": Abacus,
     "coupling": Coupling,
     "stick_breaking": StickBreaking,
+    "path": PaTH,
 })
 REGISTRY["rope+alibi"] = REGISTRY["rope+alibi"]   # the hybrid the comparison runs; any "a+b" works
 # rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)
