@@ -80,13 +80,13 @@ class PaTH(PositionalEncoding):
     def attend(self, q, k, v, ctx, layer):
         w, beta = ctx.once((id(self), layer), lambda: missing_input(layer))
         a, b = ctx.rows.start or 0, ctx.rows.stop or w.shape[2]     # the forward's rows of these queries
-        wide = torch.promote_types(q.dtype, torch.float32)
+        wide, dtype = torch.promote_types(q.dtype, torch.float32), v.dtype    # in float32 at least
         q, k, v = q.to(wide), k.to(wide), v.to(wide)
         cache = ctx.cache
         if cache is None:  # the forward's own keys: token t at key t
             state, slots = k.new_zeros(k.shape), torch.arange(b, device=k.device)
-            return path_blocks(q, k, v, w[:, :, :b], beta[:, :, :b], ctx.seen(), state, slots, a, self.block,
-                               ctx.drop)[0]
+            y = path_blocks(q, k, v, w[:, :, :b], beta[:, :, :b], ctx.seen(), state, slots, a, self.block, ctx.drop)[0]
+            return y.to(dtype)
         held = cache.state(self, f"keys{layer}", lambda: k.new_zeros(*k.shape[:2], cache.size, k.shape[3]))
         n = k.shape[2]                                                # the attended slots
         if a == 0 and b == w.shape[2]:  # every query of the call at once: carry the keys in place
@@ -97,7 +97,7 @@ class PaTH(PositionalEncoding):
                                self.block, ctx.drop)
         if b == w.shape[2]:  # past the call's last token: the keys the next call reads
             held[:, :, :n] = after.detach().to(held.dtype)
-        return y.to(v.dtype)
+        return y.to(dtype)
 
 
 def convolved(u, taps, ctx, owner):

@@ -66,3 +66,15 @@ def test_window_ring_cache_decodes_like_a_recompute():
     idx = torch.randint(0, 40, (2, 30), generator=torch.Generator().manual_seed(2))
     assert_decodes_like_a_recompute(model, idx, prefill=3, max_len=30)
     assert model.kv_cache.period   # it was a ring
+
+
+def test_attention_dropout_reaches_the_stick_breaking_weights():
+    """dropout > 0 in training drops the weights (ctx.drop: two forwards differ), evaluation is deterministic."""
+    model = tiny_gpt("stick_breaking", dropout=0.5, n_layer=1)
+    idx = torch.randint(0, 40, (2, 12), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        assert torch.equal(model(idx)[0], model(idx)[0])
+        plan = model.train().plans(torch.arange(12), None, model.encodings)[model.schedule[0]]
+        q, k, v = (torch.randn(2, 4, 12, 8, generator=torch.Generator().manual_seed(s)) for s in range(3))
+        a, b = model.pe.attend(q, k, v, plan, 0), model.pe.attend(q, k, v, plan, 0)
+    assert not torch.equal(a, b) and plan.dropout == 0.5
