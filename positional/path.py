@@ -84,8 +84,8 @@ class PaTH(PositionalEncoding):
         q, k, v = q.to(wide), k.to(wide), v.to(wide)
         cache = ctx.cache
         if cache is None:  # the forward's own keys: token t at key t
-            state, slots = k.new_zeros(k.shape), torch.arange(b, device=k.device)
-            y = path_blocks(q, k, v, w[:, :, :b], beta[:, :, :b], ctx.seen(), state, slots, a, self.block, ctx.drop)[0]
+            state = k.new_zeros(*k.shape[:2], 0, k.shape[3])
+            y = path_blocks(q, k, v, w[:, :, :b], beta[:, :, :b], ctx.seen(), state, None, a, self.block, ctx.drop)[0]
             return y.to(dtype)
         held = cache.state(self, f"keys{layer}", lambda: k.new_zeros(*k.shape[:2], cache.size, k.shape[3]))
         n = k.shape[2]                                                # the attended slots
@@ -138,24 +138,28 @@ def ut_inverse(w, beta):
 def path_blocks(q, k, v, w, beta, seen, state, slots, a, block, drop=lambda p: p):
     """PaTH attention of the queries of tokens a..b-1 (q: (B, H, b-a, D)) by blocks of `block` tokens, exact.
     k, v (B, H, S, D): the keys and values by slot, token t's at slots[t] (slots: (b,)); state (B, H, S, D): the keys
-    before token 0, carried to it (zeros where none); w, beta: tokens 0..b-1's; seen (b-a, S) or (H, b-a, S): the
-    keys each query sees. Returns (y (B, H, b-a, D), the keys carried past token b-1 (B, H, S, D))."""
+    before token 0, carried to it (zeros where none); slots None: token t's key is key t (no cache) and state starts
+    empty, (B, H, 0, D), growing by each block. w, beta: tokens 0..b-1's; seen (b-a, S) or (H, b-a, S): the keys each
+    query sees. Returns (y (B, H, b-a, D), the keys carried past token b-1 (B, H, S, D))."""
     b, scale = w.shape[2], 1.0 / math.sqrt(q.shape[-1])
     edges = [*range(0, a, block), *range(a, b, block), b]
     ys = []
     for s, e in zip(edges[:-1], edges[1:]):
-        W, inv, at = w[:, :, s:e], ut_inverse(w[:, :, s:e], beta[:, :, s:e]), slots[s:e]
+        W, inv = w[:, :, s:e], ut_inverse(w[:, :, s:e], beta[:, :, s:e])
+        at = torch.arange(s, e, device=k.device) if slots is None else slots[s:e]
         kb = k[:, :, at]                                                             # (B, H, L, D) its own keys
         if e > a:   # the block's queries: the earlier keys as carried to s - 1, the block's own by the UT form
             qb = q[:, :, s - a:e - a]
             r = torch.tril(qb @ W.transpose(-1, -2)) @ inv                            # (B, H, L, L)
             own = torch.tril(qb @ kb.transpose(-1, -2) - r @ torch.tril(W @ kb.transpose(-1, -2), -1))
-            logits = ((qb - r @ W) @ state.transpose(-1, -2)).index_copy(-1, at, own) * scale   # (B, H, L, S)
-            logits = logits.masked_fill(~seen[..., s - a:e - a, :], float("-inf"))
-            ys.append(drop(torch.softmax(logits, -1)) @ v)
+            earlier = (qb - r @ W) @ state.transpose(-1, -2)                          # (B, H, L, s or S)
+            logits = torch.cat([earlier, own], -1) if slots is None else earlier.index_copy(-1, at, own)
+            n = logits.shape[-1]
+            logits = (logits * scale).masked_fill(~seen[..., s - a:e - a, :n], float("-inf"))
+            ys.append(drop(torch.softmax(logits, -1)) @ v[:, :, :n])
         carried = state - ((state @ W.transpose(-1, -2)) @ inv.transpose(-1, -2)) @ W      # H_{e-1} ... H_s K
         mine = kb - (torch.triu(kb @ W.transpose(-1, -2), 1) @ inv.transpose(-1, -2)) @ W  # H_{e-1} ... H_{j+1} k_j
-        state = carried.index_copy(2, at, mine)
+        state = torch.cat([carried, mine], 2) if slots is None else carried.index_copy(2, at, mine)
     return torch.cat(ys, 2), state
 
 

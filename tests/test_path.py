@@ -19,23 +19,30 @@ def inputs(T=11, D=4, seed=0, dtype=torch.float64):
     return q, k, v, F.normalize(w, dim=-1), 2 * torch.rand(2, 3, T, generator=g, dtype=dtype)
 
 
-def blockwise(q, k, v, w, beta, seen, block, a=0):
-    pos = torch.arange(k.shape[2])
-    return path_blocks(q[:, :, a:], k, v, w, beta, seen[a:], torch.zeros_like(k), pos, a, block)[0]
+def blockwise(q, k, v, w, beta, seen, block, a=0, slots=False):
+    """path_blocks of the queries from row a: the forward's own keys (growing), or (slots) keys in cache slots, here
+    reversed (token t in slot T-1-t), the state starting at zeros."""
+    if not slots:
+        return path_blocks(q[:, :, a:], k, v, w, beta, seen[a:], k[:, :, :0], None, a, block)[0]
+    at = torch.arange(k.shape[2] - 1, -1, -1)
+    return path_blocks(q[:, :, a:], k[:, :, at], v[:, :, at], w, beta, seen[a:][..., at], torch.zeros_like(k),
+                       at, a, block)[0]
 
 
+@pytest.mark.parametrize("slots", [False, True], ids=["own", "slots"])
 @pytest.mark.parametrize("block", [1, 3, 4, 64])
 @pytest.mark.parametrize("kw", [{}, dict(window=4, sinks=1)], ids=["causal", "window"])
-def test_blockwise_equals_the_explicit_products(block, kw):
+def test_blockwise_equals_the_explicit_products(block, kw, slots):
     """Values (float64, to 1e-12) and the gradients of q, k, v, w and beta (to 1e-10), over blocks that split the
-    11 tokens unevenly, and for the queries from row 5 on (the keys before them carried)."""
+    11 tokens unevenly, and for the queries from row 5 on (the keys before them carried); the keys in order or in
+    slots of a cache out of order."""
     q, k, v, w, beta = (t.requires_grad_() for t in inputs())
     pos = torch.arange(11)
     seen = Ctx(pos, pos, **kw).visible()
     ref = path_reference(q, k, v, w, beta, seen)
-    y = blockwise(q, k, v, w, beta, seen, block)
+    y = blockwise(q, k, v, w, beta, seen, block, slots=slots)
     torch.testing.assert_close(y, ref, rtol=0, atol=1e-12)
-    torch.testing.assert_close(blockwise(q, k, v, w, beta, seen, block, a=5), ref[:, :, 5:], rtol=0, atol=1e-12)
+    torch.testing.assert_close(blockwise(q, k, v, w, beta, seen, block, 5, slots), ref[:, :, 5:], rtol=0, atol=1e-12)
     up = torch.randn(ref.shape, generator=torch.Generator().manual_seed(1), dtype=ref.dtype)
     want = torch.autograd.grad((ref * up).sum(), (q, k, v, w, beta))
     got = torch.autograd.grad((y * up).sum(), (q, k, v, w, beta))
