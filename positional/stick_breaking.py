@@ -40,17 +40,17 @@ class StickBreaking(PositionalEncoding):
 
 
 def stick_breaking_weights(z, past):
-    """A (B, H, Tq, Tk) of the logits z (keys in position order, nearest last) over the keys `past` (strictly
-    before the query and visible; broadcastable bool): log A = logsigmoid(z) - the softplus(z) of the later
-    visible keys, summed from the query backwards (a reverse cumulative sum, exact for the near keys)."""
+    """A (B, H, Tq, Tk) of the logits z (keys nearest first: latest position first) over the keys `past` (strictly
+    before the query and visible; broadcastable bool): log A = logsigmoid(z) - the softplus(z) of the visible keys
+    between, summed from the query backwards (a cumulative sum from the nearest key: exact where A is not small)."""
     broken = F.softplus(z).masked_fill(~past, 0.0)                                  # -log(1 - beta_il)
-    later = broken.flip(-1).cumsum(-1).flip(-1) - broken                            # sum over l after j
-    return torch.exp(F.logsigmoid(z) - later).masked_fill(~past, 0.0)
+    nearer = broken.cumsum(-1) - broken                                             # sum over l after j
+    return torch.exp(F.logsigmoid(z) - nearer).masked_fill(~past, 0.0)
 
 
 def stick_breaking(q, k, v, ctx):
     """y (B, H, Tq, D) of queries q (B, H, Tq, D) over keys and values k, v (B, H, Tk, D) at ctx's positions."""
-    order = torch.argsort(ctx.k_pos, stable=True)     # the keys by position (a ring's slots are not in order)
+    order = torch.argsort(ctx.k_pos, descending=True, stable=True)   # nearest first (a ring's slots: any order)
     k, v, k_pos = k[:, :, order], v[:, :, order], ctx.k_pos[order]
     seen = ctx.seen()[..., order]                                                    # (Tq, Tk) or (H, Tq, Tk)
     d = ctx.q_pos[:, None] - k_pos[None, :]
