@@ -66,6 +66,9 @@ class AttentionPlan(Ctx):
     def softmax(self, scores, v):
         return attend_scores(scores, v, self)
 
+    def drop(self, weights):
+        return F.dropout(weights, self.dropout, True) if self.dropout > 0 else weights
+
     def block(self, a, b):
         """The plan of the queries a:b over the keys up to row b (own keys) or all keys."""
         end = b if self.causal else len(self.k_pos)

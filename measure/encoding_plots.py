@@ -17,7 +17,6 @@ import positional  # noqa: E402
 from model import GPTConfig  # noqa: E402
 from positional import rope_scaling  # noqa: E402
 from positional.base import Ctx  # noqa: E402
-from positional.fox import FoX  # noqa: E402
 from positional.rope import rope_inv_freq  # noqa: E402
 from training import checkpoint  # noqa: E402
 
@@ -148,11 +147,11 @@ def draw_rope_decay(path, head_dim=128, length=1024, bases=(1e4, 1e5, 1e6)):
 def draw_expected_logits(path, encodings, length=1024):
     """encodings: {label: (PositionalEncoding, head_dim)}. Drawn relative to distance 0, so that heads
     of different widths (sqrt(D) at distance 0) share one axis. Encodings whose scores read the layer
-    input (FoX's gates) have no logit without that input and are left out."""
+    input (read_input: FoX's gates, PaTH's transforms) have no logit without that input and are left out."""
     with figure(path, (8.5, 4.5), xlabel="relative distance m = i - j", ylabel="E[logit(m)] - E[logit(0)]",
                 title="Expected attention logit against distance, identical q = k ~ N(0, I)") as ax:
         for label, (pe, head_dim) in encodings.items():
-            if not isinstance(pe, FoX):
+            if not pe.overrides("read_input"):
                 curve = expected_logits(pe, length, head_dim)
                 ax.plot((curve - curve[0]).numpy(), label=f"{label}, D={head_dim}", lw=1)
         ax.set_yscale("symlog", linthresh=4)  # linear near 0; ALiBi's straight fall stays on the page

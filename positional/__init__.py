@@ -31,6 +31,7 @@ from .learned import Learned
 from .multiplicative import Multiplicative
 from .nope import NoPE
 from .p_rope import PRoPE
+from .path import PaTH
 from .rerope import LeakyReRoPE, ReRoPE
 from .resonance import ResonanceRoPE
 from .rope import RoPE
@@ -39,6 +40,7 @@ from .rope_learned_freq import RoPELearnedFreq
 from .rnn import RNN
 from .shaw import Shaw
 from .sinusoidal import Sinusoidal
+from .stick_breaking import StickBreaking
 from .string_rope import STRING
 from .t5 import T5Bias
 from .transformer_xl import TransformerXL
@@ -104,6 +106,8 @@ REGISTRY = Registry({
     "abacus": Abacus,
     "coupling": Coupling,
     "dape": DAPE,
+    "stick_breaking": StickBreaking,
+    "path": PaTH,
 })
 REGISTRY["rope+alibi"] = REGISTRY["rope+alibi"]   # the hybrid the comparison runs; any "a+b" works
 # rope_scaling names that replace the encoding rather than its frequencies: name -> (class, the encoding it extends)

@@ -11,7 +11,8 @@ An encoding can act in these places of a GPT, and each hook defaults to "do noth
                              dense call (dense_bias: (H, Tq, Tk)), a query block, or a score_mod
   attend(q, k, v, ctx, layer) -> (B, H, Tq, D), or None for softmax(q.k + bias) v: for encodings whose
                              scores are not "q.k plus a fixed bias" (OwnLogits: Shaw, Transformer-XL,
-                             ReRoPE, CoPE, FoX, DeBERTa). It costs the fused SDPA kernel; the model may
+                             ReRoPE, CoPE, FoX, DeBERTa; PaTH; stick-breaking, whose weights are no softmax:
+                             ctx.drop gives them the attention dropout). It costs the fused SDPA kernel; the model may
                              call it on a causal block of queries (ctx.rows: which rows of the forward).
                              OwnLogits adds far(), where every key `band` or more behind a query takes
                              one form qa . ka + r_i (Shaw, DeBERTa, FoX, CoPE where far_holds): long
@@ -19,7 +20,8 @@ An encoding can act in these places of a GPT, and each hook defaults to "do noth
                              rest (attention/long_cpu.py); and one_query(), the same for one query with a
                              cache (a decode step): keys, values and a bias that SDPA's kernel takes.
   read_input(x, ctx, layer)  -> None: what the encoding reads from the layer's input (B, T, C) before the
-                             layer attends, kept in ctx's memo (ctx.once) for that layer (FoX's gates)
+                             layer attends, kept in ctx's memo (ctx.once) for that layer (FoX's gates, PaTH's
+                             Householder transforms)
 
 ctx (Ctx below, its fields commented) is the one per-forward object. What an encoding keeps across
 the calls of a generation lives in the cache (ctx.cache.state, ctx.kept) and is gone with it; a
@@ -127,6 +129,11 @@ class Ctx:
         """softmax(scores, hidden keys masked) @ v -> (y (B, H, Tq, D), probs); scores a new tensor."""
         probs = torch.softmax(scores.masked_fill(~self.visible(), float("-inf")).float(), -1).to(v.dtype)
         return probs @ v, probs
+
+    def drop(self, weights):
+        """Attention weights (B, H, Tq, Tk) an encoding formed without softmax() (stick-breaking's), with the
+        forward's attention dropout: none on a bare Ctx (AttentionPlan applies its own)."""
+        return weights
 
     def kept(self, owner, name, make, dim=0):
         """What `owner` keeps in the cache for the positions in play: make(a, b) gives its rows a..b-1

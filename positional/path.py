@@ -1,0 +1,184 @@
+"""PaTH attention (Yang, Shen, Wen, Tan, Mishra, Ren, Panda & Kim 2025, "PaTH Attention: Position Encoding via
+Accumulating Householder Transformations", https://arxiv.org/abs/2505.16381): a data-dependent relative position
+encoding. Each token t of a layer has, per head, a Householder-like transform of the layer input x_t,
+
+    H_t = I - beta_t w_t w_t^T,     beta_t = 2 sigmoid(u . x_t + b) in (0, 2),
+    w_t = normalise(conv(W x)_t)    (a causal depthwise convolution of `path_conv` taps, then unit length)
+
+(beta near 2: a reflection; 0: the identity), and the logits between query i and key j <= i are
+
+    logit(i, j) = q_i^T H_i H_{i-1} ... H_{j+1} k_j / sqrt(D)         (the empty product for j = i: q_i . k_j)
+
+the paper's k_j^T (prod_{s=j+1..i} H_s) q_i, then softmax. Equivalently key j is carried forward,
+k_j^(t) = H_t k_j^(t-1) for t > j (the paper's KV-cache update) and read by the query at its position: how a
+cache decodes here (the cache holds every key transformed up to the last token fed, per layer and head, and a step
+applies H_t to all of them before writing its own key). No absolute position enters: shifts change nothing.
+
+The training and evaluation path is blockwise and exact (path_blocks): tokens in blocks of `path_block`; within a
+block of L tokens the products come from the UT transform (the paper's section on its blockwise algorithm),
+    T^-1 = (I + strictLower(diag(beta) W W^T))^-1 diag(beta)    (L, L), W the block's w_t as rows,
+    H_e ... H_s = I - W[s..e]^T T^-1[s..e, s..e] W[s..e]          (any run s..e inside the block: T^-1 is lower
+                                                                    triangular, so its diagonal blocks invert alone)
+so that the block's own logits are  tril(Q K^T) - tril(Q W^T) T^-1 strictLower(W K^T),  its queries meet the keys
+before the block as H_s ... H_i q_i = q_i - (tril(Q W^T) T^-1 W)_i, and the keys before it are carried over the
+block, K <- K - (K W^T) T^-T W. Memory O(T D) besides one block's (L, T) logits; path_reference forms the products
+explicitly (tests).
+
+Our choices, not the paper's: W a full-rank C -> H*D projection per layer (the paper's is low-rank), the
+convolution initialised as the identity (its first tap 1), u ~ N(0, 0.02) and b = 0 (beta = 1 at the start); with
+documents the convolution does not reach across a document start (the products never do: a key and its query share
+a document, and so do the tokens between them).
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .base import PositionalEncoding, Settings, setting
+
+
+@dataclass
+class PaTHSettings(Settings):
+    path_block: int = setting(64, at_least=1, why="tokens per block of the blockwise path")
+    path_conv: int = setting(3, at_least=1, why="taps of the short convolution before w; 1: none")
+
+
+class PaTH(PositionalEncoding):
+    name = "path"
+    Settings = PaTHSettings
+
+    def __init__(self, n_layer: int, n_head: int, n_embd: int, block: int = 64, conv: int = 3):
+        super().__init__()
+        self.n_head, self.block = n_head, block
+        self.w_proj = nn.Parameter(torch.randn(n_layer, n_embd, n_embd) * 0.02)      # W: (L, H*D, C)
+        taps = torch.zeros(n_layer, n_embd, conv)                                     # (L, H*D, k): tap j, j back
+        taps[..., 0] = 1.0
+        self.conv = nn.Parameter(taps)
+        self.beta_proj = nn.Parameter(torch.randn(n_layer, n_head, n_embd) * 0.02)   # u: (L, H, C)
+        self.beta_bias = nn.Parameter(torch.zeros(n_layer, n_head))                  # b: (L, H)
+
+    @classmethod
+    def from_config(cls, cfg, s):
+        return cls(cfg.n_layer, cfg.n_head, cfg.n_embd, s.path_block, s.path_conv)
+
+    def read_input(self, x, ctx, layer):
+        """(w (B, H, T, D) unit directions, beta (B, H, T)) of the layer input x, once per forward and layer."""
+        ctx.once((id(self), layer), lambda: self.transforms(x, ctx, layer))
+
+    def transforms(self, x, ctx, layer):
+        B, T, C = x.shape
+        wide = torch.promote_types(x.dtype, torch.float32)
+        with torch.autocast(x.device.type, enabled=False):
+            x = x.to(wide)
+            u = convolved(F.linear(x, self.w_proj[layer].to(wide)), self.conv[layer].to(wide), ctx, (self, layer))
+            w = F.normalize(u.view(B, T, self.n_head, -1), dim=-1, eps=1e-6).transpose(1, 2)   # (B, H, T, D)
+            beta = 2 * torch.sigmoid(F.linear(x, self.beta_proj[layer].to(wide), self.beta_bias[layer].to(wide)))
+        return w, beta.transpose(1, 2)                                                          # (B, H, T)
+
+    def attend(self, q, k, v, ctx, layer):
+        w, beta = ctx.once((id(self), layer), lambda: missing_input(layer))
+        a, b = ctx.rows.start or 0, ctx.rows.stop or w.shape[2]     # the forward's rows of these queries
+        wide, dtype = torch.promote_types(q.dtype, torch.float32), v.dtype    # in float32 at least
+        q, k, v = q.to(wide), k.to(wide), v.to(wide)
+        cache = ctx.cache
+        if cache is None:  # the forward's own keys: token t at key t
+            state = k.new_zeros(*k.shape[:2], 0, k.shape[3])
+            y = path_blocks(q, k, v, w[:, :, :b], beta[:, :, :b], ctx.seen(), state, None, a, self.block, ctx.drop)[0]
+            return y.to(dtype)
+        held = cache.state(self, f"keys{layer}", lambda: k.new_zeros(*k.shape[:2], cache.size, k.shape[3]))
+        n = k.shape[2]                                                # the attended slots
+        if a == 0 and b == w.shape[2]:  # every query of the call at once: carry the keys in place
+            before = held[:, :, :n]
+        else:  # a long call by row blocks (the last first): the keys as they were before the call, kept once
+            before = ctx.once((id(self), layer, "before"), lambda: held[:, :, :n].clone())
+        y, after = path_blocks(q, k, v, w[:, :, :b], beta[:, :, :b], ctx.seen(), before, cache.slot[:b], a,
+                               self.block, ctx.drop)
+        if b == w.shape[2]:  # past the call's last token: the keys the next call reads
+            held[:, :, :n] = after.detach().to(held.dtype)
+        return y.to(dtype)
+
+
+def convolved(u, taps, ctx, owner):
+    """Causal depthwise convolution of u (B, T, E) with taps (E, k) (tap j: the token j back), zero before the start
+    and across a document start; with a cache its last k-1 rows (and documents) are kept in order."""
+    k, T, doc = taps.shape[1], u.shape[1], ctx.doc
+    if k == 1:
+        return u * taps[:, 0]
+    past_doc = None if doc is None else doc.new_full((k - 1,), -1)             # no document before the start
+    if ctx.cache is not None:
+        ring = ctx.cache.state(owner[0], f"conv{owner[1]}", lambda: u.new_zeros(u.shape[0], k - 1, u.shape[2]))
+        full = torch.cat([ring, u], 1)
+        ring.copy_(full[:, -(k - 1):].detach())
+        if doc is not None:
+            ring_doc = ctx.cache.state(owner[0], f"conv_doc{owner[1]}", lambda: doc.new_full((k - 1,), -1))
+            past_doc = ring_doc.clone()
+            ring_doc.copy_(torch.cat([past_doc, doc])[-(k - 1):])
+    else:
+        full = torch.cat([u.new_zeros(u.shape[0], k - 1, u.shape[2]), u], 1)  # (B, k-1+T, E)
+    docs = None if doc is None else torch.cat([past_doc, doc])
+    y = 0
+    for j in range(k):
+        tap = full[:, k - 1 - j:k - 1 - j + T] * taps[:, j]
+        if docs is not None and j:
+            tap = tap * (docs[k - 1 - j:k - 1 - j + T] == doc)[:, None].to(u.dtype)
+        y = y + tap
+    return y
+
+
+def ut_inverse(w, beta):
+    """T^-1 = (I + strictLower(diag(beta) W W^T))^-1 diag(beta): (B, H, L, L) of w (B, H, L, D), beta (B, H, L)."""
+    L = w.shape[2]
+    eye = torch.eye(L, dtype=w.dtype, device=w.device)
+    m = eye + torch.tril(beta[..., :, None] * (w @ w.transpose(-1, -2)), -1)
+    return torch.linalg.solve_triangular(m, torch.diag_embed(beta), upper=False, unitriangular=True)
+
+
+def path_blocks(q, k, v, w, beta, seen, state, slots, a, block, drop=lambda p: p):
+    """PaTH attention of the queries of tokens a..b-1 (q: (B, H, b-a, D)) by blocks of `block` tokens, exact.
+    k, v (B, H, S, D): the keys and values by slot, token t's at slots[t] (slots: (b,)); state (B, H, S, D): the keys
+    before token 0, carried to it (zeros where none); slots None: token t's key is key t (no cache) and state starts
+    empty, (B, H, 0, D), growing by each block. w, beta: tokens 0..b-1's; seen (b-a, S) or (H, b-a, S): the keys each
+    query sees. Returns (y (B, H, b-a, D), the keys carried past token b-1 (B, H, S, D))."""
+    b, scale = w.shape[2], 1.0 / math.sqrt(q.shape[-1])
+    edges = [*range(0, a, block), *range(a, b, block), b]
+    ys = []
+    for s, e in zip(edges[:-1], edges[1:]):
+        W, inv = w[:, :, s:e], ut_inverse(w[:, :, s:e], beta[:, :, s:e])
+        at = torch.arange(s, e, device=k.device) if slots is None else slots[s:e]
+        kb = k[:, :, at]                                                             # (B, H, L, D) its own keys
+        if e > a:   # the block's queries: the earlier keys as carried to s - 1, the block's own by the UT form
+            qb = q[:, :, s - a:e - a]
+            r = torch.tril(qb @ W.transpose(-1, -2)) @ inv                            # (B, H, L, L)
+            own = torch.tril(qb @ kb.transpose(-1, -2) - r @ torch.tril(W @ kb.transpose(-1, -2), -1))
+            earlier = (qb - r @ W) @ state.transpose(-1, -2)                          # (B, H, L, s or S)
+            logits = torch.cat([earlier, own], -1) if slots is None else earlier.index_copy(-1, at, own)
+            n = logits.shape[-1]
+            logits = (logits * scale).masked_fill(~seen[..., s - a:e - a, :n], float("-inf"))
+            ys.append(drop(torch.softmax(logits, -1)) @ v[:, :, :n])
+        carried = state - ((state @ W.transpose(-1, -2)) @ inv.transpose(-1, -2)) @ W      # H_{e-1} ... H_s K
+        mine = kb - (torch.triu(kb @ W.transpose(-1, -2), 1) @ inv.transpose(-1, -2)) @ W  # H_{e-1} ... H_{j+1} k_j
+        state = torch.cat([carried, mine], 2) if slots is None else carried.index_copy(2, at, mine)
+    return torch.cat(ys, 2), state
+
+
+def path_reference(q, k, v, w, beta, seen):
+    """The definition, for tests: every product H_i ... H_{j+1} formed as a (D, D) matrix, O(T^2 D^2).
+    q, k, v, w (B, H, T, D) of one sequence's tokens (key t = token t), beta (B, H, T), seen (T, T) bool."""
+    B, H, T, D = q.shape
+    eye = torch.eye(D, dtype=q.dtype)
+    hs = eye - beta[..., None, None] * (w[..., :, None] @ w[..., None, :])         # (B, H, T, D, D): H_t
+    logits = q.new_full((B, H, T, T), float("-inf"))
+    for i in range(T):
+        prod = eye.expand(B, H, D, D)
+        for j in range(i, -1, -1):   # prod = H_i ... H_{j+1}
+            if seen[i, j]:
+                logits[:, :, i, j] = (q[:, :, i, None, :] @ prod @ k[:, :, j, :, None])[..., 0, 0] / math.sqrt(D)
+            prod = prod @ hs[:, :, j]
+    return torch.softmax(logits, -1) @ v
+
+
+def missing_input(layer):
+    raise RuntimeError(f"PaTH's transforms of layer {layer} are read from the layer input: call read_input(x, ctx, "
+                       f"layer) before it attends")

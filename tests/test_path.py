@@ -1,0 +1,97 @@
+"""PaTH attention (positional/path.py): the blockwise path against the explicit products (values and gradients),
+the identity transform giving plain softmax attention, a fixed reflection by hand, and a long cached prefill by row
+blocks. Causality, cache == recompute (windows, documents), shift invariance and a training step come from the tests
+parametrised over positional.REGISTRY."""
+import math
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from positional.base import Ctx
+from positional.path import path_blocks, path_reference
+from tests.conftest import tiny_gpt
+
+
+def inputs(T=11, D=4, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v, w = (torch.randn(2, 3, T, D, generator=g, dtype=dtype) for _ in range(4))
+    return q, k, v, F.normalize(w, dim=-1), 2 * torch.rand(2, 3, T, generator=g, dtype=dtype)
+
+
+def blockwise(q, k, v, w, beta, seen, block, a=0, slots=False):
+    """path_blocks of the queries from row a: the forward's own keys (growing), or (slots) keys in cache slots, here
+    reversed (token t in slot T-1-t), the state starting at zeros."""
+    if not slots:
+        return path_blocks(q[:, :, a:], k, v, w, beta, seen[a:], k[:, :, :0], None, a, block)[0]
+    at = torch.arange(k.shape[2] - 1, -1, -1)
+    return path_blocks(q[:, :, a:], k[:, :, at], v[:, :, at], w, beta, seen[a:][..., at], torch.zeros_like(k),
+                       at, a, block)[0]
+
+
+@pytest.mark.parametrize("slots", [False, True], ids=["own", "slots"])
+@pytest.mark.parametrize("block", [1, 3, 4, 64])
+@pytest.mark.parametrize("kw", [{}, dict(window=4, sinks=1)], ids=["causal", "window"])
+def test_blockwise_equals_the_explicit_products(block, kw, slots):
+    """Values (float64, to 1e-12) and the gradients of q, k, v, w and beta (to 1e-10), over blocks that split the
+    11 tokens unevenly, and for the queries from row 5 on (the keys before them carried); the keys in order or in
+    slots of a cache out of order."""
+    q, k, v, w, beta = (t.requires_grad_() for t in inputs())
+    pos = torch.arange(11)
+    seen = Ctx(pos, pos, **kw).visible()
+    ref = path_reference(q, k, v, w, beta, seen)
+    y = blockwise(q, k, v, w, beta, seen, block, slots=slots)
+    torch.testing.assert_close(y, ref, rtol=0, atol=1e-12)
+    torch.testing.assert_close(blockwise(q, k, v, w, beta, seen, block, 5, slots), ref[:, :, 5:], rtol=0, atol=1e-12)
+    up = torch.randn(ref.shape, generator=torch.Generator().manual_seed(1), dtype=ref.dtype)
+    want = torch.autograd.grad((ref * up).sum(), (q, k, v, w, beta))
+    got = torch.autograd.grad((y * up).sum(), (q, k, v, w, beta))
+    for g_ref, g in zip(want, got):
+        torch.testing.assert_close(g, g_ref, rtol=0, atol=1e-10)
+
+
+def test_float32_blockwise_is_within_1e_4_of_float64():
+    q, k, v, w, beta = inputs(T=40, D=8, seed=2)
+    pos = torch.arange(40)
+    seen = Ctx(pos, pos).visible()
+    ref = path_reference(q, k, v, w, beta, seen)
+    y = blockwise(*(t.float() for t in (q, k, v, w, beta)), seen, 16)
+    torch.testing.assert_close(y.double(), ref, rtol=0, atol=1e-4)
+
+
+def test_identity_transforms_give_plain_softmax_attention():
+    """beta = 0: every H_t = I, so the logits are q_i . k_j / sqrt(D), causal: SDPA's attention, no positions."""
+    q, k, v, w, beta = inputs()
+    pos = torch.arange(11)
+    y = blockwise(q, k, v, w, torch.zeros_like(beta), Ctx(pos, pos).visible(), 4)
+    torch.testing.assert_close(y, F.scaled_dot_product_attention(q, k, v, is_causal=True), rtol=0, atol=1e-12)
+
+
+def test_a_fixed_reflection_by_hand():
+    """D = 2, w = e_1 and beta = 2 at every token: H = diag(-1, 1), so key j meets query i through
+    diag((-1)^(i-j), 1). With q = k = (1, 1) everywhere the logits are (1 + (-1)^(i-j)) / sqrt(2): sqrt(2) at even
+    distances, 0 at odd ones. With e = exp(sqrt(2)): query 1 weighs keys 0, 1 as 1, e and query 2 keys 0, 1, 2 as
+    e, 1, e, each over their sum."""
+    T = 3
+    q = k = torch.ones(1, 1, T, 2, dtype=torch.float64)
+    v = torch.eye(3, dtype=torch.float64).view(1, 1, 3, 3)
+    w = torch.tensor([1.0, 0.0], dtype=torch.float64).expand(1, 1, T, 2)
+    beta = torch.full((1, 1, T), 2.0, dtype=torch.float64)
+    pos = torch.arange(T)
+    y = blockwise(q, k, v, w, beta, Ctx(pos, pos).visible(), 2)[0, 0]
+    e = math.exp(math.sqrt(2))
+    want = torch.tensor([[1, 0, 0], [1 / (e + 1), e / (e + 1), 0], [e / (2 * e + 1), 1 / (2 * e + 1), e / (2 * e + 1)]],
+                        dtype=torch.float64)
+    torch.testing.assert_close(y, want, rtol=0, atol=1e-12)
+
+
+def test_a_long_cached_prefill_by_row_blocks_continues_like_the_forward():
+    """Past 1,024 queries without gradients the model attends by row blocks, the last first: with a cache the keys
+    as they were before the call serve every block, and the keys carried past the call serve the next steps."""
+    model = tiny_gpt("path", n_layer=1, block_size=16)
+    idx = torch.randint(0, 40, (1, 1030), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        full = model(idx)[0]
+        model.setup_cache(1, 1030)
+        steps = torch.cat([model(idx[:, :1027])[0]] + [model(idx[:, t:t + 1])[0] for t in range(1027, 1030)], 1)
+    torch.testing.assert_close(steps, full, rtol=1e-4, atol=1e-4)
