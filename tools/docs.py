@@ -67,7 +67,7 @@ def registry_table(runs_csv, *_):
     trained = [e for e in dict.fromkeys(r["label"] for r in rows if r["label"] == r["encoding"])]
     lines = ["| family | encoding | seeds | " + " | ".join(at.values()) + " | past the 4-gram at L | probe in L, "
              "nats/token [95%] | probe at 2L [95%] | wall per run |", "|---" * (len(at) + 7) + "|"]
-    notes = dict(learned=[], void=[], retrieves=[], holds=[], breaks=[], short=[])
+    notes = dict(beats=[], void=[], retrieves=[], holds=[], breaks=[], short=[])
     for fam in panels.FAMILIES:
         for enc in [e for e in trained if panels.family(e) == fam]:
             runs = [r for r in rows if r["label"] == enc]
@@ -77,7 +77,7 @@ def registry_table(runs_csv, *_):
             probe, past = probe_cells(probes.get(enc), L, notes, enc)
             ratio = statistics.mean(ppl[16]) / statistics.mean(ppl[1]) if 16 in ppl else float("nan")
             if learned:
-                notes["learned"].append(enc)
+                notes["beats"].append(enc)
                 notes["holds" if ratio < HOLDS else "breaks" if ratio >= HOLDS else "short"].append(enc)
             wall = statistics.mean(float(r["wall_s"]) for r in runs) / 60
             beats = "yes" if learned else "no †"
@@ -105,8 +105,8 @@ def registry_sentences(notes, trained, four, L):
     """What the whole-registry table can say, in sentences made from its verdicts."""
     from measure.retrieval_probe import CLEAR
     names = lambda xs: ", ".join(f"`{x}`" for x in xs) or "none"   # noqa: E731
-    lost = [e for e in trained if e not in notes["learned"]]
-    out = [f"Of the {len(trained)} rows kept so far, {len(notes['learned'])} beat the 4-gram at L "
+    lost = [e for e in trained if e not in notes["beats"]]
+    out = [f"Of the {len(trained)} rows kept so far, {len(notes['beats'])} beat the 4-gram at L "
            f"(perplexity {four:.2f}); not learned (†): {names(lost)}."]
     if notes["retrieves"]:
         out.append(f"The probe finds retrieval inside L for {names(notes['retrieves'])}: for these, the gain past L "

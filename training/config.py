@@ -261,7 +261,8 @@ def eval_key(key, value, options=()):
     if known and key not in EVAL_KEYS:
         raise ConfigError(f"--{key} would change the trained model (the checkpoint's is used as trained); only "
                           f"evaluation-time keys apply here: rope_scaling and its settings, window, sinks, "
-                          f"logn_scaling, nope_attn_scale, layer_windows, attention_kernel, grid_width (--help lists them)")
+                          f"logn_scaling, nope_attn_scale, layer_windows, attention_kernel, grid_width "
+                          f"(--help lists them)")
     return coerce(key, value)
 
 
