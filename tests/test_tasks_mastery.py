@@ -251,6 +251,7 @@ def scripted_checks(monkeypatch, scores):
 def test_a_task_run_stops_at_the_first_evaluation_at_the_bar_and_a_resume_trains_no_further(tmp_path, monkeypatch,
                                                                                              capsys):
     import tasks
+    import tasks.score
     from training.mastery import HELD_OUT
     from tests.inproc import on_training_forward, run_train, snapshot
     argv = [*COPY, f"--out_dir={tmp_path}", "--stop_at_mastery=0.95", "--mastery_samples=7"]
@@ -262,7 +263,7 @@ def test_a_task_run_stops_at_the_first_evaluation_at_the_bar_and_a_resume_trains
     assert ckpt["mastery"] == dict(reached=4, exact=0.95, checked_at=4, bar=0.95, samples=7)
     # scored at L on 7 held-out examples, in eval mode: seeds of their own, not the final score's
     assert [c[1:] for c in calls] == [(8, 7, False)] * 2
-    assert calls[0][0] == tasks.copy.generate(HELD_OUT, 8).ids != tasks.copy.generate(checkpoint_seed := 0, 8).ids
+    assert calls[0][0] == tasks.copy.generate(HELD_OUT, 8).ids != tasks.copy.generate(tasks.score.SEED_BASE, 8).ids
     log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert [(r["iter"], r["reached"]) for r in log if r["event"] == "mastery"] == [(2, False), (4, True)]
     assert "step 4: exact match at L=8 on 7 held-out examples 95.0% (bar 95%): reached, training stops" in (
@@ -274,7 +275,6 @@ def test_a_task_run_stops_at_the_first_evaluation_at_the_bar_and_a_resume_trains
     assert run_train([*argv, "--init_from=resume", "--stop_at_mastery=0.99"]) == 0   # a higher bar trains on
     ckpt = checkpoint.load(tmp_path)
     assert (ckpt["iter_num"], ckpt["mastery"]["reached"], len(losses)) == (6, 6, 6)
-    del checkpoint_seed
 
 
 def test_a_run_that_never_reaches_the_bar_trains_to_its_cap(tmp_path, monkeypatch):
@@ -376,3 +376,41 @@ def test_iterations_to_mastery_come_before_the_scores_past_l_and_the_mrr_ranks_o
                                 "parity": {"a": 0.2, "b": 0.9, "c": None, "d": None}})
     assert common == ["copy"] and ranks == {"a": 1.0, "c": 0.5, "b": pytest.approx(1 / 3), "d": None}
     assert report.mrr({"copy": {"a": 0.5, "b": None}, "parity": {"a": None, "b": 0.5}}) == ([], {"a": None, "b": None})
+
+
+@pytest.mark.slow
+def test_the_mastery_config_trains_each_run_to_the_bar_or_its_cap_and_reports_the_iterations(tmp_path):
+    """configs/tasks/mastery.py at tiny size: 2 iterations do not reach 95% at L, so the run trains to its cap and
+    the report says "not learned by 2" before any score past L; its record is kept, and a second call trains
+    nothing again."""
+    args = ["configs/tasks/mastery.py", *SUITE[1:], "--tasks=copy", "--task_recipes={}", f"--out_root={tmp_path}",
+            f"--report_dir={tmp_path / 'report'}"]
+    compare.main(args)
+    ckpt = checkpoint.load(str(tmp_path / "copy" / "rope-s1337"))
+    assert ckpt["config"]["stop_at_mastery"] == 0.95 and ckpt["iter_num"] == 2
+    assert ckpt["mastery"]["reached"] is None and ckpt["mastery"]["checked_at"] == 2
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "| rope | not learned by 2 (1/1 seeds) |" in md.split("## Iterations to mastery")[1]
+    assert md.index("## Iterations to mastery") < md.index("## Ranking")
+    got = kept.read(tmp_path / "report" / "runs" / "copy-rope-s1337")["value"]
+    assert got["mastery"] == dict(reached=None, cap=2, bar=0.95, samples=200)
+    log = (tmp_path / "copy" / "rope-s1337" / "train.out").read_text()
+    compare.main(args)
+    assert (tmp_path / "copy" / "rope-s1337" / "train.out").read_text() == log
+
+
+def test_checking_for_mastery_keeps_resume_exact(tmp_path, monkeypatch):
+    """The checks come before the save of their evaluation and leave the model in training mode (dropout on): 4
+    iterations, then a resume to 8, give the losses and weights of 8 straight, the bar checked at every evaluation."""
+    import torch
+    from tests.inproc import on_training_forward, run_train
+    losses = on_training_forward(monkeypatch)   # the real checks (8 iterations learn nothing: never at the bar)
+    argv = [*COPY, "--stop_at_mastery=0.95", "--mastery_samples=16", "--dropout=0.1"]
+    assert run_train([*argv, f"--out_dir={tmp_path / 'straight'}"]) == 0
+    straight, losses[:] = list(losses), []
+    assert run_train([*argv, f"--out_dir={tmp_path / 'split'}", "--max_iters=4"]) == 0
+    assert run_train([*argv, f"--out_dir={tmp_path / 'split'}", "--init_from=resume"]) == 0
+    assert losses == straight and len(straight) == 8
+    a, b = (checkpoint.load(str(tmp_path / d)) for d in ("straight", "split"))
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"]) and a["mastery"] == b["mastery"]
+    assert a["mastery"]["checked_at"] == 8 and a["mastery"]["reached"] is None
