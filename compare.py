@@ -104,7 +104,7 @@ def parse(argv):
         raise ConfigError("finetune_steps is the task suite's (PI's Table 4); the lm suite fine-tunes with "
                           "finetune_iters")
     # every training key checked before anything runs: the task suite's as a task run's (some need a task)
-    cfg = make_config(dict(train_keys, task=settings["tasks"][0] if settings["suite"] == "tasks" else ""))
+    cfg = make_config(dict(train_keys, task=(settings["tasks"] or [""])[0] if settings["suite"] == "tasks" else ""))
     settings["out_root"] = settings["out_root"] or SUITES[settings["suite"]].OUT_ROOT
     settings["report_dir"] = settings["report_dir"] or os.path.join(settings["out_root"], "report")
     check_lows(settings, {"seeds": 1, "jobs": 1, "threads": 0})
