@@ -308,6 +308,7 @@ def test_a_tiny_model_learns_copy_to_a_low_bar_and_stops_before_its_cap(tmp_path
     """No stub: a 1-layer model on copy at L = 8 (3 answer tokens of 16 symbols, chance 0.02%) passes 20% exact
     match on held-out examples within its 400 iterations (31% at iteration 200 in the run that set the bar) and
     stops at that evaluation; scored again by the final scorer it is well above chance."""
+    import tasks
     from tasks import score
     from tests.inproc import run_train
     argv = [*COPY, "--n_embd=32", "--batch_size=32", "--max_iters=400", "--lr_decay_iters=400", "--warmup_iters=10",
@@ -318,7 +319,7 @@ def test_a_tiny_model_learns_copy_to_a_low_bar_and_stops_before_its_cap(tmp_path
     assert reached is not None and reached == ckpt["iter_num"] < 400 and reached % 25 == 0
     assert ckpt["mastery"]["exact"] >= 0.2
     model, name, n = score.load_task_model(str(tmp_path), ckpt=ckpt)
-    assert score.accuracy(model, __import__("tasks").get(name), n, 100)[0] > 0.05
+    assert score.accuracy(model, tasks.get(name), n, 100)[0] > 0.05
 
 
 def test_near_bar_rescoring_uses_500_samples_and_only_near_the_bar(tmp_path, monkeypatch):
@@ -414,3 +415,22 @@ def test_checking_for_mastery_keeps_resume_exact(tmp_path, monkeypatch):
     a, b = (checkpoint.load(str(tmp_path / d)) for d in ("straight", "split"))
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"]) and a["mastery"] == b["mastery"]
     assert a["mastery"]["checked_at"] == 8 and a["mastery"]["reached"] is None
+
+
+@pytest.mark.slow
+def test_ddp_ranks_stop_together_at_the_bar(tmp_path):
+    """torchrun with 2 processes: rank 0 scores, the ranks agree on its score, and all stop at that evaluation
+    without a hang (a 5% bar, passed at iteration 125 of 400 in the run that set it)."""
+    import os
+    import subprocess
+    import sys
+    from tests.conftest import ROOT
+    argv = [*COPY, "--n_embd=32", "--batch_size=32", "--max_iters=400", "--lr_decay_iters=400", "--warmup_iters=10",
+            "--eval_interval=25", f"--out_dir={tmp_path}", "--stop_at_mastery=0.05", "--mastery_samples=100"]
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           "train.py", *argv], cwd=ROOT, text=True, capture_output=True, timeout=300,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    ckpt = checkpoint.load(tmp_path)
+    assert ckpt["mastery"]["reached"] == ckpt["iter_num"] < 400 and ckpt["mastery"]["exact"] >= 0.05
+    assert f"done: {ckpt['iter_num']} iterations" in done.stdout
