@@ -241,7 +241,8 @@ def write_comparison(results, failed, settings, train_len, wall_s, command):
     for r in results:
         for x in r["rows"]:
             runs.append(dict(task=r["task"], encoding=r["encoding"], seed=r["seed"], **x,
-                             learned=learned(r["rows"], train_len), train_s=round(r["train_s"], 1)))
+                             learned=learned(r["rows"], train_len), train_s=round(r["train_s"], 1),
+                             **({"mastered_at": r["mastery"]["reached"]} if r.get("mastery") else {})))
     write_csv(os.path.join(out, "runs.csv"), runs, empty=("task",))
     md = ["# Tasks: length generalisation by encoding", "", f"`{command}`", "",
           f"{len(results)} runs ({', '.join(task_names)} x {', '.join(encs)} x seeds {settings['seed_list']}), "

@@ -342,6 +342,10 @@ def test_near_bar_rescoring_uses_500_samples_and_only_near_the_bar(tmp_path, mon
     assert report.learned(got["rows"], 8) and not report.learned(scored(0.94)["rows"], 8)
     assert task_suite.near_bar(str(tmp_path), scored(0.91)) == got and len(calls) == 1   # cached: not scored again
     assert got["rows"][0]["samples"] >= report.NEAR_SAMPLES >= 500
+    # a kept result is completed the same way where its checkpoint is here, and left as it is where it is not
+    assert task_suite.complete(dict(dir=str(tmp_path)), scored(0.94), {}, None) == (got, True)
+    assert task_suite.complete(dict(dir=str(tmp_path)), scored(1.0), {}, None) == (scored(1.0), False)
+    assert task_suite.complete(dict(dir=str(tmp_path / "elsewhere")), scored(0.94), {}, None) == (scored(0.94), False)
 
 
 def mastered(task, enc, seed, at_l, past, reached, cap=800, samples=10):
@@ -367,6 +371,9 @@ def test_iterations_to_mastery_come_before_the_scores_past_l_and_the_mrr_ranks_o
     assert "| a | 300 ± 141 | 100; not learned by 800 (1/2 seeds) |" in its
     assert "| b | 600 | 300 |" in its and "| c | 250 | not learned by 900 (1/1 seeds) |" in its
     assert md.index("## Iterations to mastery") < md.index("## Learned at") < md.index("## Ranking") < md.index("## copy")
+    with open(tmp_path / "runs.csv") as f:
+        at = {(r["task"], r["encoding"], r["seed"], r["length"]): r["mastered_at"] for r in csv.DictReader(f)}
+    assert at[("copy", "a", "2", "16")] == "400" and at[("parity", "c", "1", "8")] == ""
     assert "1 run(s) scored within 5 points of the bar at L were scored there again on 500 examples" in md
     ranking = md.split("## Ranking")[1].split("## copy")[0]
     assert "every ranked encoding learned" in ranking and ": copy (1 of 2)." in ranking
