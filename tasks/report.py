@@ -127,15 +127,15 @@ def ranking(results, task_names, encs, train_len):
     md = ["## Learned at the training length", "",
           f"A run is learned when its exact match at L = {train_len} (held-out examples) reaches {MASTERY:.0%}; "
           f"runs not learned / runs, per task and encoding ({runs_cell(results, every)} of all runs not learned):", ""]
-    again = [r for r in results if any(x["length"] == train_len and x.get("samples", 0) >= NEAR_SAMPLES
-                                       for x in r["rows"])]
-    if again:
-        md += [f"{len(again)} run(s) scored within {100 * NEAR:.0f} points of the bar at L were scored there again on "
-               f"{NEAR_SAMPLES} examples, which decide them (their rows in runs.csv give the samples).", ""]
     md += md_table(["encoding", *task_names, "all tasks"], [
         [e] + [runs_cell(by[t, e], ok[t, e]) for t in task_names]
         + [runs_cell(sum((by[t, e] for t in task_names), []), sum((ok[t, e] for t in task_names), []))]
         for e in encs])
+    again = [r for r in results if any(x["length"] == train_len and x.get("samples", 0) >= NEAR_SAMPLES
+                                       for x in r["rows"])]
+    if again:
+        md += ["", f"{len(again)} run(s) scored within {100 * NEAR:.0f} points of the bar at L were scored there "
+                   f"again on {NEAR_SAMPLES} examples, which decide them (their rows in runs.csv give the samples)."]
     ood = {t: {e: mean_std([past_training(r["rows"], train_len) for r in ok[t, e]])[0] for e in encs}
            for t in task_names}
 
@@ -182,7 +182,8 @@ def to_mastery(results, task_names, encs):
           + ", ".join(f"bar {b:.0%} on {n} examples" for b, n in bars)
           + ". Iterations of the first evaluation at or past the bar, mean ± sd over the seeds that reached it; "
           "\"not learned by N\": the seeds that had not at the cap N. Scores past L follow below.", ""]
-    return md + md_table(["encoding", *task_names], [[e] + [cell(records[t, e]) for t in task_names] for e in encs])
+    return md + md_table(["encoding", *task_names], [[e] + [cell(records[t, e]) for t in task_names] for e in encs]) + [
+        ""]
 
 
 def plot_windows(path, cells, steps, lengths, train_len, finetune_len):
