@@ -108,7 +108,8 @@ def parse(argv):
     if settings["task_distance"] and settings["suite"] != "tasks":
         raise ConfigError("task_distance is the task suite's (retrieval by key-query distance on passkey and mqar); "
                           "the lm suite's is retrieval_probe")
-    cfg = make_config(train_keys)  # every training key checked before anything runs
+    # every training key checked before anything runs: the task suite's as a task run's (some need a task)
+    cfg = make_config(dict(train_keys, task=(settings["tasks"] or [""])[0] if settings["suite"] == "tasks" else ""))
     settings["out_root"] = settings["out_root"] or SUITES[settings["suite"]].OUT_ROOT
     settings["report_dir"] = settings["report_dir"] or os.path.join(settings["out_root"], "report")
     check_lows(settings, {"seeds": 1, "jobs": 1, "threads": 0})

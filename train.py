@@ -32,7 +32,7 @@ from model import GPT, GPTConfig
 from training import sampling as position_sampling
 from tasks import TaskData
 from tasks.data import curriculum_length
-from training import checkpoint, copy_rows, cpu_threads, drope, longlora, sharding
+from training import checkpoint, copy_rows, cpu_threads, drope, longlora, mastery, sharding
 from training.cli import fail, fmt_time, help_text
 from training.config import ConfigError, gather, load_config, upgrade_model_args
 from training.guard import StopSignal, lock_out_dir
@@ -52,6 +52,7 @@ class Progress:
     best_val: float = math.inf
     skipped: int = 0                # steps skipped for a non-finite loss (--on_nonfinite=skip)
     last_saved: int | None = None   # the iteration of the last checkpoint this run wrote or resumed from
+    mastery: dict | None = None     # --stop_at_mastery's last check (training/mastery.py)
     wandb_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])   # its wandb run's; a resume continues it
 
 
@@ -150,6 +151,11 @@ def main(argv):
                       f"is {cfg.max_iters}: nothing to train. To train longer, resume with --max_iters=N for some "
                       f"N > {ckpt['iter_num']}{decay}")
             return
+        if mastery.reached_before(ckpt, cfg) is not None and not cfg.eval_only:
+            if master:
+                print(f"{checkpoint.path_in(cfg.out_dir)} reached stop_at_mastery={cfg.stop_at_mastery} at iteration "
+                      f"{mastery.reached_before(ckpt, cfg)}: nothing to train (a higher bar trains on)")
+            return
         if master and not cfg.eval_only:  # rank 0 alone writes out_dir
             lock = lock_out_dir(cfg.out_dir)
             checkpoint.remove_partial(cfg.out_dir)  # tmp files of a save that was killed
@@ -240,9 +246,10 @@ def train(argv, cfg, ckpt, data, model, stop):
             print(f"step {st.iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}{bpb}")
             log("eval", iter=st.iter_num, tokens=st.iter_num * tokens_per_iter, train_loss=losses["train"],
                 val_loss=losses["val"], lr=lr, val_bpb=losses["val_bpb"])
+        reached = at_eval and st.iter_num > it_start and mastery.check(raw_model, cfg, st, rt, log)
         if at_eval and st.iter_num > it_start and not cfg.eval_only:  # every rank: save gathers their RNG states
             save(cfg, raw_model, optimizer, st, data, data_gen, rt, losses["val"] if rt.master else None)
-        if st.iter_num >= cfg.max_iters or cfg.eval_only:
+        if st.iter_num >= cfg.max_iters or cfg.eval_only or reached:
             break
 
         loss, bad, signum = step(model, optimizer, data, data_gen, cfg, rt, stop, st.iter_num)
@@ -292,6 +299,7 @@ def restore(ckpt, model, optimizer, data_gen, cfg, rt):
     st = Progress(ckpt["iter_num"], ckpt.get("best_val_loss", math.inf), ckpt.get("nonfinite_skipped", 0),
                   last_saved=ckpt["iter_num"])
     st.wandb_id = ckpt.get("wandb_id") or st.wandb_id
+    st.mastery = ckpt.get(mastery.MASTERY_KEY)
     return st
 
 
@@ -399,7 +407,8 @@ def save(cfg, model, optimizer, st, data, data_gen, rt, val_loss):
     if rt.master:
         checkpoint.save({**state, "model_args": cfg.model_args(), "config": asdict(cfg), "iter_num": st.iter_num,
                          "best_val_loss": st.best_val, "val_loss": val_loss, "rng": rngs, "wandb_id": st.wandb_id,
-                         "nonfinite_skipped": st.skipped, "tokenizer": tokenizer_entry(data.meta)},
+                         "nonfinite_skipped": st.skipped, "tokenizer": tokenizer_entry(data.meta),
+                         mastery.MASTERY_KEY: st.mastery},
                         checkpoint.path_in(cfg.out_dir))
     st.last_saved = st.iter_num
 

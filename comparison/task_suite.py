@@ -10,7 +10,7 @@ import time
 import tasks
 from measure import compare_report, kept
 from tasks import report as task_report, score
-from training import checkpoint
+from training import checkpoint, mastery
 from training.config import ConfigError
 from comparison.finetune import finetune, finetune_methods, finetune_scaling
 from comparison.runs import PER_RUN, cached, check_over, train
@@ -24,13 +24,13 @@ def check(settings, train_keys, cfg):
     for name in settings["tasks"]:
         tasks.TaskData(name).check(cfg.block_size)   # unknown task, or one block_size cannot hold
     for keys in settings["variants"].values():
-        check_over(train_keys, keys)
+        check_over(dict(train_keys, task=cfg.task), keys)
     for task, keys in settings["task_recipes"].items():
         tasks.TaskData(task)   # an unknown task
         if not isinstance(keys, dict) or set(keys) & set(PER_RUN):
             raise ConfigError(f"task_recipes[{task!r}] must be a dict of training keys other than "
                               f"{', '.join(PER_RUN)}, e.g. {{'max_iters': 2500, 'learning_rate': 1e-3}}; got {keys!r}")
-        check_over(train_keys, keys)
+        check_over(dict(train_keys, task=task), keys)
     if settings["samples"] < 1 or 1 not in settings["multiples"]:
         raise ConfigError(f"samples must be >= 1 and multiples must hold 1 (a run counts as learned by its exact "
                           f"match at the training length); got samples={settings['samples']}, "
@@ -84,6 +84,32 @@ def task_distance(run, settings):
     return dict(key=distance_key(settings), rows=rows)
 
 
+def near_bar(run_dir, scored):
+    """scored with its row at the training length L scored again on task_report.NEAR_SAMPLES examples where its
+    exact match there is near the bar (task_report.near_bar); cached in run_dir/task_scores_near.json."""
+    ckpt = checkpoint.load(run_dir)
+    n = ckpt["model_args"]["block_size"]
+    row = next((r for r in scored["rows"] if r["length"] == n), None)
+    if row is None or not task_report.near_bar(row["exact"]) or row["samples"] >= task_report.NEAR_SAMPLES:
+        return scored
+    key = dict(samples=task_report.NEAR_SAMPLES, length=n, iter_num=ckpt["iter_num"])
+
+    def score_again():
+        model, name, _ = score.load_task_model(run_dir, ckpt=ckpt)
+        positions = score.scoring_positions(ckpt["config"])
+        return score.score_lengths(model, name, [n], task_report.NEAR_SAMPLES, positions)[0]
+    again = cached(os.path.join(run_dir, "task_scores_near.json"), key, score_again)[0]
+    print(f"{run_dir}: exact match at L={n} {row['exact']:.1%} on {row['samples']} examples, near the bar: "
+          f"{again['exact']:.1%} on {again['samples']}", flush=True)
+    return dict(scored, rows=[again if r["length"] == n else r for r in scored["rows"]])
+
+
+def mastery_record(run):
+    """{reached, cap, bar, samples} of a run trained with --stop_at_mastery (training/mastery.py), else None."""
+    got = checkpoint.load(run["dir"]).get(mastery.MASTERY_KEY)
+    return got and dict(reached=got["reached"], cap=run["iters"], bar=got["bar"], samples=got["samples"])
+
+
 def task_windows(run, settings, train_keys, cfg):
     """PI's Table 4 for one passkey run: [{method, steps, effective_window}], steps 0 the run with the method's
     scaling, then its fine-tune at finetune_len after each of finetune_steps."""
@@ -105,26 +131,32 @@ def measure(run, settings, train_keys, cfg):
     """Train (or resume) and score one task run (and PI's Table 4 with finetune_steps) -> what compare.py keeps
     of it (measure/kept.py): its scores and timings."""
     train(run, settings, train_keys, run["iters"])
-    scored = task_scores(run["dir"], settings)
+    scored = near_bar(run["dir"], task_scores(run["dir"], settings))
     train_s = compare_report.read_log(run["dir"])["wall_s"]
     print(f"{run['say']} " + ", ".join(f"{x['length']}: {'n/a' if x['exact'] is None else format(x['exact'], '.0%')}"
                                        for x in scored["rows"])
           + f" ({train_s:.0f}s train, {scored.get('score_s', 0):.0f}s score)", flush=True)
     windows = task_windows(run, settings, train_keys, cfg) if settings["finetune_steps"] else []
-    got = dict(scored, train_s=train_s, windows=windows)
+    record = mastery_record(run)
+    got = dict(scored, train_s=train_s, windows=windows, **({"mastery": record} if record else {}))
     return dict(got, distance=task_distance(run, settings)) if scores_distance(run, settings) else got
 
 
 def complete(run, got, settings, cfg):
-    """(a kept result with the retrieval by distance this call asks for, whether it changed): scored from the run's
-    checkpoint where the kept one is missing or of other keys and the checkpoint here is the kept run's (its
-    iterations); else left out ("not measured"). Without task_distance, none is reported."""
-    have = got.get("distance") or {}
+    """(a kept result with what this call asks for, whether it changed): a kept run near the bar at L and scored
+    there on fewer than task_report.NEAR_SAMPLES examples is scored again (near_bar) where its checkpoint is here;
+    the retrieval by distance is scored from the run's checkpoint where the kept one is missing or of other keys and
+    the checkpoint here is the kept run's (its iterations), else left out ("not measured"). Without task_distance,
+    none is reported."""
+    here = os.path.exists(checkpoint.path_in(run["dir"]))
+    again = near_bar(run["dir"], got) if here else got
+    changed = again is not got
+    have = again.get("distance") or {}
     if scores_distance(run, settings) and have.get("key") == kept.as_json(distance_key(settings)):
-        return got, False
-    if scores_distance(run, settings) and run["done"] == run["iters"]:
-        return dict(got, distance=task_distance(run, settings)), True
-    return {k: v for k, v in got.items() if k != "distance"}, False
+        return again, changed
+    if scores_distance(run, settings) and here and run["done"] == run["iters"]:
+        return dict(again, distance=task_distance(run, settings)), True
+    return {k: v for k, v in again.items() if k != "distance"}, changed
 
 
 def result(run, got, where):

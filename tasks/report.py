@@ -8,7 +8,15 @@ model that did not learn its training distribution says nothing about lengths pa
 ranking follows Kazemnejad et al. 2023 (https://arxiv.org/abs/2305.19466, figure 3): in each
 task the encodings are ranked by exact-match accuracy averaged over the lengths past the
 training length (the mean over the learned seeds; tied encodings share the mean of their
-ranks' reciprocals), and an encoding's MRR is the mean of 1/rank over the tasks where it is ranked.
+ranks' reciprocals), and an encoding's MRR is the mean of 1/rank over the tasks that every ranked encoding
+learned (the same tasks for all, so that no encoding's MRR rests on an easier subset of them; ranked: an encoding
+with a score past the training length on some task).
+
+A run scored within NEAR of the bar at the training length is scored there again on NEAR_SAMPLES examples
+(comparison/task_suite.py), and that score decides it. Runs trained with --stop_at_mastery (training/mastery.py)
+also give the iterations they took to reach the bar, or "not learned by" their cap, reported before any score
+past the training length.
+
 Retrieval by distance (the retrieval tasks scored with distance=True, tasks/score.py by_distance): per task and
 encoding, exact match in each bin of key-query distance (every scored length pooled), the mean over the learned
 seeds with Student's t interval over them (measure.stats.t_interval), and the answers scored per run.
@@ -27,6 +35,16 @@ from tasks.score import effective_window
 import matplotlib.pyplot as plt  # noqa: E402  (after encoding_plots, which picks the Agg backend)
 
 MASTERY = 0.95   # exact match at the training length that a run needs to count as learned
+# Near the bar a score of SAMPLES = 200 examples is too noisy to decide (its sd at 95% is 1.5 points): a run whose
+# exact match at L is less than NEAR from MASTERY (90% < exact < 100% for 95%; 100% of 200 puts the rate above 98%
+# at 95% confidence, far from the bar) is scored again at L on NEAR_SAMPLES examples (sd 1.0 point at 95%).
+NEAR = 0.05
+NEAR_SAMPLES = 500
+
+
+def near_bar(exact, bar=None):
+    """Whether an exact match at the training length is too close to the bar (MASTERY) to decide on few samples."""
+    return exact is not None and abs(round(exact - (MASTERY if bar is None else bar), 9)) < NEAR   # 0.9: not near
 
 
 def at(seeds, n, key="exact"):
@@ -80,15 +98,19 @@ def learned(rows, train_len):
 
 
 def mrr(by_task):
-    """{task: {encoding: score, None: not ranked there}} -> {encoding: (MRR or None, tasks ranked)}, best
-    first: per task, the reciprocal ranks of the ranked encodings (ties averaged: measure.stats), their mean
-    over the tasks where the encoding is ranked."""
+    """{task: {encoding: score, None: none there}} -> (the common tasks, {encoding: MRR or None}, best first). The
+    ranked encodings are those with a score on some task (not one with a position table, which has none past it,
+    nor one that learned no task); the common tasks, those where every ranked encoding has a score. Per common
+    task, the reciprocal ranks of the ranked encodings (ties averaged: measure.stats), their mean over the common
+    tasks; None for an encoding not ranked, and for all when no task is common."""
+    ranked = list(dict.fromkeys(e for scores in by_task.values() for e, v in scores.items() if v is not None))
+    common = [t for t, scores in by_task.items() if ranked and all(scores.get(e) is not None for e in ranked)]
     recip = {e: [] for scores in by_task.values() for e in scores}
-    for scores in by_task.values():
-        for e, r in reciprocal_ranks({e: s for e, s in scores.items() if s is not None}).items():
+    for t in common:
+        for e, r in reciprocal_ranks({e: by_task[t][e] for e in ranked}).items():
             recip[e].append(r)
-    out = {e: (sum(v) / len(v) if v else None, len(v)) for e, v in recip.items()}
-    return dict(sorted(out.items(), key=lambda kv: (kv[1][0] is None, -(kv[1][0] or 0))))
+    out = {e: sum(v) / len(v) if v else None for e, v in recip.items()}
+    return common, dict(sorted(out.items(), key=lambda kv: (kv[1] is None, -(kv[1] or 0))))
 
 
 def past_training(rows, train_len, key="exact"):
@@ -114,6 +136,11 @@ def ranking(results, task_names, encs, train_len):
         [e] + [runs_cell(by[t, e], ok[t, e]) for t in task_names]
         + [runs_cell(sum((by[t, e] for t in task_names), []), sum((ok[t, e] for t in task_names), []))]
         for e in encs])
+    again = [r for r in results if any(x["length"] == train_len and x.get("samples", 0) >= NEAR_SAMPLES
+                                       for x in r["rows"])]
+    if again:
+        md += ["", f"{len(again)} run(s) scored within {100 * NEAR:.0f} points of the bar at L were scored there "
+                   f"again on {NEAR_SAMPLES} examples, which decide them (their rows in runs.csv give the samples)."]
     ood = {t: {e: mean_std([past_training(r["rows"], train_len) for r in ok[t, e]])[0] for e in encs}
            for t in task_names}
 
@@ -124,13 +151,17 @@ def ranking(results, task_names, encs, train_len):
             return "n/a"
         some = len(ok[t, e]) < len(by[t, e])
         return f"{100 * ood[t][e]:.1f}" + (f" ({len(ok[t, e])}/{len(by[t, e])} seeds)" if some else "")
+    common, ranks = mrr(ood)
     md += ["", "## Ranking (MRR over tasks, Kazemnejad et al. 2023)", "",
            "Exact match averaged over the lengths past the training length, mean over the learned seeds (%); per "
-           "task the encodings with a learned run are ranked (tied ones share the mean of their ranks' "
-           "reciprocals), and the MRR is the mean of 1/rank over the tasks where the encoding is ranked.", ""]
-    md += md_table(["encoding", "MRR", "ranked in", *task_names], [
-        [e, "—" if v is None else f"{v:.2f}", f"{n}/{len(task_names)}"] + [cell(t, e) for t in task_names]
-        for e, (v, n) in mrr(ood).items()])
+           "task the encodings are ranked (tied ones share the mean of their ranks' reciprocals), and the MRR is "
+           "the mean of 1/rank over the tasks that every ranked encoding learned, the same tasks for all (ranked: "
+           "an encoding with a score past L on some task; MRR — for the others): "
+           + (", ".join(common) + f" ({len(common)} of {len(task_names)})." if common else
+              "none here, so no MRR (a task that one encoding did not learn would rank the others on other tasks)."),
+           ""]
+    md += md_table(["encoding", "MRR", *task_names], [
+        [e, "—" if v is None else f"{v:.2f}"] + [cell(t, e) for t in task_names] for e, v in ranks.items()])
     return md
 
 
@@ -233,6 +264,32 @@ def retrieval_by_distance(results, out, task_names, encs, train_len, asked=False
     return md + ["Data: [distance.csv](distance.csv)."]
 
 
+def to_mastery(results, task_names, encs):
+    """Markdown: the iterations each task and encoding took to reach the bar (runs trained with --stop_at_mastery:
+    their "mastery" record, comparison/task_suite.py), mean ± sd over the seeds that reached it, and the seeds
+    that did not by the cap; [] when no run has a record."""
+    records = {(t, e): [r["mastery"] for r in results if r["task"] == t and r["encoding"] == e and r.get("mastery")]
+               for t in task_names for e in encs}
+    if not any(records.values()):
+        return []
+
+    def cell(got):
+        its = [m["reached"] for m in got if m["reached"] is not None]
+        missed = len(got) - len(its)
+        caps = "/".join(str(c) for c in sorted({m["cap"] for m in got if m["reached"] is None}))
+        return "; ".join(filter(None, [fmt(its, ".0f", missing=""),
+                                       f"not learned by {caps} ({missed}/{len(got)} seeds)" if missed else ""])) or "—"
+    bars = sorted({(m["bar"], m["samples"]) for got in records.values() for m in got})
+    md = ["## Iterations to mastery", "",
+          "Each run trained until its exact match at L on held-out examples (seeds apart from the training and the "
+          "scoring ones) reached the bar, checked at every evaluation, or until its cap (the task's max_iters): "
+          + ", ".join(f"bar {b:.0%} on {n} examples" for b, n in bars)
+          + ". Iterations of the first evaluation at or past the bar, mean ± sd over the seeds that reached it; "
+          "\"not learned by N\": the seeds that had not at the cap N. Scores past L follow below.", ""]
+    return md + md_table(["encoding", *task_names], [[e] + [cell(records[t, e]) for t in task_names] for e in encs]) + [
+        ""]
+
+
 def plot_windows(path, cells, steps, lengths, train_len, finetune_len):
     """cells: {label: [per step: the seeds' effective windows]}: mean ± sd against fine-tuning steps."""
     with figure(path, (7.5, 4), xlabel="fine-tuning steps", ylabel="effective context window (tokens)",
@@ -289,7 +346,8 @@ def write_comparison(results, failed, settings, train_len, wall_s, command):
     for r in results:
         for x in r["rows"]:
             runs.append(dict(task=r["task"], encoding=r["encoding"], seed=r["seed"], **x,
-                             learned=learned(r["rows"], train_len), train_s=round(r["train_s"], 1)))
+                             learned=learned(r["rows"], train_len), train_s=round(r["train_s"], 1),
+                             **({"mastered_at": r["mastery"]["reached"]} if r.get("mastery") else {})))
     write_csv(os.path.join(out, "runs.csv"), runs, empty=("task",))
     md = ["# Tasks: length generalisation by encoding", "", f"`{command}`", "",
           f"{len(results)} runs ({', '.join(task_names)} x {', '.join(encs)} x seeds {settings['seed_list']}), "
@@ -305,6 +363,7 @@ def write_comparison(results, failed, settings, train_len, wall_s, command):
             f"{t}: " + ", ".join(f"{k}={v}" for k, v in r.items()) for t, r in recipes.items()) + ".", ""]
     if failed:
         md += ["Failed runs: " + "; ".join(f"{run['tag']}: {msg}" for run, msg in failed), ""]
+    md += to_mastery(results, task_names, encs)
     md += ranking(results, task_names, encs, train_len)
     md += retrieval_by_distance(results, out, task_names, encs, train_len, settings.get("task_distance", False))
     md += windows(results, out, train_len, settings.get("finetune_len", 0), lengths)

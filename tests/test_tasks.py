@@ -196,12 +196,13 @@ def test_effective_window_and_mrr_by_hand():
             dict(length=128, exact=0.1), dict(length=128, exact=0.9), dict(length=256, exact=0.9)]
     assert effective_window(grid) == 64          # one depth of 128 fails, so 256 does not count
     assert effective_window([dict(length=32, exact=0.0)]) == 0
-    # task a: y and z tie at ranks 2 and 3, sharing (1/2 + 1/3) / 2; task b: z is not ranked (not learned)
-    ranks = mrr({"a": {"x": 0.9, "y": 0.5, "z": 0.5}, "b": {"x": 0.1, "y": 0.3, "z": None}})
-    assert ranks == {"x": (pytest.approx((1 + 1 / 2) / 2), 2), "y": (pytest.approx((5 / 12 + 1) / 2), 2),
-                     "z": (pytest.approx(5 / 12), 1)}
-    assert list(ranks) == ["x", "y", "z"]       # best first
-    assert mrr({"a": {"x": None}}) == {"x": (None, 0)}
+    # task a: y and z tie at ranks 2 and 3, sharing (1/2 + 1/3) / 2; z did not learn b, so the MRR ranks over a alone
+    common, ranks = mrr({"a": {"x": 0.9, "y": 0.5, "z": 0.5}, "b": {"x": 0.1, "y": 0.3, "z": None}})
+    assert common == ["a"] and ranks == {"x": 1.0, "y": pytest.approx(5 / 12), "z": pytest.approx(5 / 12)}
+    assert list(ranks)[0] == "x"       # best first
+    common, ranks = mrr({"a": {"x": 0.9, "y": 0.5}, "b": {"x": 0.1, "y": 0.3}})   # both learned both: over a and b
+    assert common == ["a", "b"] and ranks == {"x": pytest.approx(3 / 4), "y": pytest.approx(3 / 4)}
+    assert mrr({"a": {"x": None}}) == ([], {"x": None})
 
 
 def test_train_py_passes_the_curriculum_to_the_batches(tmp_path):

@@ -49,6 +49,9 @@ class Config(GPTConfig):
     task: str = ""                         # a synthetic task of tasks/ instead of the dataset (e.g. copy)
     curriculum_iters: int = 0              # a task's longest training length grows from its shortest to block_size
                                            # over these iterations (a length curriculum); 0: every length at once
+    stop_at_mastery: float = 0.0           # a task run stops at the first evaluation whose exact match at block_size
+                                           # on held-out examples reaches this (e.g. 0.95); max_iters the cap; 0: off
+    mastery_samples: int = 200             # stop_at_mastery: held-out examples scored at each evaluation
     documents: str = "stream"              # rows: 'stream' (any offset), 'aligned' (at document starts) or
                                            # 'masked' (aligned, positions restart and attention stays in each document)
     copy_rows: float = 0.0                 # fraction of each training batch's rows that hold a random span
@@ -132,6 +135,10 @@ class Config(GPTConfig):
              f"documents={self.documents} needs a prepared dataset; a task's rows have no documents"),
             (self.curriculum_iters < 0 or (self.curriculum_iters and not self.task),
              f"curriculum_iters must be >= 0 and needs a task (a length curriculum), got {self.curriculum_iters}"),
+            (self.stop_at_mastery and not (self.task and 0 < self.stop_at_mastery <= 1),
+             f"stop_at_mastery needs a task and a bar in (0, 1] (e.g. --task=copy --stop_at_mastery=0.95); got "
+             f"task={self.task!r}, stop_at_mastery={self.stop_at_mastery}"),
+            (self.mastery_samples < 1, f"mastery_samples must be >= 1, got {self.mastery_samples}"),
             (not 0.0 <= self.copy_rows <= 1.0, f"copy_rows must be a fraction in [0, 1], got {self.copy_rows}"),
             (self.copy_rows and not 2 <= self.copy_min <= self.copy_max < self.block_size,
              f"copy rows need 2 <= copy_min <= copy_max < block_size={self.block_size}, got copy_min={self.copy_min}, "
@@ -172,6 +179,9 @@ def unused_keys(cfg):
         (lora and cfg.finetune_method != "longlora",
          f"{lora} applies to finetune_method=longlora only; add --finetune_method=longlora --init_from=resume, "
          f"or drop --{lora}"),
+        (cfg.mastery_samples != FIELDS["mastery_samples"].default and not cfg.stop_at_mastery,
+         f"mastery_samples={cfg.mastery_samples} applies to stop_at_mastery only; add --stop_at_mastery=0.95 "
+         f"(say), or drop --mastery_samples"),
         (cfg.wandb_group and not cfg.wandb_log,
          f"wandb_group={cfg.wandb_group!r} groups wandb runs, and wandb logging is off; add --wandb_log=True, "
          f"or drop --wandb_group"),
