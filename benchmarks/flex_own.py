@@ -17,12 +17,12 @@ from measure import bench_decode  # noqa: E402
 from training.cli import fail, help_text, parse  # noqa: E402
 from training.config import ConfigError  # noqa: E402
 
-ROWS = [("fox", {}), ("shaw", {"shaw_values": False}), ("deberta", {})]
+ROWS = [("fox", {}), ("shaw", {"shaw_values": False}), ("deberta", {}), ("transformer_xl", {})]
 
 
 def options():
     return dict(T=4096, n_layer=4, n_head=4, n_embd=128, vocab_size=65, seed=1337, threads=1, device="cpu",
-                encodings="fox,shaw,deberta")
+                encodings="fox,shaw,deberta,transformer_xl")
 
 
 def measure(args, name, settings, kernel):
