@@ -1,6 +1,7 @@
 """Evaluation time and peak memory of encodings forming their own logits, by FlexAttention (their flex form,
 attention_kernel=flex) against the default path, one no-grad forward with the loss of one sequence (bench.py's
-long section's measure: wall seconds after a warm-up forward at the same length, which compiles; peak resident set).
+long section's measure: wall seconds after a warm-up forward at the same length, which compiles; the peak resident
+set, on CUDA the peak allocated).
 
     python benchmarks/flex_own.py --T=4096 --threads=1
 """
@@ -12,7 +13,6 @@ from types import SimpleNamespace
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the repository root
 import torch  # noqa: E402
 
-import bench  # noqa: E402
 from measure import bench_decode  # noqa: E402
 from training.cli import fail, help_text, parse  # noqa: E402
 from training.config import ConfigError  # noqa: E402
@@ -25,6 +25,22 @@ def options():
                 encodings="fox,shaw,deberta,transformer_xl")
 
 
+def reset_peak(device):
+    """Start a new peak: CUDA's allocator, else the process's peak resident set (VmHWM, Linux)."""
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+        return
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM to the resident set
+
+
+def peak_bytes(device):
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated()
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+
 def measure(args, name, settings, kernel):
     """(seconds, peak bytes, the kernels chosen) of one forward with the loss at args.T tokens."""
     shape = args.n_layer, args.n_head, args.n_embd, args.T
@@ -35,11 +51,11 @@ def measure(args, name, settings, kernel):
     with torch.no_grad():
         model(x, y)   # warm-up: compiles FlexAttention at this length
         kernels = sorted({p.kernel for p in model.plans(torch.arange(args.T), None, model.encodings).values()})
-        bench.reset_peak(args.device)
+        reset_peak(args.device)
         t = time.perf_counter()
         model(x, y)
         dt = time.perf_counter() - t
-    return dt, bench.peak_bytes(args.device), kernels
+    return dt, peak_bytes(args.device), kernels
 
 
 def main(argv=None):
