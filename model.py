@@ -296,7 +296,7 @@ class GPT(nn.Module):
         if cfg.tie_embeddings:
             self.lm_head.weight = self.wte.weight
         self.kv_cache = None
-        self.flex = Flex(self.encodings.values(), cfg.attention_kernel == "flex", cfg.n_head, cfg.n_embd)
+        self.flex = Flex.of(cfg, self.encodings.values())   # probed at the first plan taking it
         own = {m for pe in self.encodings.values() for m in pe.modules()}  # initialised by the pe
         for m in self.modules():
             if m not in own:

@@ -33,6 +33,11 @@ class Flex:
         self.compiled = {}              # dynamic (bool) -> the compiled functions
         self.static = None              # the exception that made it compile per length instead, or None
 
+    @classmethod
+    def of(cls, cfg, encodings):
+        """A model's (GPTConfig cfg): taken on CPU too where attention_kernel is "flex"."""
+        return cls(encodings, cfg.attention_kernel == "flex", cfg.n_head, cfg.n_embd)
+
     def usable(self, device):
         """Whether FlexAttention works on `device` for every encoding of the model (probed once per device)."""
         key = str(device)

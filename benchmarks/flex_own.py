@@ -46,14 +46,19 @@ def measure(args, name, settings, kernel):
     shape = args.n_layer, args.n_head, args.n_embd, args.T
     model = bench_decode.build(args, shape, name, args.vocab_size, attention_kernel=kernel,
                                pos_settings=settings).eval()
-    idx = torch.randint(args.vocab_size, (1, args.T + 1), generator=torch.Generator().manual_seed(args.seed))
+    g = torch.Generator().manual_seed(args.seed)
+    idx = torch.randint(args.vocab_size, (1, args.T + 1), generator=g).to(args.device)
     x, y = idx[:, :-1], idx[:, 1:]
     with torch.no_grad():
         model(x, y)   # warm-up: compiles FlexAttention at this length
-        kernels = sorted({p.kernel for p in model.plans(torch.arange(args.T), None, model.encodings).values()})
+        plans = model.plans(torch.arange(args.T, device=args.device), None, model.encodings)
+        kernels = sorted({p.kernel for p in plans.values()})
         reset_peak(args.device)
+        sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
+        sync()
         t = time.perf_counter()
         model(x, y)
+        sync()
         dt = time.perf_counter() - t
     return dt, peak_bytes(args.device), kernels
 
