@@ -91,7 +91,7 @@ def attend(q, k, v, plan, layer=0):
     if kernel == "causal":
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
     if kernel == "flex":
-        return flex_attention(q, k, v, plan)
+        return flex_attention(q, k, v, plan, layer)
     if kernel in long_cpu.KERNELS:
         return long_cpu.attend(q, k, v, plan, layer, attend)
     if kernel == "own":
@@ -282,7 +282,7 @@ class GPT(nn.Module):
         if cfg.tie_embeddings:
             self.lm_head.weight = self.wte.weight
         self.kv_cache = None
-        self.flex = Flex(self.encodings.values(), cpu=cfg.attention_kernel == "flex")   # probed
+        self.flex = Flex.of(cfg, self.encodings.values())   # probed at the first plan taking it
         own = {m for pe in self.encodings.values() for m in pe.modules()}  # initialised by the pe
         for m in self.modules():
             if m not in own:

@@ -5,8 +5,9 @@ nothing else; model.attend runs what it chose:
   causal    keys are the queries' own positions, no bias, window or documents: SDPA is_causal
   sdpa      no bias (a mask), or a bias needing no gradient: SDPA with a (1, H, Tq, Tk) mask
   explicit  a bias needing a gradient (T5 training): q k^T, bias added in place, causal blocks
-  flex      a bias over own keys, no dropout, on CUDA, or on CPU without gradients if asked, where
-            FlexAttention works (attention/flex.py: decided once per device)
+  flex      a bias, or an encoding's flex form (OwnLogits.flex_form), over own keys, no dropout, on
+            CUDA, or on CPU without gradients if asked, where FlexAttention works (attention/flex.py:
+            decided once per device)
   own       the encoding forms its own logits (pe.attend), over own keys by causal blocks
   blocks, relative, banded: over more than ATTENTION_BLOCK queries without gradients, the
             long-context engine (attention/long_cpu.py, which documents them)
@@ -98,7 +99,8 @@ def choose_kernel(p: AttentionPlan) -> str:
     # CPU from 128 queries: below, torch 2.13's AVX2 kernel errs at T = 8 mod 16
     on_cpu = p.flex is not None and p.flex.cpu and not grad and len(p.q_pos) >= 128
     flex_ok = p.flex is not None and (p.q_pos.is_cuda or on_cpu)
-    if flex_ok and biased and not own and p.dropout == 0.0 and p.causal and p.groups is None:
+    flexed = p.pe.flex_formed if own else biased   # a bias in the score_mod, or the encoding's flex form
+    if flex_ok and flexed and p.dropout == 0.0 and p.causal and p.groups is None:
         if p.flex.usable(p.q_pos.device):
             return "flex"
     if not grad and len(p.q_pos) > long_cpu.ATTENTION_BLOCK:

@@ -18,7 +18,9 @@ An encoding can act in these places of a GPT, and each hook defaults to "do noth
                              one form qa . ka + r_i (Shaw, DeBERTa, FoX, CoPE where far_holds): long
                              evaluations then form logits for the near band alone, a fused kernel the
                              rest (attention/long_cpu.py); and one_query(), the same for one query with a
-                             cache (a decode step): keys, values and a bias that SDPA's kernel takes.
+                             cache (a decode step): keys, values and a bias that SDPA's kernel takes;
+                             and flex_form(), the same for every query of a forward: keys, values and a
+                             bias read from small tables in FlexAttention's score_mod (attention/flex.py).
   read_input(x, ctx, layer)  -> None: what the encoding reads from the layer's input (B, T, C) before the
                              layer attends, kept in ctx's memo (ctx.once) for that layer (FoX's gates, PaTH's
                              Householder transforms)
@@ -48,6 +50,7 @@ Capabilities, read by model/train/sample code instead of encoding names:
                        and re-rotated at every call, and a decode step needs the host (no static step)
   relative_bias        score_bias depends on q - k alone: the model may read it by distance
   reads_places         embed reads ctx.places, the places of digits a task supplies (abacus, coupling)
+  flex_formed          attend is flex_form's (OwnLogits): the model may attend by FlexAttention
 """
 import dataclasses
 from dataclasses import dataclass, field
@@ -186,6 +189,10 @@ class PositionalEncoding(nn.Module):
         super().__init_subclass__(**kwargs)
         cls.needs_score_matrix = cls.overrides("score_bias") or cls.overrides("attend")
 
+    @property
+    def flex_formed(self):
+        return False
+
     def embed(self, x, ctx):
         return x
 
@@ -250,6 +257,19 @@ class OwnLogits(PositionalEncoding):
         logits(q, k)_j = qa . ka_j + bias_j (scale included; bias (B, H, 1, Tk) or None) and the output
         sum_j p_j va_j (value_term's part included), so that attend() is SDPA's fused kernel; None: no such form."""
         return None
+
+    def flex_form(self, q, k, v, ctx, layer):
+        """(qa, ka, va, bias) with logits(q, k)_ij = qa_i . ka_j + bias(b, h, qi, ki, qp, kp) (scale included) and
+        the output sum_j p_ij va_j, for every query and key of ctx (a forward, no cache): bias an elementwise formula
+        of FlexAttention's batch, head, query and key indices qi, ki (tensors), positions qp(qi), kp(ki) computed
+        where it needs them, reading tables no larger than (B, H, T, a few), each once where it needs a gradient
+        (inductor's rule), or None for no bias."""
+        raise NotImplementedError
+
+    @property
+    def flex_formed(self):
+        """Whether flex_form gives this encoding's attention (choose_kernel reads it)."""
+        return self.overrides("flex_form")
 
     def attend(self, q, k, v, ctx, layer):
         one = self.one_query(q, k, v, ctx, layer) if q.shape[2] == 1 and ctx.cache is not None else None

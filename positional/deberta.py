@@ -82,6 +82,21 @@ class Deberta(OwnLogits):
         kr, qr = rows.index_select(0, b).view(len(b), 2, self.n_head, -1).permute(1, 2, 0, 3).to(q.dtype)   # (H, Tk, D)
         return q * scale, k + kr, v, (k * qr).sum(-1)[:, :, None]                        # bias (B, H, 1, Tk)
 
+    def flex_form(self, q, k, v, ctx, layer):
+        """c2p and p2c read from q.K^r (B, H, Tq, n) and k.Q^r (B, H, Tk, n) at the bucket of the distance (a table
+        by distance up to M, the last bucket's from there), all over sqrt(3 D)."""
+        scale = 1.0 / math.sqrt(3 * q.shape[-1])
+        kr, qr = self.projected(layer, ctx).to(q.dtype)
+        c2p, p2c = (q @ kr.transpose(-1, -2)) * scale, (k @ qr.transpose(-1, -2)) * scale
+        M = self.max_distance
+        bucket = ctx.once((id(self), "bucket"), lambda: log_bucket(
+            torch.arange(M + 1, device=q.device), self.buckets, M))                   # (M + 1,)
+
+        def position(b, h, qi, ki, qp, kp):
+            n = bucket[(qp(qi) - kp(ki)).clamp(0, M)]
+            return c2p[b, h, qi, n] + p2c[b, h, ki, n]
+        return q * scale, k, v, position
+
     def logits(self, q, k, ctx, layer):
         B, H, Tq, D = q.shape
         Tk = k.shape[2]

@@ -87,6 +87,16 @@ class FoX(OwnLogits):
         c, c_k = self.sums(ctx, layer)
         return q * (1.0 / math.sqrt(q.shape[-1])), k, v, c[..., ctx.rows, None] - c_k[..., None, :k.shape[2]]
 
+    def flex_form(self, q, k, v, ctx, layer):
+        """q . k_j / sqrt(D), the decay c_i - c_j read from the sums by query and key index (c_j from a copy of the
+        sums where they are the queries': each tensor needing a gradient is read once)."""
+        c, c_k = self.sums(ctx, layer)
+        c_k = c_k.clone() if c_k is c else c_k
+
+        def decay(b, h, qi, ki, qp, kp):
+            return c[b, h, qi] - c_k[b, h, ki]
+        return q * (1.0 / math.sqrt(q.shape[-1])), k, v, decay
+
     def logits(self, q, k, ctx, layer):
         """q . k / sqrt(D) plus the decay c_i - c_j of the gates read_input read."""
         B, H, Tq, D = q.shape

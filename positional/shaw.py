@@ -70,6 +70,22 @@ class Shaw(OwnLogits):
         va = v if self.value_emb is None else v + self.value_emb[layer].index_select(0, d).to(v.dtype)
         return q * (1.0 / math.sqrt(q.shape[-1])), ka, va, None
 
+    @property
+    def flex_formed(self):
+        """Without relative values: their term sums the probabilities per distance, which FlexAttention does not
+        give (on CPU not even its log-sum-exp, from which the near band's would follow)."""
+        return self.value_emb is None
+
+    def flex_form(self, q, k, v, ctx, layer):
+        """q.k / sqrt(D) plus q.w^K[d] / sqrt(D), read from the (B, H, Tq, k+1) products at the clipped distance."""
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        rel = (q @ self.key_emb[layer].to(q.dtype).T) * scale                  # (B, H, Tq, k+1)
+        top = self.max_distance
+
+        def relative(b, h, qi, ki, qp, kp):
+            return rel[b, h, qi, (qp(qi) - kp(ki)).clamp(0, top)]
+        return q * scale, k, v, relative
+
     def logits(self, q, k, ctx, layer):
         q_pos, k_pos = ctx.q_pos, ctx.k_pos
         B, H, Tq, D = q.shape

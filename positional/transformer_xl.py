@@ -103,6 +103,28 @@ class TransformerXL(OwnLogits):
             y = join(y, lse, *flash(qu, k[:, :, :a], v[:, :, :a], attn_mask=position[..., :a], scale=scale))[0]
         return y.to(v.dtype)
 
+    @property
+    def flex_formed(self):
+        return self.n_embd % 2 == 0   # the sinusoid's sin and cos pairs
+
+    def flex_form(self, q, k, v, ctx, layer):
+        """(q + u) . k_j + (q + v) . r_{i-j}, over sqrt(D), with no bias: (q_i + v) . r_d = g_i . R_d, g_i =
+        W_R^h (q_i + v) (C,) for head h's columns W_R^h, and R_{i-j} by sin(a - b) = sin a cos b - cos a sin b,
+        cos(a - b) = cos a cos b + sin a sin b is i's angles against j's: g_i . R_{i-j} = a_i . cos(j w) +
+        b_i . sin(j w), C more channels of queries and keys (the sinusoids in float64, as R is made)."""
+        B, H, T, D = q.shape
+        C = self.n_embd
+        g = torch.einsum("bhte,che->bhtc", q + self.v[:, None].to(q.dtype), self.w_r[layer].to(q.dtype).view(C, H, D))
+        at_q = sinusoidal_table(0, C, positions=ctx.q_pos).to(q.dtype)                 # (Tq, C): sin, cos of i w
+        at_k = sinusoidal_table(0, C, positions=ctx.k_pos).to(k.dtype)                 # (Tk, C)
+        sin_i, cos_i = at_q[:, 0::2], at_q[:, 1::2]
+        g_sin, g_cos = g[..., 0::2], g[..., 1::2]                                      # g's of sin(d w), cos(d w)
+        a, b = g_sin * sin_i + g_cos * cos_i, g_cos * sin_i - g_sin * cos_i                # (B, H, Tq, C/2) each
+        qa = torch.cat([q + self.u[:, None].to(q.dtype), a, b], -1) * (1.0 / math.sqrt(D))
+        Tk = k.shape[2]
+        ka = torch.cat([k, at_k[:, 1::2].expand(B, H, Tk, -1), at_k[:, 0::2].expand(B, H, Tk, -1)], -1)
+        return qa, ka, v, None
+
     def one_query(self, q, k, v, ctx, layer):
         """(q + u) . k_j / sqrt(D) with the position term (q + v) . r_{i-j} / sqrt(D) as a bias over the keys."""
         H, D, scale = self.n_head, q.shape[-1], 1.0 / math.sqrt(q.shape[-1])

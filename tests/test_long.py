@@ -159,10 +159,11 @@ def test_flex_attention_compiles_its_backward_with_its_forward(monkeypatch):
     catches a failure (lazily, it would fail in loss.backward(), out of reach)."""
     seen = []
 
-    def flex(q, k, v, score_mod, block_mask):
+    def flex(q, k, v, score_mod, block_mask, scale=None):
         seen.append(torch._functorch.config.force_non_lazy_backward_lowering)
         return q
-    monkeypatch.setattr(flex_mod.Flex, "functions", lambda self, compiled=True: (lambda *a, **k: None, flex))
+    monkeypatch.setattr(flex_mod.Flex, "functions",
+                        lambda self, compiled=True, dynamic=True: (lambda *a, **k: None, flex))
     model = tiny_gpt("alibi")
     plan = next(iter(model.plans(torch.arange(8), None, model.encodings).values()))
     q = torch.randn(1, 4, 8, 8)
