@@ -64,14 +64,21 @@ class DAPE(OwnLogits):
         return cls(cfg.n_layer, cfg.n_head, s.dape_prior, s.dape_width, s.kerple_variant)
 
     def adapt(self, a, b, layer):
-        """f([A; B]) at every pair: a (B, H, Tq, Tk), b (H, Tq, Tk) -> (B, H, Tq, Tk), the heads mixed by pair."""
+        """f([A; B]) at every pair: a (B, H, Tq, Tk), b (H, Tq, Tk) -> (B, H, Tq, Tk), the heads mixed by pair. The
+        hidden layer is D_DAPE / H times the scores' size, so it is formed for a slice of query rows at a time: no
+        tensor larger than the scores (a long evaluation's blocks keep their memory bound)."""
         first, _, second = self.mlp[layer]
         H, dt = self.n_head, a.dtype
         w1 = first.weight.to(dt)                                               # (D_DAPE, 2H): A's columns, then B's
-        h = torch.einsum("oh,bhqk->boqk", w1[:, :H], a)                        # (B, D_DAPE, Tq, Tk)
-        h = h + (torch.einsum("oh,hqk->oqk", w1[:, H:], b.to(dt)) + first.bias.to(dt)[:, None, None])
-        h = F.leaky_relu(h)
-        return torch.einsum("ho,boqk->bhqk", second.weight.to(dt), h) + second.bias.to(dt)[:, None, None]
+        step = max(1, a.shape[2] * H // w1.shape[0])                           # query rows a slice
+        out = []
+        for s in range(0, a.shape[2], step):
+            rows = slice(s, s + step)
+            h = torch.einsum("oh,bhqk->boqk", w1[:, :H], a[:, :, rows])       # (B, D_DAPE, rows, Tk)
+            h = h + (torch.einsum("oh,hqk->oqk", w1[:, H:], b[:, rows].to(dt)) + first.bias.to(dt)[:, None, None])
+            h = F.leaky_relu(h)
+            out.append(torch.einsum("ho,boqk->bhqk", second.weight.to(dt), h) + second.bias.to(dt)[:, None, None])
+        return torch.cat(out, 2)
 
     def logits(self, q, k, ctx, layer):
         a = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))      # (B, H, Tq, Tk)
