@@ -1,6 +1,5 @@
 """Retrieval by key-query distance (tasks/score.py by_distance): the recorded distance is the real one, examples
 cover the bins they are asked for, and stub models that copy from their input score what their reach allows."""
-import json
 import shutil
 
 import pytest
@@ -178,19 +177,20 @@ def test_kept_runs_are_scored_by_distance_from_their_checkpoints_or_said_not_mea
     """configs/tasks/distance.py end to end at tiny size: runs kept without the distance scoring stay valid; turning
     it on scores them from their checkpoints (nothing trained again), and without a checkpoint says so."""
     import compare
+    from measure import kept as kept_store
     from tasks import report
     monkeypatch.setattr(report, "MASTERY", 0.0)   # 2 iterations learn nothing; count every run as learned
     out, rep, bare = tmp_path / "out", tmp_path / "report", tmp_path / "bare"
     compare.main([*TINY, "--task_distance=False", f"--out_root={out}", f"--report_dir={rep}"])
-    kept = rep / "runs" / "passkey-rope-s1337" / "result.json"
-    assert "distance" not in json.loads(kept.read_text())["value"]
+    kept = rep / "runs" / "passkey-rope-s1337"
+    assert "distance" not in kept_store.read(kept)["value"]
     shutil.copytree(rep, bare)
     ckpt = (out / "passkey" / "rope-s1337" / "ckpt.pt").stat().st_mtime_ns
     compare.main([*TINY, f"--out_root={out}", f"--report_dir={rep}"])
     assert (out / "passkey" / "rope-s1337" / "ckpt.pt").stat().st_mtime_ns == ckpt        # not trained again
-    got = json.loads(kept.read_text())["value"]["distance"]
+    got = kept_store.read(kept)["value"]["distance"]
     assert got["key"]["bins"] == list(DISTANCE_BINS) and {r["length"] for r in got["rows"]} == {12, 48}
-    assert "distance" not in json.loads((rep / "runs" / "copy-rope-s1337" / "result.json").read_text())["value"]
+    assert "distance" not in kept_store.read(rep / "runs" / "copy-rope-s1337")["value"]
     md = (rep / "report.md").read_text().split("## Retrieval by distance")[1]
     assert "### passkey" in md and "| rope (1/1 seeds) |" in md and "### copy" not in md
     shutil.rmtree(out)                                                    # another machine: the kept runs alone
