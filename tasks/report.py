@@ -277,8 +277,10 @@ def to_mastery(results, task_names, encs):
         its = [m["reached"] for m in got if m["reached"] is not None]
         missed = len(got) - len(its)
         caps = "/".join(str(c) for c in sorted({m["cap"] for m in got if m["reached"] is None}))
-        return "; ".join(filter(None, [fmt(its, ".0f", missing=""),
-                                       f"not learned by {caps} ({missed}/{len(got)} seeds)" if missed else ""])) or "—"
+        parts = [fmt(its, ".0f", missing="")]
+        if missed:
+            parts.append(f"not learned by {caps} ({missed}/{len(got)} seeds)")
+        return "; ".join(p for p in parts if p) or "—"
     bars = sorted({(m["bar"], m["samples"]) for got in records.values() for m in got})
     md = ["## Iterations to mastery", "",
           "Each run trained until its exact match at L on held-out examples (seeds apart from the training and the "
