@@ -64,7 +64,7 @@ def registry_table(runs_csv, *_):
     at = {m: f"ppl@{m * L}" for m in (1, 4, 16) if f"ppl@{m * L}" in rows[0]}
     four = next((float(r[at[1]]) for r in rows if r["label"] == "4-gram"), float("nan"))
     probes = retrieval_probe.read(os.path.dirname(runs_csv))
-    trained = [e for e in dict.fromkeys(r["label"] for r in rows if r["label"] == r["encoding"])]
+    trained = list(dict.fromkeys(r["label"] for r in rows if r["label"] == r["encoding"]))
     lines = ["| family | encoding | seeds | " + " | ".join(at.values()) + " | past the 4-gram at L | probe in L, "
              "nats/token [95%] | probe at 2L [95%] | wall per run |", "|---" * (len(at) + 7) + "|"]
     notes = dict(beats=[], void=[], retrieves=[], holds=[], breaks=[], short=[])
