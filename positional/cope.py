@@ -61,7 +61,7 @@ def interpolate(table, p):
 class CoPE(OwnLogits):
     name = "cope"
     Settings = CoPESettings
-    recompute_rows = 64   # training by blocks of 64 query rows, recomputed in backward (positional/base.py)
+    recompute_rows = 128   # training by blocks of 128 query rows, recomputed in backward (positional/base.py)
 
     def __init__(self, n_layer: int, head_dim: int, max_position: int):
         super().__init__()
