@@ -51,4 +51,5 @@ if __name__ == "__main__":
         figures = measure(name, T, rounds)
         wall, cpu = figures["rope"]
         for row, (w, c) in figures.items():
-            print(f"T={T:<6} {row:<14} {w:8.2f} s {w / wall:6.2f}x rope   CPU {c:8.2f} s {c / cpu:6.2f}x rope", flush=True)
+            print(f"T={T:<6} {row:<14} {w:8.2f} s {w / wall:6.2f}x rope   CPU {c:8.2f} s {c / cpu:6.2f}x rope",
+                  flush=True)
