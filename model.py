@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
+from torch.utils.checkpoint import checkpoint
 
 from attention import long_cpu
 from attention.flex import Flex, attention as flex_attention
@@ -73,16 +74,25 @@ def explicit_attention(q, k, v, mask, dropout=0.0, training=False, causal=False)
 
 
 def own_attention(q, k, v, plan, layer):
-    """The encoding's own attention (pe.attend), over own keys by causal blocks (long_cpu's)."""
-    T = q.shape[2]
-    if T == 1 or not plan.causal:  # a decode step: one block, nothing to slice
+    """The encoding's own attention (pe.attend), over own keys by causal blocks (long_cpu's); in
+    training, by blocks of pe.recompute_rows queries where it has them, each block recomputed in
+    its backward (checkpoint): no block's logits are kept, memory O(rows Tk), linear in T."""
+    if not plan.causal:  # a cache's queries (a decode step): one block, nothing to slice
         return plan.pe.attend(q, k, v, plan, layer)
+    T, rows = q.shape[2], plan.pe.recompute_rows if torch.is_grad_enabled() else 0
+    blocks = long_cpu.row_blocks(T, rows) if rows else long_cpu.causal_blocks(T)
     ys = []
-    for a, b in reversed(long_cpu.causal_blocks(T)):   # the most keys first: later scores fit there
-        p = plan.block(a, b)
-        y = plan.pe.attend(q[:, :, a:b], k[:, :, :b], v[:, :, :b], p, layer)   # (B, H, b - a, D)
-        ys.append(y)
-    return torch.cat(ys[::-1], dim=2)                                              # (B, H, Tq, D)
+    for a, b in reversed(blocks):   # the most keys first: later scores fit there
+        part = q[:, :, a:b], k[:, :, :b], v[:, :, :b], plan, layer, a, b
+        y = checkpoint(own_block, *part, use_reentrant=False) if rows else own_block(*part)
+        ys.append(y)                                                            # (B, H, b - a, D)
+    return torch.cat(ys[::-1], dim=2)                                           # (B, H, Tq, D)
+
+
+def own_block(q, k, v, plan, layer, a, b):
+    """pe.attend of the queries a:b over the keys up to b, the block's plan (its (b - a, b) mask)
+    made here, so that a recomputed block keeps nothing of it until its backward."""
+    return plan.pe.attend(q, k, v, plan.block(a, b), layer)
 
 
 def attend(q, k, v, plan, layer=0):

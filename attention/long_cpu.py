@@ -65,6 +65,11 @@ def causal_blocks(T):
     return list(zip(edges[:-1], edges[1:]))
 
 
+def row_blocks(T, rows):
+    """Query blocks of `rows` rows (the last fewer) over own keys, each needing keys up to its last row."""
+    return [(a, min(a + rows, T)) for a in range(0, T, rows)]
+
+
 def hankel(u, rows, cols, start=0):
     """(1, H, rows, cols) view of u (H, n) whose element [h, r, j] is u[h, start + r + j] (constant along the
     anti-diagonals): overlapping strides, no copy. SDPA's CPU kernel takes it as its mask."""

@@ -8,7 +8,8 @@ nothing else; model.attend runs what it chose:
   flex      a bias, or an encoding's flex form (OwnLogits.flex_form), over own keys, no dropout, on
             CUDA, or on CPU without gradients if asked, where FlexAttention works (attention/flex.py:
             decided once per device)
-  own       the encoding forms its own logits (pe.attend), over own keys by causal blocks
+  own       the encoding forms its own logits (pe.attend), over own keys by causal blocks (in training
+            by blocks of pe.recompute_rows, recomputed in backward, where the encoding has them)
   blocks, relative, banded: over more than ATTENTION_BLOCK queries without gradients, the
             long-context engine (attention/long_cpu.py, which documents them)
 Measured on CPU (benchmarks/): SDPA takes its flash kernel with a 4-D float mask, math with a 3-D
@@ -49,7 +50,7 @@ class AttentionPlan(Ctx):
         if self.ssmax and self.key_counts is None:
             derive("key_counts", self.count_visible(long_cpu.ATTENTION_BLOCK))
         derive("kernel", choose_kernel(self))
-        if self.kernel in MASKLESS:
+        if self.kernel in MASKLESS or (self.kernel == "own" and self.causal):   # own: each block makes its mask
             return
         if self.bias is None and self.pe is not None:
             derive("bias", self.pe.dense_bias(self.q_pos, self.k_pos))     # (H, Tq, Tk) or None
@@ -125,7 +126,8 @@ def attend_scores(scores, v, plan):
         scores = scores.masked_fill_(~mask, float("-inf"))
     else:
         scores = scores.add_(mask)
-    probs = F.dropout(torch.softmax(scores.float(), dim=-1).to(v.dtype), plan.dropout, plan.dropout > 0)
+    wide = torch.promote_types(scores.dtype, torch.float32)   # float32 under autocast, float64 kept
+    probs = F.dropout(torch.softmax(scores, dim=-1, dtype=wide).to(v.dtype), plan.dropout, plan.dropout > 0)
     return probs @ v, probs
 
 

@@ -51,6 +51,9 @@ Capabilities, read by model/train/sample code instead of encoding names:
   relative_bias        score_bias depends on q - k alone: the model may read it by distance
   reads_places         embed reads ctx.places, the places of digits a task supplies (abacus, coupling)
   flex_formed          attend is flex_form's (OwnLogits): the model may attend by FlexAttention
+  recompute_rows       > 0: in training the model calls attend by blocks of this many query rows, each
+                       recomputed in its backward (torch.utils.checkpoint), so that no block's logits outlive
+                       it: memory O(rows Tk) for the logits, not O(Tq Tk) (CoPE's many (Tq, Tk) intermediates)
 """
 import dataclasses
 from dataclasses import dataclass, field
@@ -172,6 +175,7 @@ class PositionalEncoding(nn.Module):
     relative_bias = False
     reads_places = False
     needs_score_matrix = False
+    recompute_rows = 0
 
     @classmethod
     def from_config(cls, cfg, s):

@@ -85,6 +85,7 @@ class Combined(PositionalEncoding):
         limits = [p.max_positions for p in parts.values() if p.max_positions is not None]
         self.max_positions = min(limits) if limits else None
         self.length_dependent = any(p.length_dependent for p in parts.values())
+        self.recompute_rows = max(p.recompute_rows for p in parts.values())   # the attending part's
         self.excluded_param_names = tuple(n.replace("pe.", f"pe.parts.{name}.", 1)
                                           for name, p in parts.items() for n in p.excluded_param_names)
 

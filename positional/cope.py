@@ -47,8 +47,8 @@ def latest_first(k_pos, hidden=None):
 
 
 def f32(x):
-    """x in float32 (the gates and the table under autocast), without a call where it is already."""
-    return x if x.dtype == torch.float32 else x.float()
+    """x in float32 or wider (the gates and the table under autocast), without a call where it is already."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
 
 
 def interpolate(table, p):
@@ -61,6 +61,7 @@ def interpolate(table, p):
 class CoPE(OwnLogits):
     name = "cope"
     Settings = CoPESettings
+    recompute_rows = 128   # training by blocks of 128 query rows, recomputed in backward (positional/base.py)
 
     def __init__(self, n_layer: int, head_dim: int, max_position: int):
         super().__init__()

@@ -66,6 +66,23 @@ def test_recipe_trials_table_by_hand(tmp_path):
     assert docs.recipe_trials_table(p).splitlines()[2] == want
 
 
+def test_train_memory_lengths_by_hand(tmp_path):
+    """One row per run and length, before first; each encoding's peak and step against rope's in its file."""
+    import json
+    args = dict(n_layer=4, n_head=4, n_embd=128, batch_size=1, rounds=2)
+    machine = dict(name="X", torch="2", threads=1)
+    for name, rope, cope in [("after_L2048", (400, 10, 5), (500, 30, 20)), ("before_L1024", (300, 5, 4), (900, 20, 4))]:
+        memory = {e: dict(peak_bytes=mib * 2 ** 20, s=1.0) for e, (mib, _, _) in (("rope", rope), ("cope", cope))}
+        train = {e: dict(ms=ms, cpu_ms=cpu) for e, (_, ms, cpu) in (("rope", rope), ("cope", cope))}
+        run = dict(args=args, machine=machine, train_memory=memory, train=train)
+        (tmp_path / f"{name}.json").write_text(json.dumps(run))
+    assert docs.train_memory_lengths(tmp_path).splitlines()[:4] == [
+        "| run | tokens | rope MiB | rope ms | cope MiB | vs rope | cope ms | vs rope | CPU vs rope |",
+        "|---" * 9 + "|",
+        "| before | 1,024 | 300 | 5 | 900 | 3.00 | 20 | 4.00 | 1.00 |",
+        "| after | 2,048 | 400 | 10 | 500 | 1.25 | 30 | 3.00 | 4.00 |"]
+
+
 def test_ppl_table_by_hand(tmp_path):
     p = tmp_path / "runs.csv"
     p.write_text("label,encoding,seed,ppl@8,ppl@16\na,a,1,2.0,3.0\na,a,2,4.0,5.0\na+x,a,1,9,9\nb,b,1,1.0,nan\n"

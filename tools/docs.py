@@ -205,6 +205,32 @@ def train_memory_table(*bench_jsons):
     return "\n".join(lines) + "\n"
 
 
+def train_memory_lengths(folder):
+    """A folder of bench.py --sections=train,train_memory JSONs named RUN_L<tokens>.json (RUN: before, after...), each
+    with the reference and other encodings: per run and length, each encoding's process peak and median step (wall
+    and CPU time) against the reference's in the same process."""
+    runs = []
+    for path in sorted(glob.glob(os.path.join(folder, "*_L*.json"))):
+        label, _, length = os.path.basename(path)[:-len(".json")].rpartition("_L")
+        runs.append((label, int(length), json.load(open(path))))
+    others = [e for e in runs[0][2]["train_memory"] if e != REFERENCE]
+    head = "".join(f" {e} MiB | vs {REFERENCE} | {e} ms | vs {REFERENCE} | CPU vs {REFERENCE} |" for e in others)
+    lines = [f"| run | tokens | {REFERENCE} MiB | {REFERENCE} ms |" + head, "|---" * (4 + 5 * len(others)) + "|"]
+    for label, T, r in sorted(runs, key=lambda x: (x[0] != "before", x[0], x[1])):
+        m, t = r["train_memory"], r["train"]
+        ref, ref_t = m[REFERENCE], t[REFERENCE]
+        cells = "".join(f" {m[e]['peak_bytes'] / 2 ** 20:.0f} | {m[e]['peak_bytes'] / ref['peak_bytes']:.2f} | "
+                        f"{t[e]['ms']:.0f} | {t[e]['ms'] / ref_t['ms']:.2f} | {t[e]['cpu_ms'] / ref_t['cpu_ms']:.2f} |"
+                        for e in others)
+        lines.append(f"| {label} | {T:,} | {ref['peak_bytes'] / 2 ** 20:.0f} | {ref_t['ms']:.0f} |" + cells)
+    a, m = runs[0][2]["args"], runs[0][2]["machine"]
+    lines.append(f"\n{m.get('name', 'unnamed machine')}, torch {m['torch']}, {m['threads']} thread(s), {a['n_layer']} "
+                 f"layers x {a['n_head']} heads x {a['n_embd']}, batch {a['batch_size']}; the step's median of "
+                 f"{a['rounds']} rounds (wall, and CPU time beside it), then one step's process peak after a warm-up "
+                 f"step (torch itself included, about 400 MiB).")
+    return "\n".join(lines) + "\n"
+
+
 def gpu_table(folder):
     """benchmarks/gpu.sh's figures on a GPU (run1/, run2/ in order: a later row of an encoding and window replaces an
     earlier one): benchmarks/gpu_check.py's rows, and bench.py's training step peak at block 1024 per encoding."""
@@ -306,6 +332,7 @@ GENERATORS = {"reports/compare/runs.csv": ppl_table, "reports/compare-family/run
               "benchmarks/raw/issue22_64k/": long_table, "benchmarks/raw/issue52_16384_new/": long_table,
               "benchmarks/raw/issue22_16384_32768_default/": long_table,
               "benchmarks/raw/issue22_train_memory": train_memory_table,
+              "benchmarks/raw/issue52_cope_train_memory/": train_memory_lengths,
               "benchmarks/raw/": train_step_table}   # the first prefix of a block's first source picks its generator
 
 
