@@ -10,8 +10,8 @@
 #       --eval_interval=4 --eval_iters=1 --eval_tokens=8192 --plots=False --out_root=/tmp/dape-protocol \
 #       --report_dir=/tmp/dape-protocol/report
 # At a tenth of the iterations (--max_iters=300 --lr_decay_iters=300 --warmup_iters=30; docs/results.md, "DAPE's
-# protocol"): dape, kerple and rope in 24 min 50 s (training 9, 5 and 8 min), one after the other with one thread
-# each, on the busy 2-core Intel Xeon (load average 6-9); the whole budget, 3,000 iterations, did not fit a session.
+# protocol"): dape, kerple and rope in 24 min 50 s (training 9, 5 and 8 min), alibi in 6 min 41 s after, one run at
+# a time with one thread, on the busy 2-core Intel Xeon (load average 6-9); 3,000 iterations did not fit a session.
 from configs.base import *  # noqa: F401,F403  the shared training recipe (data, model shape, optimiser)
 
 encodings = ["dape", "dape_alibi", "kerple", "alibi", "fire", "t5", "rope", "none"]
