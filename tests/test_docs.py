@@ -89,6 +89,18 @@ def test_ppl_table_by_hand(tmp_path):
                  "3-gram,ngram,,7.0,7.5\n")
     assert docs.ppl_table(p).splitlines()[2:] == ["| a | 2 | 3.00 ± 1.41 | 4.00 ± 1.41 |", "| b | 1 | 1.00 | — |",
                                              "| 3-gram | 1 | 7.00 | 7.50 |"]
+    assert docs.label_table(p).splitlines()[3] == "| a+x | 1 | 9.00 | 9.00 |"   # a method's row, after its encoding
+
+
+def test_protocol_table_ranks_the_encodings_at_the_longest_length_by_hand(tmp_path):
+    p = tmp_path / "runs.csv"
+    p.write_text("label,encoding,seed,wall_s,ppl@8,ppl@16\na,a,1,60,2.0,3.0\na,a,2,180,4.0,5.0\na+x,a,1,,1,1\n"
+                 "c,c,1,600,1.0,2.0\nb,b,1,60,1.0,nan\n3-gram,ngram,,,7.0,1.5\n")
+    *table, blank, line = docs.protocol_table(p).splitlines()
+    assert table == docs.ppl_table(p).splitlines() and blank == ""
+    # a: means 3 at 8, 4 at 16, 2 min; c: 1, 2, 10 min; b has no ppl@16; rows of a method and the n-gram are not ranked
+    assert line == ("By ppl@16, lowest first (each over its own ppl@8): c 2.00 (2.00x its ppl@8; trained in 10 min), "
+                    "a 4.00 (1.33x its ppl@8; trained in 2 min).")
 
 
 # ---------------------------------------------------------------- links

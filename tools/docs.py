@@ -36,17 +36,41 @@ def mean_std(values):
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
-def ppl_table(runs_csv):
-    """Per encoding as trained (label == encoding) and n-gram baseline: ppl at each length, mean ± std over seeds."""
+def ppl_table(runs_csv, every_label=False):
+    """Per encoding as trained (label == encoding) and n-gram baseline: ppl at each length, mean ± std over seeds;
+    every_label: each RoPE method's and fine-tune's row too ("rope+yarn", "rope+yarn ft100")."""
     rows = list(csv.DictReader(open(runs_csv)))
     lengths = [c for c in rows[0] if c.startswith("ppl@")]
     lines = ["| encoding | seeds | " + " | ".join(lengths) + " |", "|---" * (len(lengths) + 2) + "|"]
-    for enc in dict.fromkeys(r["label"] for r in rows if r["label"] == r["encoding"] or r["encoding"] == "ngram"):
+    shown = [r["label"] for r in rows if every_label or r["label"] == r["encoding"] or r["encoding"] == "ngram"]
+    for enc in dict.fromkeys(shown):
         runs = [r for r in rows if r["label"] == enc]
         cells = [mean_std([float(r[c]) for r in runs]) if all(r[c] not in ("", "nan") for r in runs) else "—"
                  for c in lengths]
         lines.append(f"| {enc} | {len(runs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def label_table(runs_csv):
+    """ppl_table with every label of the report: the encodings as trained, each RoPE method, each fine-tune."""
+    return ppl_table(runs_csv, every_label=True)
+
+
+def protocol_table(runs_csv):
+    """ppl_table, then each encoding as trained by its perplexity at the longest length (lowest first), that
+    perplexity over its own at the shortest length (the training length: how much it rises at the longest) and its
+    training wall time (mean over seeds)."""
+    rows = [r for r in csv.DictReader(open(runs_csv)) if r["label"] == r["encoding"]]
+    lengths = [c for c in rows[0] if c.startswith("ppl@")]
+    first, last = lengths[0], lengths[-1]
+    means = {}
+    for enc in dict.fromkeys(r["label"] for r in rows):
+        runs = [r for r in rows if r["label"] == enc]
+        means[enc] = [statistics.mean(float(r[c]) for r in runs) for c in (first, last, "wall_s")]
+    order = sorted((e for e in means if means[e][1] == means[e][1]), key=lambda e: means[e][1])
+    cells = [f"{e} {means[e][1]:.2f} ({means[e][1] / means[e][0]:.2f}x its {first}; trained in "
+             f"{means[e][2] / 60:.0f} min)" for e in order]
+    return ppl_table(runs_csv) + f"\nBy {last}, lowest first (each over its own {first}): " + ", ".join(cells) + ".\n"
 
 
 HOLDS = 1.1   # a learned row "holds" past L when its perplexity at 16L is below HOLDS x its perplexity at L
@@ -326,6 +350,8 @@ GENERATORS = {"reports/compare/runs.csv": ppl_table, "reports/compare-family/run
               "reports/compare-code/runs.csv": ppl_table, "reports/compare-code/report.md": recipe_lines,
               "reports/compare-code/eval_chunks.csv": published_block, "reports/registry/runs.csv": registry_table,
               "reports/compare/eval.csv": paired_block, "reports/compare/report.md": recipe_lines,
+              "reports/compare-new/runs.csv": label_table, "reports/compare-new/report.md": recipe_lines,
+              "reports/dape-protocol/runs.csv": protocol_table, "reports/dape-protocol/report.md": recipe_lines,
               "reports/tasks/runs.csv": mastery_table, "reports/tasks-suite/runs.csv": mastery_table,
               "reports/tasks-suite/report.md": wall_line, "reports/tasks-recipes/trials.csv": recipe_trials_table,
               "benchmarks/raw/issue22_decode": decode_table, "benchmarks/raw/gpu_h200/": gpu_table,
