@@ -8,7 +8,7 @@ import torch
 
 from model import GPT
 from positional.abacus import offset_rows
-from positional.coupling import random_starts
+from positional.coupling import coupled_ids, random_starts
 from tasks import TaskData, addition
 from tasks.common import PAD, SEP, SYM
 from tasks.score import accuracy, greedy
@@ -70,8 +70,27 @@ def test_coupling_ids_by_hand_and_random_starts_in_range():
     gen = torch.Generator().manual_seed(0)
     starts = torch.cat([random_starts(places, 10, gen) for _ in range(400)], 1)   # (2, 400)
     assert set(starts[0].tolist()) == set(range(10 - 4)) and set(starts[1].tolist()) == set(range(10 - 2))
-    ids = offset_rows(places, torch.tensor([[3], [0]]))
-    assert ids.tolist() == [[0, 4, 5, 6, 0, 4, 5, 6, 0, 4, 5, 6, 7], [0, 0, 1, 0, 1, 0, 1, 2, 0, 0, 0, 0, 0]]
+    ids = coupled_ids(places, torch.tensor([[3], [0]]))
+    assert ids.tolist() == [[3, 4, 5, 6, 3, 4, 5, 6, 3, 4, 5, 6, 7], [0, 0, 1, 0, 1, 0, 1, 2, 0, 0, 0, 0, 0]]
+
+
+def test_coupling_places_sep_one_column_below_the_digits_it_adds_under_every_start():
+    """SEP predicts c_0 and must find a_0, b_0: its id is theirs - 1 whatever the training start, as c_i's is
+    a_{i+1}'s - 1 (the reference code's '=' next to the least significant digit's id); a fixed row for SEP would
+    leave it nothing that follows the start."""
+    model = tiny_gpt("coupling", coupling_rows=12)
+    pe, x, places = model.pe.train(), torch.zeros(1, 13, 32), torch.tensor([PLACES])
+    ctx = type("Ctx", (), {"places": places})()
+    table, sep, plus = pe.table.weight, EXAMPLE.index(SEP), EXAMPLE.index(PLUS)
+    seen = set()
+    for _ in range(80):
+        e = pe.embed(x, ctx)[0]
+        rows = torch.cdist(e, table).argmin(-1).tolist()                    # each token's row of P
+        assert rows[sep] == rows[1] - 1 == rows[plus + 1] - 1 == rows[sep + 1] - 1     # SEP, a_0, b_0, c_0
+        assert [rows[sep + 1 + i] for i in range(2)] == [rows[2 + i] - 1 for i in range(2)]   # c_i, a_{i+1}
+        assert rows[plus] == rows[0] == rows[sep]                           # '+' and PAD in SEP's column
+        seen.add(rows[sep])
+    assert seen == set(range(12 - 4))                                       # the start itself is uniform
 
 
 @pytest.mark.parametrize("name", ["abacus", "coupling"])
@@ -125,9 +144,11 @@ def test_a_training_step_trains_the_table_rows_in_play(name):
     loss = model(x, y, places=data.places(x))[1]
     loss.backward()
     used = model.pe.table.weight.grad.abs().sum(-1) > 0
-    assert used[0] and used[1:].any()
+    assert used[1:].any()
     if name == "abacus":                              # places <= (32 - 4) // 3 + 1 = 10, shifted by k < 3
-        assert not used[13:].any()
+        assert used[0] and not used[13:].any()        # row 0: the non-digits
+    else:                                             # each example's rows s .. s + 10 from its own start
+        assert used.sum() > (32 - 4) // 3 + 2
     opt.step()
     with torch.no_grad():
         assert model.eval()(x, y, places=data.places(x))[1] < loss

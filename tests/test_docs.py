@@ -83,6 +83,17 @@ def test_train_memory_lengths_by_hand(tmp_path):
         "| after | 2,048 | 400 | 10 | 500 | 1.25 | 30 | 3.00 | 4.00 |"]
 
 
+def test_exact_table_by_hand(tmp_path):
+    p = tmp_path / "runs.csv"
+    p.write_text("task,encoding,seed,length,exact,token,samples,learned,train_s\n"
+                 "addition,a,1,32,1.0,1.0,200,True,9\naddition,a,1,64,0.5,0.9,200,True,9\n"
+                 "addition,a,2,32,0.9,0.99,200,False,9\naddition,a,2,64,0.0,0.6,200,False,9\n"
+                 "addition,b,1,32,0.25,0.7,200,False,9\naddition,b,1,64,,,200,False,9\n")
+    assert docs.exact_table(p).splitlines() == [
+        "| encoding | seeds | learned at L | exact @32 | exact @64 |", "|---|---|---|---|---|",
+        "| a | 2 | 1 of 2 | 95.0 ± 7.1 | 25.0 ± 35.4 |", "| b | 1 | 0 of 1 | 25.0 | — |"]
+
+
 def test_ppl_table_by_hand(tmp_path):
     p = tmp_path / "runs.csv"
     p.write_text("label,encoding,seed,ppl@8,ppl@16\na,a,1,2.0,3.0\na,a,2,4.0,5.0\na+x,a,1,9,9\nb,b,1,1.0,nan\n"

@@ -156,6 +156,32 @@ def mastery_table(task_runs_csv, threshold=0.95):
     return "\n".join(lines) + "\n"
 
 
+def percent_mean_std(fractions):
+    """Fractions as a percentage, mean ± sample std over seeds to one decimal; one seed: its value alone."""
+    values = [100 * f for f in fractions]
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
+
+
+def exact_table(task_runs_csv, threshold=0.95):
+    """A task comparison's runs.csv (one task): per encoding, its seeds, how many learned it (exact match at L, the
+    shortest length, >= threshold) and its exact match at each scored length, mean ± sd over seeds in %; — where a
+    position table does not reach the length."""
+    rows = list(csv.DictReader(open(task_runs_csv)))
+    lengths = sorted({int(r["length"]) for r in rows})
+    lines = ["| encoding | seeds | learned at L | " + " | ".join(f"exact @{n}" for n in lengths) + " |",
+             "|---" * (len(lengths) + 3) + "|"]
+    for enc in dict.fromkeys(r["encoding"] for r in rows):
+        mine = [r for r in rows if r["encoding"] == enc]
+        seeds = sorted({r["seed"] for r in mine})
+        at = {n: [r["exact"] for r in mine if int(r["length"]) == n] for n in lengths}
+        learned = sum(float(x) >= threshold for x in at[lengths[0]])
+        cells = [percent_mean_std([float(x) for x in v]) if all(v) else "—" for v in at.values()]
+        lines.append(f"| {enc} | {len(seeds)} | {learned} of {len(seeds)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def recipe_trials_table(trials_csv):
     """reports/tasks-recipes/trials.csv: one recipe trial a row, its exact match at L and whether it learned."""
     rows = list(csv.DictReader(open(trials_csv)))
@@ -353,7 +379,8 @@ GENERATORS = {"reports/compare/runs.csv": ppl_table, "reports/compare-family/run
               "reports/compare-new/runs.csv": label_table, "reports/compare-new/report.md": recipe_lines,
               "reports/dape-protocol/runs.csv": protocol_table, "reports/dape-protocol/report.md": recipe_lines,
               "reports/tasks/runs.csv": mastery_table, "reports/tasks-suite/runs.csv": mastery_table,
-              "reports/tasks-suite/report.md": wall_line, "reports/tasks-recipes/trials.csv": recipe_trials_table,
+              "reports/tasks-suite/report.md": wall_line,
+              "reports/tasks-arith/runs.csv": exact_table, "reports/tasks-arith/report.md": wall_line, "reports/tasks-recipes/trials.csv": recipe_trials_table,
               "benchmarks/raw/issue22_decode": decode_table, "benchmarks/raw/gpu_h200/": gpu_table,
               "benchmarks/raw/issue22_64k/": long_table, "benchmarks/raw/issue52_16384_new/": long_table,
               "benchmarks/raw/issue22_16384_32768_default/": long_table,
