@@ -75,7 +75,8 @@ def explicit_attention(q, k, v, mask, dropout=0.0, training=False, causal=False)
 def own_attention(q, k, v, plan, layer):
     """The encoding's own attention (pe.attend), over own keys by causal blocks (long_cpu's)."""
     T = q.shape[2]
-    if T == 1 or not plan.causal:  # a decode step: one block, nothing to slice
+    # a decode step, or an encoding attending by blocks of its own: one call
+    if T == 1 or not plan.causal or plan.pe.attends_by_blocks:
         return plan.pe.attend(q, k, v, plan, layer)
     ys = []
     for a, b in reversed(long_cpu.causal_blocks(T)):   # the most keys first: later scores fit there

@@ -23,10 +23,15 @@ def blockwise(q, k, v, w, beta, seen, block, a=0, slots=False):
     """path_blocks of the queries from row a: the forward's own keys (growing), or (slots) keys in cache slots, here
     reversed (token t in slot T-1-t), the state starting at zeros."""
     if not slots:
-        return path_blocks(q[:, :, a:], k, v, w, beta, seen[a:], k[:, :, :0], None, a, block)[0]
+        return path_blocks(q[:, :, a:], k, v, w, beta, rows_of(seen[a:]), k[:, :, :0], None, a, block)[0]
     at = torch.arange(k.shape[2] - 1, -1, -1)
-    return path_blocks(q[:, :, a:], k[:, :, at], v[:, :, at], w, beta, seen[a:][..., at], torch.zeros_like(k),
+    return path_blocks(q[:, :, a:], k[:, :, at], v[:, :, at], w, beta, rows_of(seen[a:][..., at]), torch.zeros_like(k),
                        at, a, block)[0]
+
+
+def rows_of(seen):
+    """path_blocks' seen_rows(i, j) of a (Tq, Tk) mask: its rows i..j-1."""
+    return lambda i, j: seen[..., i:j, :]
 
 
 @pytest.mark.parametrize("slots", [False, True], ids=["own", "slots"])
