@@ -70,20 +70,23 @@ class DAPE(OwnLogits):
         hidden layer is D_DAPE / H times the scores' size, so it is formed for PAIRS pairs at a time (a slice of the
         flattened (Tq, Tk) pairs): it stays in the processor's cache, and no tensor is larger than the scores (a long
         evaluation's blocks keep their memory bound)."""
-        first, _, second = self.mlp[layer]
+        first, act, second = self.mlp[layer]
         B, H, Tq, Tk = a.shape
-        dt = a.dtype
-        w1 = first.weight.to(dt)                                               # (D_DAPE, 2H): A's columns, then B's
-        w1_a, w1_b, b1 = w1[:, :H], w1[:, H:], first.bias.to(dt)[:, None]
-        w2, b2 = second.weight.to(dt), second.bias.to(dt)[:, None]
+        dt, slope = a.dtype, act.negative_slope
+        w1, b1 = first.weight.to(dt), first.bias.to(dt)[:, None]              # (D_DAPE, 2H): A's columns, then B's
+        w2, b2 = second.weight.to(dt), second.bias.to(dt)[:, None]            # (H, D_DAPE)
+        # LeakyReLU(x) = s x + (1 - s) ReLU(x), so f(z) = s W2 W1 z + (s W2 b1 + b2) + (1 - s) W2 ReLU(W1 z + b1):
+        # the same f, its linear part by one (H, 2H) product, the hidden layer through ReLU in place (the faster)
+        linear, offset, w2_relu = slope * (w2 @ w1), slope * (w2 @ b1) + b2, (1 - slope) * w2
         a, b = a.reshape(B, H, Tq * Tk), b.to(dt).reshape(H, Tq * Tk)         # (B, H, pairs), (H, pairs)
-        out = []
+        out = [[] for _ in range(B)]
         for s in range(0, Tq * Tk, PAIRS):
             pairs = slice(s, s + PAIRS)
-            h = torch.matmul(w1_a, a[..., pairs])                              # (B, D_DAPE, pairs)
-            h += torch.addmm(b1, w1_b, b[:, pairs])                            # W1 [A; B] + b1
-            out.append(torch.matmul(w2, F.leaky_relu(h, inplace=True)).add_(b2))   # (B, H, pairs)
-        return torch.cat(out, -1).view(B, H, Tq, Tk)
+            for i in range(B):   # one sequence's slice: plain matrix products, the biases added in place
+                z = torch.cat([a[i, :, pairs], b[:, pairs]])                    # (2H, pairs): [A; B]
+                h = torch.mm(w1, z).add_(b1).relu_()                            # (D_DAPE, pairs)
+                out[i].append(torch.mm(linear, z).add_(offset).addmm_(w2_relu, h))   # (H, pairs)
+        return torch.stack([torch.cat(parts, -1) for parts in out]).view(B, H, Tq, Tk)
 
     def logits(self, q, k, ctx, layer):
         a = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))      # (B, H, Tq, Tk)
@@ -100,7 +103,7 @@ class DAPE(OwnLogits):
         zero = torch.zeros((), dtype=torch.long, device=device)
         table = ctx.once((id(self), "prior"), lambda: self.prior.score_bias(heads, distances, zero))   # (H, n)
         d = (ctx.q_pos[:, None] - ctx.k_pos[None, :]).clamp_(0, n - 1)       # (Tq, Tk)
-        return table[:, d]
+        return table.index_select(1, d.view(-1)).view(-1, *d.shape)
 
     def extra_repr(self):
         return f"name={self.name!r}, prior={self.prior.name!r}, width={self.mlp[0][0].out_features}"
