@@ -77,7 +77,8 @@ def own_attention(q, k, v, plan, layer):
     """The encoding's own attention (pe.attend), over own keys by causal blocks (long_cpu's); in
     training, by blocks of pe.recompute_rows queries where it has them, each block recomputed in
     its backward (checkpoint): no block's logits are kept, memory O(rows Tk), linear in T."""
-    if not plan.causal:  # a cache's queries (a decode step): one block, nothing to slice
+    # a cache's queries (a decode step), or an encoding attending by blocks of its own: one call
+    if not plan.causal or plan.pe.attends_by_blocks:
         return plan.pe.attend(q, k, v, plan, layer)
     T, rows = q.shape[2], plan.pe.recompute_rows if torch.is_grad_enabled() else 0
     blocks = long_cpu.row_blocks(T, rows) if rows else long_cpu.causal_blocks(T)

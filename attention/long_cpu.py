@@ -1,7 +1,7 @@
 """The long-context engine: attention over more than ATTENTION_BLOCK queries without gradients (long
 evaluations), where a (B, H, Tq, Tk) score matrix would not fit, and where the fused kernels only CPU
 PyTorch exposes make it fast. attention/plan.py's choose_kernel decides when it applies (its kernels "blocks",
-"relative", "banded"); model.attend calls attend() below, the one entry; GPT.run calls by_chunks()
+"relative", "banded", "own_blocks"); model.attend calls attend() below, the one entry; GPT.run calls by_chunks()
 when a bias made per query block would be made again by every layer.
 
   blocks    query blocks of ATTENTION_BLOCK rows or fewer (fewer where B H rows Tk would pass
@@ -14,6 +14,9 @@ when a bias made per query block would be made again by every layer.
             logits are formed for the near band of keys alone, the far ones go through the private CPU
             flash kernel (aten._scaled_dot_product_flash_attention_for_cpu, the only SDPA entry that
             returns the log-sum-exp), and the parts are joined by their log-sum-exps (join).
+  own_blocks  an encoding that attends by blocks of its own (attends_by_blocks: PaTH, whose blocks carry the
+            keys forward) takes every query at once, its visibility read a block of rows at a time
+            (ctx.seen_rows): no (Tq, Tk) mask.
   chunks    a bias that reads the query position (FIRE past its L: no view) at increasing positions:
             the forward runs through a KV cache by chunks of query rows, so that each chunk's bias is
             made once for every layer (they share the chunk's plan). Exact; O(H rows T) memory.
@@ -28,7 +31,7 @@ from positional.base import Ctx, distance, join
 
 ATTENTION_BLOCK = 1024   # queries past which a forward without gradients takes this engine
 BLOCK_SCORES = 2 ** 22   # "blocks": query rows a block, fewer where B H rows Tk would pass 2^22
-KERNELS = ("blocks", "relative", "banded")
+KERNELS = ("blocks", "relative", "banded", "own_blocks")
 
 
 def attend(q, k, v, plan, layer, short):
@@ -37,6 +40,8 @@ def attend(q, k, v, plan, layer, short):
         return attend_by_distance(plan.pe, q, k, v, causal_blocks(q.shape[2]))
     if plan.kernel == "banded":
         return attend_banded(plan.pe, q, k, v, plan, layer)
+    if plan.kernel == "own_blocks":
+        return plan.pe.attend(q, k, v, plan, layer)
     return by_blocks(q, k, v, plan, lambda q, k, v, p: short(q, k, v, p, layer))
 
 

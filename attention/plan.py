@@ -10,8 +10,8 @@ nothing else; model.attend runs what it chose:
             decided once per device)
   own       the encoding forms its own logits (pe.attend), over own keys by causal blocks (in training
             by blocks of pe.recompute_rows, recomputed in backward, where the encoding has them)
-  blocks, relative, banded: over more than ATTENTION_BLOCK queries without gradients, the
-            long-context engine (attention/long_cpu.py, which documents them)
+  blocks, relative, banded, own_blocks: over more than ATTENTION_BLOCK queries without gradients,
+            the long-context engine (attention/long_cpu.py, which documents them)
 Measured on CPU (benchmarks/): SDPA takes its flash kernel with a 4-D float mask, math with a 3-D
 one or one needing a gradient (slower than explicit).
 """
@@ -65,6 +65,11 @@ class AttentionPlan(Ctx):
     def hidden(self):
         return self.unseen if self.unseen is not None else ~self.seen()
 
+    def seen_rows(self, a, b):
+        if self.mask is not None and self.mask.dtype == torch.bool:   # made once for the layers: sliced
+            return self.mask[..., a:b, :]
+        return super().seen_rows(a, b)
+
     def softmax(self, scores, v):
         return attend_scores(scores, v, self)
 
@@ -106,6 +111,8 @@ def choose_kernel(p: AttentionPlan) -> str:
             return "flex"
     if not grad and len(p.q_pos) > long_cpu.ATTENTION_BLOCK:
         steps = plain and bool((p.q_pos.diff() == 1).all())   # consecutive positions, causal mask alone
+        if own and p.pe.attends_by_blocks:   # every query at once: its blocks carry what the next one reads
+            return "own_blocks"
         if own:  # its logits on the near keys, the far ones by the fused CPU kernel (its log-sum-exp)
             banded = steps and p.pe.overrides("far") and not p.q_pos.is_cuda
             return "banded" if banded else "blocks"

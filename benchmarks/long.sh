@@ -20,8 +20,7 @@ for enc in $(python -c "import positional; print(' '.join(positional.REGISTRY))"
   # table divides by (the machine's load then, not the RoPE row's); older JSONs without them use the RoPE row
   python bench.py --sections=long --long_lengths=$lengths --threads=1 --encodings=rope --json="$out/.rope.tmp" >/dev/null
   python bench.py --sections=long --long_lengths=$lengths --threads=1 $kernel --encodings=$enc --json="$out/$enc.json.tmp"
-  python -c "import json, sys; r, e = (json.load(open(p)) for p in sys.argv[1:3]); [c.update(rope_s=r['long']['rope'][T]['s'])
-for by_T in e['long'].values() for T, c in by_T.items()]; json.dump(e, open(sys.argv[2], 'w'), indent=1)" "$out/.rope.tmp" "$out/$enc.json.tmp"
+  python -m tools.rope_time "$out/.rope.tmp" "$out/$enc.json.tmp"
   mv "$out/$enc.json.tmp" "$out/$enc.json"
   rm -f "$out/.rope.tmp"
 done

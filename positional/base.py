@@ -49,6 +49,9 @@ Capabilities, read by model/train/sample code instead of encoding names:
   length_dependent     the formula depends on the current length (dynamic NTK): keys are cached raw
                        and re-rotated at every call, and a decode step needs the host (no static step)
   relative_bias        score_bias depends on q - k alone: the model may read it by distance
+  attends_by_blocks    attend goes through any number of queries by blocks of its own in memory linear in T, a
+                       block reading what the one before it made (PaTH's carried keys): the model hands it every
+                       query of a forward at once (the long-context engine's kernel "own_blocks")
   reads_places         embed reads ctx.places, the places of digits a task supplies (abacus, coupling)
   flex_formed          attend is flex_form's (OwnLogits): the model may attend by FlexAttention
   recompute_rows       > 0: in training the model calls attend by blocks of this many query rows, each
@@ -125,11 +128,18 @@ class Ctx:
     def count_visible(self, block=1024):
         """(Tq,) keys each query sees (SSMax's n; (H, Tq) with S²-Attn's groups), float, by query blocks of
         `block` rows: no (Tq, Tk) mask at once at long lengths."""
+        rows = [self.rows_of(a, a + block) for a in range(0, len(self.q_pos), block)]
+        return torch.cat([p.visible().sum(-1) for p in rows], -1).float()
+
+    def rows_of(self, a, b):
+        """The Ctx of this ctx's queries a:b alone (bare, over the same keys), for their visibility."""
         at = self.rows.start or 0
-        parts = [Ctx(self.q_pos[a:a + block], self.k_pos, self.window, self.sinks, doc=self.doc, k_doc=self.k_doc,
-                     groups=self.groups, n_positions=self.n_positions, rows=slice(at + a, at + a + block))
-                 for a in range(0, len(self.q_pos), block)]
-        return torch.cat([p.visible().sum(-1) for p in parts], -1).float()
+        return Ctx(self.q_pos[a:b], self.k_pos, self.window, self.sinks, doc=self.doc, k_doc=self.k_doc,
+                   groups=self.groups, n_positions=self.n_positions, rows=slice(at + a, at + min(b, len(self.q_pos))))
+
+    def seen_rows(self, a, b):
+        """seen() of this ctx's queries a:b alone, (b - a, Tk) or (H, b - a, Tk): no (Tq, Tk) mask made for it."""
+        return self.rows_of(a, b).visible()
 
     def softmax(self, scores, v):
         """softmax(scores, hidden keys masked) @ v -> (y (B, H, Tq, D), probs); scores a new tensor."""
@@ -174,6 +184,7 @@ class PositionalEncoding(nn.Module):
     length_dependent = False
     relative_bias = False
     reads_places = False
+    attends_by_blocks = False
     needs_score_matrix = False
     recompute_rows = 0
 

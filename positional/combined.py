@@ -86,6 +86,7 @@ class Combined(PositionalEncoding):
         self.max_positions = min(limits) if limits else None
         self.length_dependent = any(p.length_dependent for p in parts.values())
         self.recompute_rows = max(p.recompute_rows for p in parts.values())   # the attending part's
+        self.attends_by_blocks = any(p.attends_by_blocks for p in parts.values())   # the attending part's
         self.excluded_param_names = tuple(n.replace("pe.", f"pe.parts.{name}.", 1)
                                           for name, p in parts.items() for n in p.excluded_param_names)
 

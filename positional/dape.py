@@ -20,7 +20,8 @@ f acts on each pair alone: no logit of another pair reaches it, so a query's log
 The pairs a query does not see (future keys, other documents, a cache's empty slots at position 2^30) are set to 0
 before f and masked after it: no value of theirs enters f. Relative: A has no positions and B depends on i - j.
 Tensor contract as OwnLogits.logits: q (B, H, Tq, D), k (B, H, Tk, D) -> (B, H, Tq, Tk), 1/sqrt(D) included; f
-works on (B, D_DAPE, Tq, Tk) (long evaluations go by blocks of query rows, attention/long_cpu.py).
+works on PAIRS pairs at a time, (B, D_DAPE, PAIRS), and B is read from one table by distance made once per forward
+(long evaluations go by blocks of query rows, attention/long_cpu.py: no tensor past a block's scores).
 """
 import math
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from .base import OwnLogits, setting
 from .kerple import Kerple, KerpleSettings
 
 PRIORS = ("kerple", "alibi")
+PAIRS = 8192   # pairs a slice of the MLP's hidden layer: (B, D_DAPE, PAIRS) floats, 1 MiB at B = 1
 
 
 @dataclass
@@ -65,27 +67,43 @@ class DAPE(OwnLogits):
 
     def adapt(self, a, b, layer):
         """f([A; B]) at every pair: a (B, H, Tq, Tk), b (H, Tq, Tk) -> (B, H, Tq, Tk), the heads mixed by pair. The
-        hidden layer is D_DAPE / H times the scores' size, so it is formed for a slice of query rows at a time: no
-        tensor larger than the scores (a long evaluation's blocks keep their memory bound)."""
-        first, _, second = self.mlp[layer]
-        H, dt = self.n_head, a.dtype
-        w1 = first.weight.to(dt)                                               # (D_DAPE, 2H): A's columns, then B's
-        step = max(1, a.shape[2] * H // w1.shape[0])                           # query rows a slice
-        out = []
-        for s in range(0, a.shape[2], step):
-            rows = slice(s, s + step)
-            h = torch.einsum("oh,bhqk->boqk", w1[:, :H], a[:, :, rows])       # (B, D_DAPE, rows, Tk)
-            h = h + (torch.einsum("oh,hqk->oqk", w1[:, H:], b[:, rows].to(dt)) + first.bias.to(dt)[:, None, None])
-            h = F.leaky_relu(h)
-            out.append(torch.einsum("ho,boqk->bhqk", second.weight.to(dt), h) + second.bias.to(dt)[:, None, None])
-        return torch.cat(out, 2)
+        hidden layer is D_DAPE / H times the scores' size, so it is formed for PAIRS pairs at a time (a slice of the
+        flattened (Tq, Tk) pairs): it stays in the processor's cache, and no tensor is larger than the scores (a long
+        evaluation's blocks keep their memory bound)."""
+        first, act, second = self.mlp[layer]
+        B, H, Tq, Tk = a.shape
+        dt, slope = a.dtype, act.negative_slope
+        w1, b1 = first.weight.to(dt), first.bias.to(dt)[:, None]              # (D_DAPE, 2H): A's columns, then B's
+        w2, b2 = second.weight.to(dt), second.bias.to(dt)[:, None]            # (H, D_DAPE)
+        # LeakyReLU(x) = s x + (1 - s) ReLU(x), so f(z) = s W2 W1 z + (s W2 b1 + b2) + (1 - s) W2 ReLU(W1 z + b1):
+        # the same f, its linear part by one (H, 2H) product, the hidden layer through ReLU in place (the faster)
+        linear, offset, w2_relu = slope * (w2 @ w1), slope * (w2 @ b1) + b2, (1 - slope) * w2
+        a, b = a.reshape(B, H, Tq * Tk), b.to(dt).reshape(H, Tq * Tk)         # (B, H, pairs), (H, pairs)
+        out = [[] for _ in range(B)]
+        for s in range(0, Tq * Tk, PAIRS):
+            pairs = slice(s, s + PAIRS)
+            for i in range(B):   # one sequence's slice: plain matrix products, the biases added in place
+                z = torch.cat([a[i, :, pairs], b[:, pairs]])                    # (2H, pairs): [A; B]
+                h = torch.mm(w1, z).add_(b1).relu_()                            # (D_DAPE, pairs)
+                out[i].append(torch.mm(linear, z).add_(offset).addmm_(w2_relu, h))   # (H, pairs)
+        return torch.stack([torch.cat(parts, -1) for parts in out]).view(B, H, Tq, Tk)
 
     def logits(self, q, k, ctx, layer):
         a = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))      # (B, H, Tq, Tk)
-        b = ctx.once((id(self), "prior", ctx.rows.start), lambda: self.prior.dense_bias(ctx.q_pos, ctx.k_pos))
         hidden = ctx.hidden()                                                 # (Tq, Tk) or (H, Tq, Tk)
-        b = b.masked_fill(hidden, 0.0)                                        # (H, Tq, Tk), 0 where not seen
+        b = self.prior_at(ctx).masked_fill(hidden, 0.0)                       # (H, Tq, Tk), 0 where not seen
         return a + b.to(a.dtype) + self.adapt(a.masked_fill(hidden, 0.0), b, layer)
+
+    def prior_at(self, ctx):
+        """B at ctx's pairs, (H, Tq, Tk), read from the prior by distance (both priors are relative: B_ij = b(i - j)),
+        a table (H, n_positions) made once per forward for every layer and block of rows; the pairs with a negative
+        distance or one past the table (not seen: the future, a cache's empty slots) read distance 0."""
+        n, device = ctx.n_positions, ctx.q_pos.device
+        heads, distances = torch.arange(self.n_head, device=device)[:, None], torch.arange(n, device=device)[None]
+        zero = torch.zeros((), dtype=torch.long, device=device)
+        table = ctx.once((id(self), "prior"), lambda: self.prior.score_bias(heads, distances, zero))   # (H, n)
+        d = (ctx.q_pos[:, None] - ctx.k_pos[None, :]).clamp_(0, n - 1)       # (Tq, Tk)
+        return table.index_select(1, d.view(-1)).view(-1, *d.shape)
 
     def extra_repr(self):
         return f"name={self.name!r}, prior={self.prior.name!r}, width={self.mlp[0][0].out_features}"

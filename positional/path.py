@@ -21,8 +21,9 @@ block of L tokens the products come from the UT transform (the paper's section o
                                                                     triangular, so its diagonal blocks invert alone)
 so that the block's own logits are  tril(Q K^T) - tril(Q W^T) T^-1 strictLower(W K^T),  its queries meet the keys
 before the block as H_s ... H_i q_i = q_i - (tril(Q W^T) T^-1 W)_i, and the keys before it are carried over the
-block, K <- K - (K W^T) T^-T W. Memory O(T D) besides one block's (L, T) logits; path_reference forms the products
-explicitly (tests).
+block by its (D, D) product, K <- K - K (W^T T^-T W): each block's products are formed once (O(T) blocks), memory O(T D)
+besides one block's (L, T) logits, so that a long evaluation takes every query at once (attends_by_blocks);
+path_reference forms the products explicitly (tests).
 
 Our choices, not the paper's: W a full-rank C -> H*D projection per layer (the paper's is low-rank), the
 convolution initialised as the identity (its first tap 1), u ~ N(0, 0.02) and b = 0 (beta = 1 at the start); with
@@ -48,6 +49,7 @@ class PaTHSettings(Settings):
 class PaTH(PositionalEncoding):
     name = "path"
     Settings = PaTHSettings
+    attends_by_blocks = True   # path_blocks carries the keys block to block: the model hands it every query
 
     def __init__(self, n_layer: int, n_head: int, n_embd: int, block: int = 64, conv: int = 3):
         super().__init__()
@@ -85,7 +87,8 @@ class PaTH(PositionalEncoding):
         cache = ctx.cache
         if cache is None:  # the forward's own keys: token t at key t
             state = k.new_zeros(*k.shape[:2], 0, k.shape[3])
-            y = path_blocks(q, k, v, w[:, :, :b], beta[:, :, :b], ctx.seen(), state, None, a, self.block, ctx.drop)[0]
+            y, _ = path_blocks(q, k, v, w[:, :, :b], beta[:, :, :b], ctx.seen_rows, state, None, a, self.block,
+                               ctx.drop)
             return y.to(dtype)
         held = cache.state(self, f"keys{layer}", lambda: k.new_zeros(*k.shape[:2], cache.size, k.shape[3]))
         n = k.shape[2]                                                # the attended slots
@@ -93,7 +96,7 @@ class PaTH(PositionalEncoding):
             before = held[:, :, :n]
         else:  # a long call by row blocks (the last first): the keys as they were before the call, kept once
             before = ctx.once((id(self), layer, "before"), lambda: held[:, :, :n].clone())
-        y, after = path_blocks(q, k, v, w[:, :, :b], beta[:, :, :b], ctx.seen(), before, cache.slot[:b], a,
+        y, after = path_blocks(q, k, v, w[:, :, :b], beta[:, :, :b], ctx.seen_rows, before, cache.slot[:b], a,
                                self.block, ctx.drop)
         if b == w.shape[2]:  # past the call's last token: the keys the next call reads
             held[:, :, :n] = after.detach().to(held.dtype)
@@ -135,12 +138,14 @@ def ut_inverse(w, beta):
     return torch.linalg.solve_triangular(m, torch.diag_embed(beta), upper=False, unitriangular=True)
 
 
-def path_blocks(q, k, v, w, beta, seen, state, slots, a, block, drop=lambda p: p):
+def path_blocks(q, k, v, w, beta, seen_rows, state, slots, a, block, drop=lambda p: p):
     """PaTH attention of the queries of tokens a..b-1 (q: (B, H, b-a, D)) by blocks of `block` tokens, exact.
     k, v (B, H, S, D): the keys and values by slot, token t's at slots[t] (slots: (b,)); state (B, H, S, D): the keys
     before token 0, carried to it (zeros where none); slots None: token t's key is key t (no cache) and state starts
-    empty, (B, H, 0, D), growing by each block. w, beta: tokens 0..b-1's; seen (b-a, S) or (H, b-a, S): the keys each
-    query sees. Returns (y (B, H, b-a, D), the keys carried past token b-1 (B, H, S, D))."""
+    empty, (B, H, 0, D), growing by each block. w, beta: tokens 0..b-1's; seen_rows(i, j): (j-i, S) or (H, j-i, S)
+    bool, the keys queries i..j-1 (of the b-a) see. Each block's products are formed once, and the keys before it are
+    carried over it by its (D, D) product: O(b D^2 / block) a block, memory one block's (block, S) logits besides
+    the keys. Returns (y (B, H, b-a, D), the keys carried past token b-1 (B, H, S, D))."""
     b, scale = w.shape[2], 1.0 / math.sqrt(q.shape[-1])
     edges = [*range(0, a, block), *range(a, b, block), b]
     ys = []
@@ -155,9 +160,10 @@ def path_blocks(q, k, v, w, beta, seen, state, slots, a, block, drop=lambda p: p
             earlier = (qb - r @ W) @ state.transpose(-1, -2)                          # (B, H, L, s or S)
             logits = torch.cat([earlier, own], -1) if slots is None else earlier.index_copy(-1, at, own)
             n = logits.shape[-1]
-            logits = (logits * scale).masked_fill(~seen[..., s - a:e - a, :n], float("-inf"))
+            logits = logits.mul_(scale).masked_fill_(~seen_rows(s - a, e - a)[..., :n], float("-inf"))
             ys.append(drop(torch.softmax(logits, -1)) @ v[:, :, :n])
-        carried = state - ((state @ W.transpose(-1, -2)) @ inv.transpose(-1, -2)) @ W      # H_{e-1} ... H_s K
+        product = W.transpose(-1, -2) @ inv.transpose(-1, -2) @ W                    # I - (H_{e-1} ... H_s)^T, (D, D)
+        carried = state - state @ product                                             # H_{e-1} ... H_s K
         mine = kb - (torch.triu(kb @ W.transpose(-1, -2), 1) @ inv.transpose(-1, -2)) @ W  # H_{e-1} ... H_{j+1} k_j
         state = torch.cat([carried, mine], 2) if slots is None else carried.index_copy(2, at, mine)
     return torch.cat(ys, 2), state

@@ -27,6 +27,8 @@ from torch.nn import functional as F
 
 from .base import PositionalEncoding
 
+FLOOR = -60.0   # log A below which A is 0 (stick_breaking_weights)
+
 
 class StickBreaking(PositionalEncoding):
     name = "stick_breaking"
@@ -41,11 +43,15 @@ class StickBreaking(PositionalEncoding):
 
 def stick_breaking_weights(z, past):
     """A (B, H, Tq, Tk) of the logits z (keys nearest first: latest position first) over the keys `past` (strictly
-    before the query and visible; broadcastable bool): log A = logsigmoid(z) - the softplus(z) of the visible keys
-    between, summed from the query backwards (a cumulative sum from the nearest key: exact where A is not small)."""
-    broken = F.softplus(z).masked_fill(~past, 0.0)                                  # -log(1 - beta_il)
-    nearer = broken.cumsum(-1) - broken                                             # sum over l after j
-    return torch.exp(F.logsigmoid(z) - nearer).masked_fill(~past, 0.0)
+    before the query and visible; broadcastable bool): with logsigmoid(z) = z - softplus(z),
+        log A_ij = logsigmoid(z_ij) - sum_{j < l < i} softplus(z_il) = z_ij - sum_{j <= l < i} softplus(z_il),
+    a cumulative sum from the nearest key (exact where A is not small). A below e^-60 (1e-26, far below what float32
+    holds beside the near keys' shares) is set to 0: exponentials and products near float32's smallest numbers take the
+    processor's slow path (12x on the Xeon of benchmarks/), and most of a long row's keys are that far."""
+    broken = F.softplus(z).masked_fill_(~past, 0.0)                                 # -log(1 - beta_il)
+    log_a = z - broken.cumsum(-1)
+    negligible = log_a < FLOOR
+    return torch.exp(log_a.clamp_(min=FLOOR)).masked_fill(negligible | ~past, 0.0)
 
 
 def stick_breaking(q, k, v, ctx):

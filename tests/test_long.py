@@ -19,12 +19,12 @@ SCORED = [n for n, cls in positional.REGISTRY.items() if cls.needs_score_matrix]
 
 
 def blocked_calls(monkeypatch, block):
-    """Force ATTENTION_BLOCK = block and count the forwards' blocked attentions."""
+    """Force ATTENTION_BLOCK = block and list the kernels of the forwards' calls of the long-context engine."""
     calls = []
-    by_blocks = long_cpu.by_blocks
+    attend = long_cpu.attend
     monkeypatch.setattr(long_cpu, "ATTENTION_BLOCK", block)
-    monkeypatch.setattr(long_cpu, "by_blocks",
-                        lambda q, k, v, plan, f: calls.append(plan.kernel) or by_blocks(q, k, v, plan, f))
+    monkeypatch.setattr(long_cpu, "attend",
+                        lambda q, k, v, plan, *rest: calls.append(plan.kernel) or attend(q, k, v, plan, *rest))
     return calls
 
 
@@ -32,7 +32,8 @@ def blocked_calls(monkeypatch, block):
 @pytest.mark.parametrize("window, sinks", [(0, 0), (9, 2)])
 def test_query_blocks_equal_the_dense_path(name, window, sinks, monkeypatch):
     """Blocks of 8 queries over 30 tokens, with and without a window and sinks, and a cached prefill in
-    two calls (17 queries: blocks of 8, 8 and one row; then 13 queries over 30 keys), give the dense path's logits."""
+    two calls (17 queries: blocks of 8, 8 and one row; then 13 queries over 30 keys), give the dense path's logits;
+    an encoding attending by blocks of its own (PaTH) takes every query at once."""
     model = tiny_gpt(name, window=window, sinks=sinks)
     idx = torch.randint(0, 40, (2, 30), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
@@ -43,7 +44,8 @@ def test_query_blocks_equal_the_dense_path(name, window, sinks, monkeypatch):
         cached = torch.cat([model(idx[:, :17])[0], model(idx[:, 17:])[0]], 1)
     torch.testing.assert_close(blocked, dense, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(cached, dense, rtol=1e-4, atol=1e-5)
-    assert ("blocks" in calls) == (name in SCORED), calls
+    engine = "own_blocks" if positional.REGISTRY[name].attends_by_blocks else "blocks"   # PaTH: every query at once
+    assert (engine in calls) == (name in SCORED), calls
 
 
 def test_documents_by_query_blocks(monkeypatch):

@@ -23,10 +23,15 @@ def blockwise(q, k, v, w, beta, seen, block, a=0, slots=False):
     """path_blocks of the queries from row a: the forward's own keys (growing), or (slots) keys in cache slots, here
     reversed (token t in slot T-1-t), the state starting at zeros."""
     if not slots:
-        return path_blocks(q[:, :, a:], k, v, w, beta, seen[a:], k[:, :, :0], None, a, block)[0]
+        return path_blocks(q[:, :, a:], k, v, w, beta, rows_of(seen[a:]), k[:, :, :0], None, a, block)[0]
     at = torch.arange(k.shape[2] - 1, -1, -1)
-    return path_blocks(q[:, :, a:], k[:, :, at], v[:, :, at], w, beta, seen[a:][..., at], torch.zeros_like(k),
+    return path_blocks(q[:, :, a:], k[:, :, at], v[:, :, at], w, beta, rows_of(seen[a:][..., at]), torch.zeros_like(k),
                        at, a, block)[0]
+
+
+def rows_of(seen):
+    """path_blocks' seen_rows(i, j) of a (Tq, Tk) mask: its rows i..j-1."""
+    return lambda i, j: seen[..., i:j, :]
 
 
 @pytest.mark.parametrize("slots", [False, True], ids=["own", "slots"])
@@ -95,3 +100,14 @@ def test_a_long_cached_prefill_by_row_blocks_continues_like_the_forward():
         model.setup_cache(1, 1030)
         steps = torch.cat([model(idx[:, :1027])[0]] + [model(idx[:, t:t + 1])[0] for t in range(1027, 1030)], 1)
     torch.testing.assert_close(steps, full, rtol=1e-4, atol=1e-4)
+
+
+def test_the_rows_a_block_sees_are_the_whole_masks_rows():
+    """Ctx.seen_rows(a, b), what path_blocks reads a block at a time (no (Tq, Tk) mask in a long evaluation): the rows
+    a:b of visible(), with a window, sinks and documents, for a ctx covering rows 4.. of a forward."""
+    pos = torch.cat([torch.arange(9), torch.arange(11)])
+    doc = torch.tensor([0] * 9 + [1] * 11)
+    whole = Ctx(pos, pos, window=5, sinks=1, doc=doc)
+    part = Ctx(pos[4:], pos, window=5, sinks=1, doc=doc, rows=slice(4, 20))
+    for a, b in [(0, 3), (3, 9), (9, 16)]:
+        torch.testing.assert_close(part.seen_rows(a, b), whole.visible()[4 + a:4 + b], rtol=0, atol=0)

@@ -380,12 +380,13 @@ GENERATORS = {"reports/compare/runs.csv": ppl_table, "reports/compare-family/run
               "reports/dape-protocol/runs.csv": protocol_table, "reports/dape-protocol/report.md": recipe_lines,
               "reports/tasks/runs.csv": mastery_table, "reports/tasks-suite/runs.csv": mastery_table,
               "reports/tasks-suite/report.md": wall_line,
-              "reports/tasks-arith/runs.csv": exact_table, "reports/tasks-arith/report.md": wall_line, "reports/tasks-recipes/trials.csv": recipe_trials_table,
+              "reports/tasks-arith/runs.csv": exact_table, "reports/tasks-arith/report.md": wall_line,
+              "reports/tasks-recipes/trials.csv": recipe_trials_table,
               "benchmarks/raw/issue22_decode": decode_table, "benchmarks/raw/gpu_h200/": gpu_table,
-              "benchmarks/raw/issue22_64k/": long_table, "benchmarks/raw/issue52_16384_new/": long_table,
+              "benchmarks/raw/issue52_cope_train_memory/": train_memory_lengths,
+              "benchmarks/raw/issue22_64k/": long_table, "benchmarks/raw/issue52_": long_table,
               "benchmarks/raw/issue22_16384_32768_default/": long_table,
               "benchmarks/raw/issue22_train_memory": train_memory_table,
-              "benchmarks/raw/issue52_cope_train_memory/": train_memory_lengths,
               "benchmarks/raw/": train_step_table}   # the first prefix of a block's first source picks its generator
 
 
