@@ -15,6 +15,7 @@ import warnings
 from dataclasses import dataclass
 
 import torch
+import torch._functorch.config   # not imported by `import torch`: the backward-lowering switch below reads it
 
 from positional.base import Ctx, sees
 
