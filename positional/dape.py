@@ -100,8 +100,9 @@ class DAPE(OwnLogits):
         distance or one past the table (not seen: the future, a cache's empty slots) read distance 0."""
         n, device = ctx.n_positions, ctx.q_pos.device
         heads, distances = torch.arange(self.n_head, device=device)[:, None], torch.arange(n, device=device)[None]
-        zero = torch.zeros((), dtype=torch.long, device=device)
-        table = ctx.once((id(self), "prior"), lambda: self.prior.score_bias(heads, distances, zero))   # (H, n)
+        zero = torch.zeros((), dtype=torch.long, device=device)   # one query at 0, keys at -d: i - j = d, and the
+        # prior's one-query form reads nothing back to the host (Kerple's table by distance would: no compiled step)
+        table = ctx.once((id(self), "prior"), lambda: self.prior.score_bias(heads, zero, -distances))   # (H, n)
         d = (ctx.q_pos[:, None] - ctx.k_pos[None, :]).clamp_(0, n - 1)       # (Tq, Tk)
         return table.index_select(1, d.view(-1)).view(-1, *d.shape)
 
