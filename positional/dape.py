@@ -80,7 +80,8 @@ class DAPE(OwnLogits):
         linear, offset, w2_relu = slope * (w2 @ w1), slope * (w2 @ b1) + b2, (1 - slope) * w2
         a, b = a.reshape(B, H, Tq * Tk), b.to(dt).reshape(H, Tq * Tk)         # (B, H, pairs), (H, pairs)
         out = [[] for _ in range(B)]
-        for s in range(0, Tq * Tk, PAIRS):
+        starts = range(0, Tq * Tk, PAIRS) if Tq * Tk > PAIRS else [0]   # one slice: a compiled decode step's
+        for s in starts:                                                  # guard holds at every cache length
             pairs = slice(s, s + PAIRS)
             for i in range(B):   # one sequence's slice: plain matrix products, the biases added in place
                 z = torch.cat([a[i, :, pairs], b[:, pairs]])                    # (2H, pairs): [A; B]
