@@ -2,6 +2,7 @@
 the random states an exact resume restores."""
 import os
 import random
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +57,11 @@ def start_runtime(device="auto", dtype="auto", backend="auto", parallel="ddp"):
 def stop_runtime(rt):
     if rt.ddp:
         dist.barrier()  # rank 0 may still be saving: leave together
+        # gloo's worker thread frees each finished collective after the caller has its result, and freeing one
+        # that holds a Python tensor takes the GIL; freeing the group joins that thread while holding the GIL.
+        # So a group freed right after its last collective could deadlock (1 of 12 DDP runs hung so, stuck in
+        # ~ProcessGroupGloo). Sleeping releases the GIL: the thread finishes its frees first.
+        time.sleep(0.2)
         dist.destroy_process_group()
 
 
