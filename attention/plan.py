@@ -128,7 +128,7 @@ def choose_kernel(p: AttentionPlan) -> str:
 
 def attend_scores(scores, v, plan):
     """(softmax(scores + mask) v, probs) for scores an encoding formed (1/sqrt(D) in; masked in place)."""
-    mask = plan.mask
+    mask = plan.mask if plan.mask is not None else plan.visible()   # a causal own plan makes none ahead
     if mask.dtype == torch.bool:
         scores = scores.masked_fill_(~mask, float("-inf"))
     else:

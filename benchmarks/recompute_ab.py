@@ -9,11 +9,11 @@ import os
 import statistics
 import sys
 import time
+from types import SimpleNamespace
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
-import bench  # noqa: E402
 from measure.bench_common import build  # noqa: E402
 
 
@@ -25,7 +25,8 @@ def step(model, opt, x, y):
 
 def measure(name, T, rounds):
     """{row: (median wall s, median CPU s)} of rope, name dense and name by its blocks at T tokens."""
-    args = bench.parse_args([f"--block_size={T}", "--batch_size=1", "--threads=1"])
+    args = SimpleNamespace(n_layer=4, n_head=4, n_embd=128, block_size=T, vocab_size=65, seed=1337,
+                           device="cpu")   # bench.py's model shape and defaults (a CLI is not imported)
     dense = build(args, name)
     dense.pe.recompute_rows = 0
     rows = {"rope": build(args, "rope"), f"{name} dense": dense, f"{name} blocks": build(args, name)}

@@ -16,7 +16,8 @@ from comparison.runs import run_keys, train
 # the pretraining length L: training/drope.py), when finetune_methods names it. DroPE is chosen in
 # finetune_methods rather than by a key of its own: a key added to compare.py's DEFAULTS enters every kept run's
 # key (compare.py's NOT_MEASURED), so a new one would orphan the runs kept so far; [] still means every frequency
-# method of rope_scalings, and drope, which has no evaluation-time form, runs only where it is named.
+# method of rope_scalings, and drope, which has no evaluation-time form, runs only where it is named. A list that
+# names anything runs what it names: ["drope"] is direct and DroPE, no frequency method.
 FINETUNE_ONLY = ["direct", "longlora", "drope"]
 NAMED_ONLY = ["drope"]   # fine-tunes of finetune_methods that are not rope_scalings
 
@@ -69,9 +70,9 @@ def finetune_methods(enc, settings):
     takes; none when fine-tuning is off or the encoding takes no scaling."""
     if not (settings["finetune_iters"] or settings["finetune_steps"]) or not takes(enc, "linear", settings):
         return []
-    named = [m for m in settings["finetune_methods"] if m not in NAMED_ONLY]
+    chosen = settings["finetune_methods"] or settings["rope_scalings"]   # []: every frequency method
     methods = [m for m in settings["rope_scalings"] if m in rope_scaling.METHODS and takes(enc, m, settings)
-               and m in (named or settings["rope_scalings"])]
+               and m in chosen]
     drope = "drope" in settings["finetune_methods"]
     return ["direct"] + methods + ["longlora"] * settings["finetune_longlora"] + ["drope"] * drope
 

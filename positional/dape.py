@@ -80,7 +80,8 @@ class DAPE(OwnLogits):
         linear, offset, w2_relu = slope * (w2 @ w1), slope * (w2 @ b1) + b2, (1 - slope) * w2
         a, b = a.reshape(B, H, Tq * Tk), b.to(dt).reshape(H, Tq * Tk)         # (B, H, pairs), (H, pairs)
         out = [[] for _ in range(B)]
-        for s in range(0, Tq * Tk, PAIRS):
+        starts = range(0, Tq * Tk, PAIRS) if Tq * Tk > PAIRS else [0]   # one slice: a compiled decode step's
+        for s in starts:                                                  # guard holds at every cache length
             pairs = slice(s, s + PAIRS)
             for i in range(B):   # one sequence's slice: plain matrix products, the biases added in place
                 z = torch.cat([a[i, :, pairs], b[:, pairs]])                    # (2H, pairs): [A; B]
@@ -98,12 +99,17 @@ class DAPE(OwnLogits):
         """B at ctx's pairs, (H, Tq, Tk), read from the prior by distance (both priors are relative: B_ij = b(i - j)),
         a table (H, n_positions) made once per forward for every layer and block of rows; the pairs with a negative
         distance or one past the table (not seen: the future, a cache's empty slots) read distance 0."""
-        n, device = ctx.n_positions, ctx.q_pos.device
-        heads, distances = torch.arange(self.n_head, device=device)[:, None], torch.arange(n, device=device)[None]
-        zero = torch.zeros((), dtype=torch.long, device=device)
-        table = ctx.once((id(self), "prior"), lambda: self.prior.score_bias(heads, distances, zero))   # (H, n)
+        n = ctx.n_positions
+        table = ctx.once((id(self), "prior"), lambda: self.prior_table(n, ctx.q_pos.device))   # (H, n)
         d = (ctx.q_pos[:, None] - ctx.k_pos[None, :]).clamp_(0, n - 1)       # (Tq, Tk)
         return table.index_select(1, d.view(-1)).view(-1, *d.shape)
+
+    def prior_table(self, n, device):
+        """(H, n): the prior at distances 0..n-1, by its one-query form (query 0, keys at -d: i - j = d), which reads
+        nothing back to the host (Kerple's table by distance would, and a compiled decode step cannot)."""
+        heads, distances = torch.arange(self.n_head, device=device)[:, None], torch.arange(n, device=device)[None]
+        zero = torch.zeros((), dtype=torch.long, device=device)
+        return self.prior.score_bias(heads, zero, -distances)
 
     def extra_repr(self):
         return f"name={self.name!r}, prior={self.prior.name!r}, width={self.mlp[0][0].out_features}"

@@ -101,15 +101,18 @@ def test_bad_drop_positions_settings_are_one_line_errors(args, says):
 
 
 def test_compare_runs_drope_where_finetune_methods_names_it():
-    """Named beside frequency methods it joins them; alone it joins every one ([]'s meaning); only rotary runs take
-    it; its train.py arguments: the switch, at L with batch_size sequences (as many tokens as the others' at s L)."""
+    """Named beside frequency methods it joins them; alone it runs with direct only (not []'s every method); only
+    rotary runs take it; its train.py arguments: the switch, at L with batch_size sequences (as many tokens as
+    the others' at s L)."""
     settings, _, cfg = compare.parse(["configs/compare_cpu.py"])
     assert "drope" not in finetune.finetune_methods("rope", settings)   # the CPU headline's default: off
     named = compare.parse(["configs/compare_cpu.py", "--finetune_methods=['yarn','drope']"])[0]
     assert finetune.finetune_methods("rope", named) == ["direct", "yarn", "drope"]
     alone = compare.parse(["configs/compare_cpu.py", "--finetune_methods=['drope']"])[0]
     every = compare.parse(["configs/compare_cpu.py", "--finetune_methods=[]"])[0]
-    assert finetune.finetune_methods("rope", alone) == finetune.finetune_methods("rope", every) + ["drope"]
+    assert finetune.finetune_methods("rope", alone) == ["direct", "drope"]
+    every_one = finetune.finetune_methods("rope", every)
+    assert {"linear", "ntk", "yarn"} <= set(every_one) and "drope" not in every_one
     assert finetune.finetune_methods("alibi", alone) == []
     assert finetune.finetune_args("drope", alone, cfg) == [f"--block_size={cfg.block_size}",
                                                          f"--batch_size={cfg.batch_size}", "--decay_lr=False",

@@ -29,11 +29,11 @@ def read(rel):
         return f.read()
 
 
-def mean_std(values):
-    """Mean ± sample std over seeds; one seed: its value alone."""
+def mean_std(values, digits=2):
+    """Mean ± sample std over seeds to `digits` decimals; one seed: its value alone."""
     if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
 def ppl_table(runs_csv, every_label=False):
@@ -156,14 +156,6 @@ def mastery_table(task_runs_csv, threshold=0.95):
     return "\n".join(lines) + "\n"
 
 
-def percent_mean_std(fractions):
-    """Fractions as a percentage, mean ± sample std over seeds to one decimal; one seed: its value alone."""
-    values = [100 * f for f in fractions]
-    if len(values) == 1:
-        return f"{values[0]:.1f}"
-    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
-
-
 def exact_table(task_runs_csv, threshold=0.95):
     """A task comparison's runs.csv (one task): per encoding, its seeds, how many learned it (exact match at L, the
     shortest length, >= threshold) and its exact match at each scored length, mean ± sd over seeds in %; — where a
@@ -177,7 +169,7 @@ def exact_table(task_runs_csv, threshold=0.95):
         seeds = sorted({r["seed"] for r in mine})
         at = {n: [r["exact"] for r in mine if int(r["length"]) == n] for n in lengths}
         learned = sum(float(x) >= threshold for x in at[lengths[0]])
-        cells = [percent_mean_std([float(x) for x in v]) if all(v) else "—" for v in at.values()]
+        cells = [mean_std([100 * float(x) for x in v], digits=1) if all(v) else "—" for v in at.values()]
         lines.append(f"| {enc} | {len(seeds)} | {learned} of {len(seeds)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
