@@ -217,13 +217,18 @@ def appended(keys, mine, chunk):
 
 
 def placed(keys, mine, at, chunk):
-    """The pieces of `chunk` slots of keys with a block's own (mine (B, H, L, D)) written at their slots `at`."""
-    keys = list(keys)
-    piece_of = at // chunk
-    for i in piece_of.unique().tolist():
-        here = piece_of == i
-        keys[i] = keys[i].index_copy(2, at[here] - i * chunk, mine[:, :, here])
-    return keys
+    """The pieces of keys with a block's own (mine (B, H, L, D)) written at their slots `at` (L,). Each piece takes
+    the rows whose slot falls in it; the others go to a spare slot past its end, dropped after: every shape is fixed
+    by the pieces' sizes, none by the slots' values (a compiled decode step does not guard on them)."""
+    out, start = [], 0
+    for piece in keys:
+        n = piece.shape[2]
+        local = at - start
+        local = torch.where((local >= 0) & (local < n), local, n)
+        spare = torch.cat([piece, piece[:, :, :1]], 2)
+        out.append(spare.index_copy(2, local, mine)[:, :, :n])
+        start += n
+    return out
 
 
 def path_reference(q, k, v, w, beta, seen):
