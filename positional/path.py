@@ -21,9 +21,11 @@ block of L tokens the products come from the UT transform (the paper's section o
                                                                     triangular, so its diagonal blocks invert alone)
 so that the block's own logits are  tril(Q K^T) - tril(Q W^T) T^-1 strictLower(W K^T),  its queries meet the keys
 before the block as H_s ... H_i q_i = q_i - (tril(Q W^T) T^-1 W)_i, and the keys before it are carried over the
-block by its (D, D) product, K <- K - K (W^T T^-T W): each block's products are formed once (O(T) blocks), memory O(T D)
-besides one block's (L, T) logits, so that a long evaluation takes every query at once (attends_by_blocks);
-path_reference forms the products explicitly (tests).
+block by its (D, D) product, K <- K - K (W^T T^-T W): each block's products are formed once (O(T) blocks). The keys
+are held in pieces of KEY_CHUNK slots, which a block's queries meet one at a time, joined by an online softmax: memory
+O(T D) (the keys) besides one block's (L, KEY_CHUNK) logits, every buffer of a fixed size (the allocator reuses them),
+so that a long evaluation takes every query at once (attends_by_blocks); path_reference forms the products
+explicitly (tests).
 
 Our choices, not the paper's: W a full-rank C -> H*D projection per layer (the paper's is low-rank), the
 convolution initialised as the identity (its first tap 1), u ~ N(0, 0.02) and b = 0 (beta = 1 at the start); with
@@ -138,16 +140,22 @@ def ut_inverse(w, beta):
     return torch.linalg.solve_triangular(m, torch.diag_embed(beta), upper=False, unitriangular=True)
 
 
-def path_blocks(q, k, v, w, beta, seen_rows, state, slots, a, block, drop=lambda p: p):
+KEY_CHUNK = 1024   # keys a piece of path_blocks' online softmax: a block's logits (B, H, block, KEY_CHUNK) at most
+
+
+def path_blocks(q, k, v, w, beta, seen_rows, state, slots, a, block, drop=lambda p: p, chunk=KEY_CHUNK):
     """PaTH attention of the queries of tokens a..b-1 (q: (B, H, b-a, D)) by blocks of `block` tokens, exact.
     k, v (B, H, S, D): the keys and values by slot, token t's at slots[t] (slots: (b,)); state (B, H, S, D): the keys
     before token 0, carried to it (zeros where none); slots None: token t's key is key t (no cache) and state starts
     empty, (B, H, 0, D), growing by each block. w, beta: tokens 0..b-1's; seen_rows(i, j): (j-i, S) or (H, j-i, S)
     bool, the keys queries i..j-1 (of the b-a) see. Each block's products are formed once, and the keys before it are
-    carried over it by its (D, D) product: O(b D^2 / block) a block, memory one block's (block, S) logits besides
-    the keys. Returns (y (B, H, b-a, D), the keys carried past token b-1 (B, H, S, D))."""
+    carried over it by its (D, D) product; the carried keys are held in pieces of about `chunk` slots, each block's
+    queries meet them a piece at a time (online_softmax): O(b D^2 / block) a block, memory the keys and a block's
+    (block, chunk) logits, each buffer of a size fixed by block and chunk. Returns (y (B, H, b-a, D), the keys carried
+    past token b-1 (B, H, S, D))."""
     b, scale = w.shape[2], 1.0 / math.sqrt(q.shape[-1])
     edges = [*range(0, a, block), *range(a, b, block), b]
+    keys = [piece for piece in state.split(chunk, 2) if piece.shape[2]]   # by slots 0..S-1 (none without a cache)
     ys = []
     for s, e in zip(edges[:-1], edges[1:]):
         W, inv = w[:, :, s:e], ut_inverse(w[:, :, s:e], beta[:, :, s:e])
@@ -157,16 +165,70 @@ def path_blocks(q, k, v, w, beta, seen_rows, state, slots, a, block, drop=lambda
             qb = q[:, :, s - a:e - a]
             r = torch.tril(qb @ W.transpose(-1, -2)) @ inv                            # (B, H, L, L)
             own = torch.tril(qb @ kb.transpose(-1, -2) - r @ torch.tril(W @ kb.transpose(-1, -2), -1))
-            earlier = (qb - r @ W) @ state.transpose(-1, -2)                          # (B, H, L, s or S)
-            logits = torch.cat([earlier, own], -1) if slots is None else earlier.index_copy(-1, at, own)
-            n = logits.shape[-1]
-            logits = logits.mul_(scale).masked_fill_(~seen_rows(s - a, e - a)[..., :n], float("-inf"))
-            ys.append(drop(torch.softmax(logits, -1)) @ v[:, :, :n])
+            seen = seen_rows(s - a, e - a)
+            ys.append(online_softmax(block_pieces(qb - r @ W, keys, own, seen, at, v, scale), drop))
         product = W.transpose(-1, -2) @ inv.transpose(-1, -2) @ W                    # I - (H_{e-1} ... H_s)^T, (D, D)
-        carried = state - state @ product                                             # H_{e-1} ... H_s K
+        keys = [piece - piece @ product for piece in keys]                           # H_{e-1} ... H_s K
         mine = kb - (torch.triu(kb @ W.transpose(-1, -2), 1) @ inv.transpose(-1, -2)) @ W  # H_{e-1} ... H_{j+1} k_j
-        state = torch.cat([carried, mine], 2) if slots is None else carried.index_copy(2, at, mine)
-    return torch.cat(ys, 2), state
+        keys = appended(keys, mine, chunk) if slots is None else placed(keys, mine, at, chunk)
+    return torch.cat(ys, 2), torch.cat(keys, 2)
+
+
+def block_pieces(carried_q, keys, own, seen, at, v, scale):
+    """A block's (logits, seen, values) a piece at a time: its queries as carried back to the block start
+    (carried_q (B, H, L, D)) over each piece of the earlier keys (their slots `at` excluded: the block's own), then
+    its own keys' logits (own (B, H, L, L))."""
+    earlier = seen.index_fill(-1, at, False)
+    start = 0
+    for piece in keys:
+        end = start + piece.shape[2]
+        yield (carried_q @ piece.transpose(-1, -2)) * scale, earlier[..., start:end], v[:, :, start:end]
+        start = end
+    yield own * scale, seen.index_select(-1, at), v[:, :, at]
+
+
+def online_softmax(pieces, drop):
+    """softmax(logits, unseen keys masked) @ values over the keys of every piece ((logits (B, H, L, n), seen (L, n) or
+    (H, L, n) bool, values (B, H, n, D)) at a time), joined by a running maximum and sum (Milakov & Gimelshein 2018,
+    "Online normalizer calculation for softmax", https://arxiv.org/abs/1805.02867, algorithm 3; Dao et al. 2022,
+    FlashAttention, section 3.1): no tensor over all keys at once. Every query must see a key of some piece."""
+    top = total = y = None
+    for logits, seen, values in pieces:
+        logits = logits.masked_fill(~seen, float("-inf"))
+        peak = logits.detach().amax(-1, keepdim=True)                # the result does not depend on the shift
+        new_top = peak if top is None else torch.maximum(top, peak)
+        shift = new_top.masked_fill(new_top == float("-inf"), 0.0)   # rows seeing no key yet: exp(-inf) = 0 below
+        p = torch.exp(logits - shift)
+        if top is None:
+            total, y = p.sum(-1, keepdim=True), drop(p) @ values
+        else:
+            rescale = torch.exp(top - shift)
+            total, y = total * rescale + p.sum(-1, keepdim=True), y * rescale + drop(p) @ values
+        top = new_top
+    return y / total
+
+
+def appended(keys, mine, chunk):
+    """The pieces of keys with a block's own (mine (B, H, L, D)) after them: on the last piece while it holds fewer
+    than `chunk`, else as a new piece."""
+    if keys and keys[-1].shape[2] < chunk:
+        return keys[:-1] + [torch.cat([keys[-1], mine], 2)]
+    return keys + [mine]
+
+
+def placed(keys, mine, at, chunk):
+    """The pieces of keys with a block's own (mine (B, H, L, D)) written at their slots `at` (L,). Each piece takes
+    the rows whose slot falls in it; the others go to a spare slot past its end, dropped after: every shape is fixed
+    by the pieces' sizes, none by the slots' values (a compiled decode step does not guard on them)."""
+    out, start = [], 0
+    for piece in keys:
+        n = piece.shape[2]
+        local = at - start
+        local = torch.where((local >= 0) & (local < n), local, n)
+        spare = torch.cat([piece, piece[:, :, :1]], 2)
+        out.append(spare.index_copy(2, local, mine)[:, :, :n])
+        start += n
+    return out
 
 
 def path_reference(q, k, v, w, beta, seen):

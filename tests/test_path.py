@@ -9,7 +9,7 @@ import torch
 from torch.nn import functional as F
 
 from positional.base import Ctx
-from positional.path import path_blocks, path_reference
+from positional.path import KEY_CHUNK, path_blocks, path_reference
 from tests.conftest import tiny_gpt
 
 
@@ -19,14 +19,14 @@ def inputs(T=11, D=4, seed=0, dtype=torch.float64):
     return q, k, v, F.normalize(w, dim=-1), 2 * torch.rand(2, 3, T, generator=g, dtype=dtype)
 
 
-def blockwise(q, k, v, w, beta, seen, block, a=0, slots=False):
+def blockwise(q, k, v, w, beta, seen, block, a=0, slots=False, chunk=KEY_CHUNK):
     """path_blocks of the queries from row a: the forward's own keys (growing), or (slots) keys in cache slots, here
-    reversed (token t in slot T-1-t), the state starting at zeros."""
+    reversed (token t in slot T-1-t), the state starting at zeros; the keys in pieces of `chunk`."""
     if not slots:
-        return path_blocks(q[:, :, a:], k, v, w, beta, rows_of(seen[a:]), k[:, :, :0], None, a, block)[0]
+        return path_blocks(q[:, :, a:], k, v, w, beta, rows_of(seen[a:]), k[:, :, :0], None, a, block, chunk=chunk)[0]
     at = torch.arange(k.shape[2] - 1, -1, -1)
     return path_blocks(q[:, :, a:], k[:, :, at], v[:, :, at], w, beta, rows_of(seen[a:][..., at]), torch.zeros_like(k),
-                       at, a, block)[0]
+                       at, a, block, chunk=chunk)[0]
 
 
 def rows_of(seen):
@@ -48,6 +48,28 @@ def test_blockwise_equals_the_explicit_products(block, kw, slots):
     y = blockwise(q, k, v, w, beta, seen, block, slots=slots)
     torch.testing.assert_close(y, ref, rtol=0, atol=1e-12)
     torch.testing.assert_close(blockwise(q, k, v, w, beta, seen, block, 5, slots), ref[:, :, 5:], rtol=0, atol=1e-12)
+    up = torch.randn(ref.shape, generator=torch.Generator().manual_seed(1), dtype=ref.dtype)
+    want = torch.autograd.grad((ref * up).sum(), (q, k, v, w, beta))
+    got = torch.autograd.grad((y * up).sum(), (q, k, v, w, beta))
+    for g_ref, g in zip(want, got):
+        torch.testing.assert_close(g, g_ref, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("slots", [False, True], ids=["own", "slots"])
+def test_keys_in_several_pieces_equal_the_explicit_products(slots):
+    """Past KEY_CHUNK keys the carried keys are met a piece at a time, joined by an online softmax: here 40 tokens in
+    blocks of 3 over pieces of 8 keys (an uneven last block and piece), with a window of 12, a sink and three documents
+    (pieces that a query sees none of), equal the definition (float64, values to 1e-12, gradients to 1e-10), also
+    for the queries from row 17 on."""
+    q, k, v, w, beta = (t.requires_grad_() for t in inputs(T=40, D=4, seed=4))
+    pos = torch.arange(40)
+    doc = torch.tensor([0] * 9 + [1] * 20 + [2] * 11)
+    seen = Ctx(pos, pos, window=12, sinks=1, doc=doc).visible()
+    ref = path_reference(q, k, v, w, beta, seen)
+    y = blockwise(q, k, v, w, beta, seen, 3, slots=slots, chunk=8)
+    torch.testing.assert_close(y, ref, rtol=0, atol=1e-12)
+    late = blockwise(q, k, v, w, beta, seen, 3, 17, slots, chunk=8)
+    torch.testing.assert_close(late, ref[:, :, 17:], rtol=0, atol=1e-12)
     up = torch.randn(ref.shape, generator=torch.Generator().manual_seed(1), dtype=ref.dtype)
     want = torch.autograd.grad((ref * up).sum(), (q, k, v, w, beta))
     got = torch.autograd.grad((y * up).sum(), (q, k, v, w, beta))
