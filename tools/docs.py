@@ -203,7 +203,7 @@ def train_step_table(*bench_jsons):
 def long_table(folder):
     """A folder of bench.py --sections=long JSONs (one encoding each, any lengths): seconds and process peak
     against the reference's at the same length (time: against the reference run just before it, rope_s, where the
-    JSON has one), and whether issue #22's bounds hold (memory within 2x, time within 3x)."""
+    JSON has one), whether issue #22's bounds hold (memory within 2x, time within 3x), and which rows are past them."""
     runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(folder, "*.json")))]
     rows = sorted(((int(T), e, r, c) for r in runs for e, by_T in r["long"].items() for T, c in by_T.items()),
                   key=lambda x: x[:2])
@@ -211,15 +211,21 @@ def long_table(folder):
     machines = sorted({r["machine"].get("name", "unnamed machine") for r in runs})   # > 1: a column names each row's
     lines = ["| encoding | tokens | seconds | vs rope | process peak MiB | vs rope | within 2x / 3x |"
              + " machine |" * (len(machines) > 1), "|---" * (7 + (len(machines) > 1)) + "|"]
+    past_memory, past_time = set(), set()
     for T, e, r, c in rows:
         t, m = c["s"] / c.get("rope_s", ref[T]["s"]), c["peak_bytes"] / ref[T]["peak_bytes"]   # rope_s: just before
         lines.append(f"| {e} | {T:,} | {c['s']:.1f} | {t:.2f} | {c['peak_bytes'] / 2 ** 20:.0f} | {m:.2f} | "
                      f"{'yes' if m <= 2 else 'no'} / {'yes' if t <= 3 else 'no'} |"
                      + f" {short_machine(r['machine'])} |" * (len(machines) > 1))
+        past_memory |= {e} if m > 2 else set()
+        past_time |= {e} if t > 3 else set()
     m = runs[0]["machine"]
     lines.append(f"\n{' and '.join(machines)}, torch {m['torch']}, {m['threads']} thread(s), one process per "
                  f"encoding, 4 layers x 4 heads x 128, one sequence"
                  + (" (time against a RoPE run on the same machine just before)." if len(machines) > 1 else "."))
+    past = [f"{what}: {', '.join(sorted(names))}" for what, names in
+            (("memory past 2x RoPE's", past_memory), ("time past 3x RoPE's", past_time)) if names]
+    lines.append("Past a bound: " + "; ".join(past) + "." if past else "Every row within both bounds.")
     short = sorted(e for r in runs for e, by_T in r["long"].items() if not by_T)
     if short:
         lines.append(f"No row for {', '.join(short)}: fewer positions than this (max_positions; learned is not run).")
