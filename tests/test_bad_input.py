@@ -28,7 +28,8 @@ def saved_run(tiny_run, tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--pos_encoding=rotary"], f"unknown pos_encoding 'rotary'; valid: {', '.join(positional.REGISTRY)}"),
     (["--pos_encoding=alibbi"], "unknown pos_encoding 'alibbi'; did you mean 'alibi'?"),
-    (["--rope_scaling=yarnn"], f"unknown rope_scaling 'yarnn'; did you mean 'yarn'? valid: {', '.join(positional.SCALINGS)}"),
+    (["--rope_scaling=yarnn"],
+     f"unknown rope_scaling 'yarnn'; did you mean 'yarn'? valid: {', '.join(positional.SCALINGS)}"),
     (["--t5_num_buckets=64"], "t5_num_buckets is a setting of t5; this run uses rope"),
     (["--rope_factor=4"], "rope_factor is a setting of rope_scaling"),
     (["--sinks=4"], "sinks=4 needs a window"),
@@ -85,7 +86,8 @@ def test_config_file_that_raises(saved_run, tmp_path, capsys):
 @pytest.mark.slow
 def test_dataset_that_cannot_be_prepared_says_why(saved_run, tmp_path, monkeypatch, capsys):
     (tmp_path / "repo" / "broken").mkdir(parents=True)
-    (tmp_path / "repo" / "broken" / "prepare.py").write_text("import sys; sys.exit('corpus download failed: offline')\n")
+    failing_prepare = "import sys; sys.exit('corpus download failed: offline')\n"
+    (tmp_path / "repo" / "broken" / "prepare.py").write_text(failing_prepare)
     monkeypatch.setattr(data.loader, "HERE", str(tmp_path / "repo"))  # stand-in for the repo's data/
     err = train_error([*TINY_ARGS, f"--data_dir={tmp_path / 'data'}", "--dataset=broken", f"--out_dir={saved_run}"],
                       capsys)

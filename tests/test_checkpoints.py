@@ -158,7 +158,8 @@ def test_a_full_disk_stops_the_run_and_keeps_the_last_checkpoint(tiny_data, tmp_
         if obj["iter_num"] < 20:
             return real_save(obj, dest)
         seen["before"] = snapshot(path)
-        old_limit, old_handler = resource.getrlimit(resource.RLIMIT_FSIZE), signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        old_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+        old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, old_limit[1]))
         try:
             return real_save(obj, dest)

@@ -264,7 +264,8 @@ def test_every_cli_prints_its_keys_with_defaults_and_meanings(script, says):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "benchmarks", "*.py"))))
+@pytest.mark.parametrize("script", sorted(os.path.relpath(p, ROOT)
+                                          for p in glob.glob(os.path.join(ROOT, "benchmarks", "*.py"))))
 def test_every_benchmark_script_answers_help_without_pythonpath(script):
     """Run as a new user runs them (`python benchmarks/x.py --help` from the root, no PYTHONPATH): each finds the
     repository's modules itself and prints its docstring (greedy_positions.py did not: ModuleNotFoundError)."""

@@ -41,7 +41,8 @@ def test_compare_trains_reports_skips_and_resumes(tiny_data, tmp_path):
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     assert f"`{head}" in report and "python compare.py configs/compare.py" in report
     table = [line for line in report.splitlines() if line.startswith("| ")]
-    assert table[0].startswith("| encoding | params | train loss | val loss | val bits/byte | tok/s | wall | ppl@16 (train)")
+    assert table[0].startswith("| encoding | params | train loss | val loss | val bits/byte | tok/s | wall "
+                               "| ppl@16 (train)")
     rows = {line.split(" | ")[0][2:].removesuffix(" †"): line for line in table[1:]}   # †: worse than the 4-gram
     assert {"rope", "learned", "rope+linear", "rope+ntk", "rope+yarn"} <= set(rows)
     assert rows["learned"].rstrip(" |").endswith("— | —")  # a 16-position table cannot reach 32 or 64
@@ -209,7 +210,8 @@ def test_report_of_several_seeds(tmp_path):
         run_dir.mkdir()
         rows = [dict(event="start", iter=0, params=1000, elapsed=0.0),
                 dict(event="train", iter=5, tokens=80, tokens_per_sec=100.0, elapsed=1.0),
-                dict(event="eval", iter=10, tokens=160, train_loss=val - 0.1, val_loss=val, val_bpb=val / 2, elapsed=2.0)]
+                dict(event="eval", iter=10, tokens=160, train_loss=val - 0.1, val_loss=val, val_bpb=val / 2,
+                     elapsed=2.0)]
         (run_dir / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         evals = [dict(label="rope", length=16, ppl=ppl), dict(label="rope", length=32, ppl=2 * ppl),
                  dict(label="rope+yarn", length=16, ppl=ppl + 1), dict(label="rope+yarn", length=32, ppl=ppl + 2)]
@@ -234,7 +236,8 @@ def test_variants_train_with_their_keys_and_share_the_out_root(tiny_data, tmp_pa
     """A variant is a name and its training keys: it trains with them, is reported under its
     name, and a later comparison in the same out_root reuses every finished run."""
     out, env = tmp_path / "cmp", {"OMP_NUM_THREADS": "1"}
-    variants = "--variants={'rope_qk': {'pos_encoding': 'rope', 'qk_norm': True}, 'alibi_w8': {'pos_encoding': 'alibi', 'window': 8}}"
+    variants = ("--variants={'rope_qk': {'pos_encoding': 'rope', 'qk_norm': True}, "
+                "'alibi_w8': {'pos_encoding': 'alibi', 'window': 8}}")
     run_py(*args(tiny_data, out, "--max_iters=4", "--only=rope", "--rope_scalings=[]"), env=env)
     r = run_py(*args(tiny_data, out, "--max_iters=4", "--only=rope,rope_qk,alibi_w8", "--rope_scalings=['yarn']",
                      "--scaled_encodings=['rope']", variants), env=env)
@@ -244,7 +247,8 @@ def test_variants_train_with_their_keys_and_share_the_out_root(tiny_data, tmp_pa
         assert a[key] == want and a["pos_encoding"] == name.split("_")[0]
     with open(out / "report" / "eval.csv") as f:
         labels = list(dict.fromkeys(row["label"] for row in csv.DictReader(f)))
-    assert labels == ["rope", "rope+yarn", "rope_qk", "alibi_w8", "3-gram", "4-gram", "5-gram"]   # yarn only where scaled_encodings says
+    # yarn only where scaled_encodings says
+    assert labels == ["rope", "rope+yarn", "rope_qk", "alibi_w8", "3-gram", "4-gram", "5-gram"]
     bad = run_py(*args(tiny_data, out, "--only=rope_qk"), env=env, check=False)
     assert bad.returncode == 2 and "unknown encoding 'rope_qk'" in bad.stderr and bad.stderr.count("\n") == 1
 
@@ -262,7 +266,8 @@ def test_the_readmes_quick_comparison_runs(tiny_data, tmp_path):
     assert "compare: report in" in r.stdout
     with open(tmp_path / "report" / "context_gain.csv") as f:
         labels = list(dict.fromkeys(row["label"] for row in csv.DictReader(f)))
-    assert labels == ["rope", "rope+ntk", "rope+yarn", "rope+leaky_rerope", "alibi", "rope_4L"]   # rope_4L: the reference
+    # rope_4L: the reference
+    assert labels == ["rope", "rope+ntk", "rope+yarn", "rope+leaky_rerope", "alibi", "rope_4L"]
 
 
 def test_context_labels_that_no_run_can_have_are_refused():
@@ -343,7 +348,8 @@ def test_a_run_kept_by_a_call_over_fewer_tasks_is_taken_by_the_whole_suite(tmp_p
 
 
 @pytest.mark.parametrize("config", sorted(glob.glob(os.path.join(ROOT, "configs", "compare*.py")) + [
-    os.path.join(ROOT, "configs", "tasks", f"{n}.py") for n in ("quick", "compare", "passkey_pi", "grid_compare", "distance")]))
+    os.path.join(ROOT, "configs", "tasks", f"{n}.py")
+    for n in ("quick", "compare", "passkey_pi", "grid_compare", "distance")]))
 def test_every_comparison_config_parses(config):
     """Each config file that compare.py is documented with is accepted whole, variants' encoding settings
     (grid_width of configs/tasks/grid_compare.py) included."""

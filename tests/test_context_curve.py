@@ -98,7 +98,8 @@ def test_the_reference_key():
     base = ["configs/compare.py", "--only=rope,alibi"]
     settings, _, cfg = compare.parse(base)
     assert settings["reference"] == "rope_4L" and settings["encodings"] == ["rope", "alibi", "rope_4L"]
-    assert settings["variants"]["rope_4L"] == {"pos_encoding": "rope", "block_size": 1024, "batch_size": 4}   # batch_size 16 / 4
+    assert settings["variants"]["rope_4L"] == {"pos_encoding": "rope", "block_size": 1024,
+                                               "batch_size": 4}   # batch_size 16 / 4
     assert not finetune.takes("rope_4L", "yarn", settings) and finetune.takes("rope", "yarn", settings)
     for off in ("--context_reference=", "--context_use=False"):
         settings = compare.parse([*base, off])[0]

@@ -30,7 +30,8 @@ def test_one_thread_per_core_left_idle(two_cores, idle, want):
     machine(two_cores, (1000, 500), (1200, 500 + idle))
     said = cpu_threads.choose(0, "cpu")
     assert torch.get_num_threads() == want
-    assert said == f"{want} thread(s): 2 cores, {2 * (1 - idle / 200):.1f} busy with other work now; --threads=N to choose"
+    busy = 2 * (1 - idle / 200)
+    assert said == f"{want} thread(s): 2 cores, {busy:.1f} busy with other work now; --threads=N to choose"
 
 
 def test_the_sample_reads_the_idle_columns_of_proc_stat(tmp_path):

@@ -46,7 +46,9 @@ def test_static_step_matches_full_forward(name, kw):
 def test_static_generation_draws_the_reference_tokens(name, kw):
     model = tiny_gpt(name, **kw)
     prompt = torch.randint(0, 40, (2, 21))                             # longer than a ring's prefill chunk
-    gen = lambda static: model.generate(prompt, 40, 0.9, 20, torch.Generator().manual_seed(5), static=static)  # noqa: E731
+
+    def gen(static):
+        return model.generate(prompt, 40, 0.9, 20, torch.Generator().manual_seed(5), static=static)
     assert torch.equal(gen(True), gen(False))
 
 
@@ -255,15 +257,17 @@ def test_every_encoding_decodes_compiled_in_one_process():
 def test_ahead_of_time_step_gives_the_eager_tokens_and_serves_every_model_of_its_shape(name):
     """compile=AheadOfTime (training/aot.py): the exported step's tokens are the eager static step's, with what the
     encodings keep in the cache (RoPE's rows, the RNN's state, the convolution's ring and FLOATER's solved
-    rows, written at every step) read and written in the Decoder's own cache; a second model of the same shape runs the same package with
-    its own weights (a different text), and a later generation of the first after a reset is unchanged."""
+    rows, written at every step) read and written in the Decoder's own cache; a second model of the same shape
+    runs the same package with its own weights (a different text), and a later generation of the first after a
+    reset is unchanged."""
     from training import aot
     prompt = torch.randint(0, 40, (1, 5), generator=torch.Generator().manual_seed(0))
     models = [tiny_gpt(name, seed=s, n_layer=1, n_head=2, n_embd=16, window=8) for s in (0, 1)]
     before, seeded = len(aot.RUNNERS), lambda: torch.Generator().manual_seed(0)   # sampled sharp: the texts differ
     eager = [m.generate(prompt, 30, 0.2, generator=seeded()) for m in models]
     d = decode.Decoder(models[0], compile=aot.AheadOfTime)
-    got = [d.generate(prompt, 30, 0.2, generator=seeded()), models[1].generate(prompt, 30, 0.2, generator=seeded(), compile=aot.AheadOfTime),
+    got = [d.generate(prompt, 30, 0.2, generator=seeded()),
+           models[1].generate(prompt, 30, 0.2, generator=seeded(), compile=aot.AheadOfTime),
            d.generate(prompt, 30, 0.2, generator=seeded())]
     assert len(aot.RUNNERS) == before + 1 and d.step.fallback is None   # one package, no fallback
     assert torch.equal(got[0], eager[0]) and torch.equal(got[1], eager[1]) and torch.equal(got[2], eager[0])

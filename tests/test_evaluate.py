@@ -162,7 +162,8 @@ def test_cli_refuses_scaling_when_no_checkpoint_is_rotary(tiny_data, tmp_path, c
     save_tiny(tiny_data, tmp_path, "alibi")
     with pytest.raises(SystemExit):
         evaluate.main([str(tmp_path), "--rope_scaling=yarn", "--rope_factor=4"])
-    assert "--rope_scaling=yarn needs a checkpoint of rope, xpos, p_rope, resonance_rope, rope_learned_freq, hope, rope+alibi; none of" in capsys.readouterr().err
+    assert ("--rope_scaling=yarn needs a checkpoint of rope, xpos, p_rope, resonance_rope, rope_learned_freq, hope, "
+            "rope+alibi; none of") in capsys.readouterr().err
     with pytest.raises(ValueError, match="needs a rotary encoding"):
         evaluation.evaluate_checkpoint(str(tmp_path), [16], overrides={"rope_scaling": "yarn", "rope_factor": 4.0})
 
@@ -173,7 +174,8 @@ def test_rerope_is_skipped_for_xpos_only(tiny_data, tmp_path, capsys):
     save_tiny(tiny_data, tmp_path / "r", "rope")
     rows = evaluate.main([str(tmp_path / "x"), str(tmp_path / "r"), "--lengths=32", "--tokens_per_point=32",
                           "--rope_scaling=rerope,ntk", "--rope_factor=2"])
-    assert [(r["encoding"], r["method"]) for r in rows] == [("xpos", "ntk x2"), ("rope", "rerope w8"), ("rope", "ntk x2")]
+    methods = [(r["encoding"], r["method"]) for r in rows]
+    assert methods == [("xpos", "ntk x2"), ("rope", "rerope w8"), ("rope", "ntk x2")]
     assert "(xpos) does not take rope_scaling=rerope" in capsys.readouterr().err
 
 
@@ -181,7 +183,8 @@ def test_window_and_sinks_are_applied(tiny_data, tmp_path):
     save_tiny(tiny_data, tmp_path, "alibi")
     full, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64)
     wide, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64, overrides={"window": 32})
-    narrow, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64, overrides={"window": 4, "sinks": 2})
+    narrow, = evaluation.evaluate_checkpoint(str(tmp_path), [32], tokens_per_point=64,
+                                             overrides={"window": 4, "sinks": 2})
     assert wide["loss"] == pytest.approx(full["loss"], rel=1e-6) and narrow["loss"] != pytest.approx(full["loss"])
     assert narrow["method"] == "window 4 sinks 2"
 

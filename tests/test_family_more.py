@@ -129,7 +129,8 @@ def test_deberta_log_buckets_by_hand():
     from positional.deberta import log_bucket
     d = torch.tensor([0, 1, 4, 5, 8, 16, 40, 127, 500])
     # mid = 4: exact to 4; then 4 + ceil(log(d/4) / log(127/4) * 3), capped at 7
-    assert log_bucket(d, 8, 128).tolist() == [0, 1, 4, 4 + math.ceil(math.log(5 / 4) / math.log(31.75) * 3), 5, 6, 6, 7, 7]
+    bucket_of_5 = 4 + math.ceil(math.log(5 / 4) / math.log(31.75) * 3)
+    assert log_bucket(d, 8, 128).tolist() == [0, 1, 4, bucket_of_5, 5, 6, 6, 7, 7]
 
 
 def test_deberta_c2p_and_p2c_match_an_explicit_t_t_d_computation():

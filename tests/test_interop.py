@@ -49,9 +49,9 @@ def randomize(model, seed=0):
 
 def hf_neox(folder, rotary_pct=1.0, scaling=None, vocab_size=V, parallel=False, **kw):
     """parallel: Pythia's block (use_parallel_residual, untied embed_out)."""
-    c = GPTNeoXConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                      hidden_act="gelu", rotary_pct=rotary_pct, max_position_embeddings=ORIG, rope_scaling=scaling,
-                      use_parallel_residual=parallel, tie_word_embeddings=not parallel, **kw)
+    c = GPTNeoXConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                      intermediate_size=128, hidden_act="gelu", rotary_pct=rotary_pct, max_position_embeddings=ORIG,
+                      rope_scaling=scaling, use_parallel_residual=parallel, tie_word_embeddings=not parallel, **kw)
     model = randomize(GPTNeoXForCausalLM(c))
     model.save_pretrained(folder)
     return model
@@ -278,9 +278,10 @@ def test_bad_input_is_one_line(tmp_path, capsys):
 def test_imported_model_fine_tunes_with_train(tmp_path, tiny_data):
     hf = hf_neox(tmp_path / "hf", 0.25, vocab_size=34)    # the tiny dataset's 34 characters
     import_(tmp_path / "hf", tmp_path / "out")
-    run_py("train.py", f"--out_dir={tmp_path / 'out'}", f"--data_dir={tiny_data}", "--dataset=tiny", "--init_from=resume",
-           "--n_layer=2", "--n_head=4", "--n_embd=32", "--bias=True", "--block_size=16", "--rotary_fraction=0.25",
-           "--max_iters=3", "--eval_interval=3", "--eval_iters=1", "--batch_size=4", "--device=cpu")
+    run_py("train.py", f"--out_dir={tmp_path / 'out'}", f"--data_dir={tiny_data}", "--dataset=tiny",
+           "--init_from=resume", "--n_layer=2", "--n_head=4", "--n_embd=32", "--bias=True", "--block_size=16",
+           "--rotary_fraction=0.25", "--max_iters=3", "--eval_interval=3", "--eval_iters=1", "--batch_size=4",
+           "--device=cpu")
     tuned = checkpoint.load(tmp_path / "out")
     assert tuned["iter_num"] == 3 and "rng" in tuned
     assert not torch.equal(tuned["model"]["wte.weight"], hf.state_dict()["gpt_neox.embed_in.weight"])   # it trained

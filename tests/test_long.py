@@ -220,7 +220,8 @@ def test_bench_long_section(tmp_path):
 
 @pytest.mark.slow
 def test_bench_train_memory_section(tmp_path, capsys):
-    """bench.py --sections=train_memory: one training step's peak per encoding, RoPE the reference, the machine named."""
+    """bench.py --sections=train_memory: one training step's peak per encoding, RoPE the reference,
+    the machine named."""
     out = tmp_path / "b.json"
     bench.main(["--sections=train_memory", "--encodings=rope,alibi", "--n_layer=1", "--n_head=2", "--n_embd=16",
                 "--block_size=32", "--batch_size=2", f"--json={out}"])
@@ -294,8 +295,9 @@ def test_a_bias_by_distance_is_read_as_a_view(name, monkeypatch):
 def test_a_bias_made_by_blocks_goes_by_chunks_through_a_cache(monkeypatch):
     """FIRE past its L (its bias reads the query position: no view) over more than ATTENTION_BLOCK queries without
     gradients: the forward runs by chunks of 8 query rows through a KV cache (GPT.by_chunks), each chunk's bias made
-    once for both layers (blocks: once per layer), and equals the dense path with a window and sinks, and at gapped positions with documents;
-    positions restarting per document cannot be cached and keep the blocks (a bias per block and layer)."""
+    once for both layers (blocks: once per layer), and equals the dense path with a window and sinks, and at gapped
+    positions with documents; positions restarting per document cannot be cached and keep the blocks (a bias per
+    block and layer)."""
     from positional.fire import FIRE
     made, dense_bias = [], FIRE.dense_bias
     monkeypatch.setattr(FIRE, "dense_bias", lambda self, q, k: made.append(len(q)) or dense_bias(self, q, k))
@@ -303,7 +305,9 @@ def test_a_bias_made_by_blocks_goes_by_chunks_through_a_cache(monkeypatch):
     idx = torch.randint(0, 40, (2, 48), generator=g)
     gaps, doc = torch.cumsum(torch.randint(1, 4, (48,), generator=g), 0), (torch.arange(48) >= 20).long()
     restart = torch.cat([torch.arange(20), torch.arange(28)])
-    cases = [(tiny_gpt("fire", window=9, sinks=2), None, None), (tiny_gpt("fire"), gaps, doc), (tiny_gpt("fire"), restart, doc)]
+    cases = [(tiny_gpt("fire", window=9, sinks=2), None, None),
+             (tiny_gpt("fire"), gaps, doc),
+             (tiny_gpt("fire"), restart, doc)]
     with torch.no_grad():
         dense = [model(idx, pos=pos, doc=d)[0] for model, pos, d in cases]
         assert made == [48] * 3 and cases[0][0].pe.L.abs() < 8   # one bias a forward; most queries past L

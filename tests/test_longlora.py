@@ -30,7 +30,8 @@ def test_s2_attn_pattern_equals_a_mask_written_by_hand():
     pos = torch.arange(8)
     seen = AttentionPlan(pos, pos, causal=True, groups=shifted_groups(8, 4, 4)).visible()       # (H, T, T)
     assert torch.equal(seen, torch.stack([as_mask(PLAIN)] * 2 + [as_mask(SHIFTED)] * 2))
-    assert shifted_groups(8, 3, 4).tolist() == [[0, 0, 0, 0, 1, 1, 1, 1]] + [[0, 0, 1, 1, 1, 1, 2, 2]] * 2   # H // 2 plain
+    three_heads = shifted_groups(8, 3, 4).tolist()
+    assert three_heads == [[0, 0, 0, 0, 1, 1, 1, 1]] + [[0, 0, 1, 1, 1, 1, 2, 2]] * 2   # H // 2 plain
     doc = torch.tensor([0, 0, 0, 1, 1, 1, 1, 1])           # with documents: both hide keys
     seen = AttentionPlan(pos, pos, causal=True, doc=doc, groups=shifted_groups(8, 4, 4)).visible()
     assert torch.equal(seen[2], as_mask(SHIFTED) & (doc[:, None] == doc[None, :]))
@@ -112,7 +113,8 @@ def test_only_adapters_embeddings_norms_and_the_encoding_train():
     assert trained == {"wte.weight", "ln_f.weight", "pe.table.weight", *(f"h.{i}.{x}" for i in range(2) for x in (
         "ln_1.weight", "ln_2.weight", "attn.c_attn.A", "attn.c_attn.B"))}, trained
     table = model.pe.table.weight.numel()
-    assert n == sum(p.numel() for p in model.parameters() if p.requires_grad) == 40 * 32 + 5 * 32 + table + 2 * (4 * 32 + 96 * 4)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert n == trainable == 40 * 32 + 5 * 32 + table + 2 * (4 * 32 + 96 * 4)
 
 
 @pytest.mark.slow
@@ -157,7 +159,8 @@ def test_compare_reports_the_longlora_fine_tune(tiny_data, tmp_path):
     assert (ckpt["config"]["finetune_method"], ckpt["model_args"]["rope_scaling"]) == ("longlora", "linear")
     with open(out / "report" / "eval.csv") as f:
         rows = list(csv.DictReader(f))
-    assert list(dict.fromkeys(row["label"] for row in rows)) == ["rope", "rope+direct ft2", "rope+longlora ft2", "3-gram", "4-gram", "5-gram"]
+    labels = list(dict.fromkeys(row["label"] for row in rows))
+    assert labels == ["rope", "rope+direct ft2", "rope+longlora ft2", "3-gram", "4-gram", "5-gram"]
     n = ckpt["lora"]["trained_params"]
     assert {row["trained_params"] for row in rows if row["label"] == "rope+longlora ft2"} == {str(n)}
     assert f"| longlora ({n:,} parameters trained) | — | " in (out / "report" / "report.md").read_text()

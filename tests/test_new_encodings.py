@@ -49,7 +49,8 @@ def test_p_rope_keeps_the_highest_frequencies_and_zeroes_the_rest():
     y = rotate(pe, x.view(1, 1, 1, 8), torch.tensor([7])).flatten()
     assert torch.equal(y[[2, 3, 6, 7]], x[[2, 3, 6, 7]])          # pairs (2, 6) and (3, 7) are position-free
     scaled = tiny_gpt("p_rope", n_embd=16, n_head=2, p_rope_fraction=0.5, rope_scaling="linear", rope_factor=4.0).pe
-    torch.testing.assert_close(scaled.angles(m, scaled.inv_freq)[0], torch.tensor([1.25, 0.125, 0.0, 0.0], dtype=torch.float64))
+    torch.testing.assert_close(scaled.angles(m, scaled.inv_freq)[0],
+                               torch.tensor([1.25, 0.125, 0.0, 0.0], dtype=torch.float64))
 
 
 def test_p_rope_ends_are_rope_and_nope():
@@ -237,7 +238,8 @@ def test_bounded_window_cache_decodes_like_a_recompute(name):
 def test_training_loss_falls(tiny_data, tmp_path, config):
     model, ckpt, _ = trained(config, tiny_data, tmp_path)
     assert model.pe.name == config
-    GPT(model_config(ckpt["model_args"], {"logn_scaling": True})).load_state_dict(ckpt["model"])  # an evaluation-time option
+    with_logn = model_config(ckpt["model_args"], {"logn_scaling": True})   # an evaluation-time option
+    GPT(with_logn).load_state_dict(ckpt["model"])
 
 
 # ---- qk_norm and log-n scaling: model options, not encodings ---------------------------------
@@ -250,7 +252,8 @@ def test_logn_factor_by_hand():
 def test_logn_scaling_changes_nothing_within_the_training_length():
     idx = torch.randint(0, 40, (2, 40))
     with torch.no_grad():
-        plain, scaled = tiny_gpt("rope", block_size=16)(idx)[0], tiny_gpt("rope", block_size=16, logn_scaling=True)(idx)[0]
+        plain = tiny_gpt("rope", block_size=16)(idx)[0]
+        scaled = tiny_gpt("rope", block_size=16, logn_scaling=True)(idx)[0]
     assert torch.equal(plain[:, :16], scaled[:, :16])
     assert not torch.allclose(plain[:, 16:], scaled[:, 16:])
 

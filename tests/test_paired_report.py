@@ -19,11 +19,13 @@ def run_rows(label, encoding, seed, losses, chunks=None):
 
 
 def write_report(tmp_path, runs, chunks):
-    """compare_report.write of runs {(label, encoding): [per seed: (loss@16, loss@32)]} -> {(label, ref, length): row}."""
+    """compare_report.write of runs {(label, encoding): [per seed: (loss@16, loss@32)]}
+    -> {(label, ref, length): row}."""
     results = []
     for seed in (1, 2, 3):
         (tmp_path / f"s{seed}").mkdir(exist_ok=True)
-        rows = [r for (label, enc), losses in runs.items() for r in run_rows(label, enc, seed, losses[seed - 1], chunks)]
+        rows = [r for (label, enc), losses in runs.items()
+                for r in run_rows(label, enc, seed, losses[seed - 1], chunks)]
         results.append(dict(encoding="rope", seed=seed, dir=str(tmp_path / f"s{seed}"), rows=rows, command="python"))
     settings = dict(report_dir=str(tmp_path / "report"), eval_lengths=[16, 32], seed_list=[1, 2, 3], plots=False,
                     eval_mode="nonoverlap", eval_tokens=64, rope_factor=2.0, finetune_len=0)

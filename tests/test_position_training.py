@@ -20,7 +20,8 @@ def test_explicit_positions_are_the_positions_used():
         assert torch.equal(model(idx, pos=torch.arange(12))[0], plain)
         shifted = model(idx, pos=torch.arange(12) + 5)[0]
         rope = tiny_gpt("rope")
-        torch.testing.assert_close(rope(idx, pos=torch.arange(12) + 7)[0], rope(idx)[0], rtol=1e-4, atol=1e-4)  # relative
+        torch.testing.assert_close(rope(idx, pos=torch.arange(12) + 7)[0], rope(idx)[0],
+                                   rtol=1e-4, atol=1e-4)  # relative
     assert not torch.allclose(shifted, plain)
 
 

@@ -122,7 +122,8 @@ def test_byte_reads_files_that_are_not_utf8(tmp_path):
 BAD = [
     (lambda d: [str(d / "empty")], {}, r"no files matching '\*' under .*empty; give another --glob or folder"),
     (lambda d: [str(d / "x.jsonl")], {}, r"x.jsonl:2: not JSON \(Expecting property name .*\); every line of a .jsonl"),
-    (lambda d: [str(d / "y.jsonl")], {}, r"y.jsonl:3: no text field 'text' \(found: body\); name the field with --field"),
+    (lambda d: [str(d / "y.jsonl")], {}, r"y.jsonl:3: no text field 'text' \(found: body\); "
+                                         r"name the field with --field"),
     (lambda d: [str(d / "latin1.txt"), str(d / "ok.txt")], {}, r"latin1.txt is not UTF-8 \(byte 0xe9 at offset 3\); "
                                                               r"convert it, or read it as bytes with --tokenizer=byte"),
     (lambda d: [str(d / "ok.txt"), str(d / "ok.txt")], dict(vocab_size=3), r"--vocab_size=3 is too small: char needs"),
@@ -157,7 +158,8 @@ def test_the_script_reads_a_glob_and_fails_in_one_line(folder, tmp_path):
     r = run_py(os.path.join(prepare_cli.ROOT, "data", "prepare.py"), f"--input={folder}", "--glob=d1*.txt",
                "--tokenizer=byte", f"--out_dir={tmp_path / 'out'}")
     assert "10 documents" in r.stdout and "vocab size 257 (uint16)" in r.stdout   # d10..d19
-    r = run_py(os.path.join(prepare_cli.ROOT, "data", "prepare.py"), "--input=nowhere", f"--out_dir={tmp_path}/x", check=False)
+    r = run_py(os.path.join(prepare_cli.ROOT, "data", "prepare.py"), "--input=nowhere", f"--out_dir={tmp_path}/x",
+               check=False)
     assert r.returncode == 2 and r.stderr.strip() == "error: --input nowhere not found"
 
 

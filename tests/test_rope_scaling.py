@@ -82,7 +82,8 @@ def test_llama3_by_wavelength():
     torch.testing.assert_close(got, BY_PARTS)
     got, _ = inv("llama3", factor=8.0, original_max_position=L_TURNS / 4, low_freq_factor=1.0, high_freq_factor=4.0)
     # L = 4pi: wavelength 2pi is between L/4 and L (mu = (2 - 1)/3), the others longer than L (divided by 8)
-    torch.testing.assert_close(got, torch.tensor([(2 / 3) / 8 + 1 / 3, 0.5 / 8, 0.25 / 8, 0.125 / 8], dtype=torch.float64))
+    torch.testing.assert_close(got, torch.tensor([(2 / 3) / 8 + 1 / 3, 0.5 / 8, 0.25 / 8, 0.125 / 8],
+                                                 dtype=torch.float64))
 
 
 @pytest.mark.parametrize("kind", [k for k in METHODS])
@@ -170,7 +171,8 @@ def test_dynamic_cached_decoding_equals_recomputing_the_prefix(pos):
 
 # ---- errors -------------------------------------------------------------------------------
 def test_unknown_scaling_is_refused():
-    with pytest.raises(ValueError, match="unknown rope_scaling 'yarm'; did you mean 'yarn'. valid: linear, ntk, dynamic"):
+    with pytest.raises(ValueError,
+                       match="unknown rope_scaling 'yarm'; did you mean 'yarn'. valid: linear, ntk, dynamic"):
         tiny_gpt("rope", rope_scaling="yarm")
     with pytest.raises(ConfigError, match="unknown rope_scaling 'yarm'"):
         load_config(["--rope_scaling=yarm"])
@@ -192,7 +194,8 @@ def test_scaling_refused_for_non_rotary_encodings(name):
 
 def test_xpos_takes_frequency_methods_but_not_rerope():
     assert tiny_gpt("xpos", rope_scaling="yarn", rope_factor=4.0).pe.attention_scale > 1
-    with pytest.raises(ValueError, match="rope_scaling='rerope' is defined for the rope encoding only; this model uses 'xpos'"):
+    with pytest.raises(ValueError,
+                       match="rope_scaling='rerope' is defined for the rope encoding only; this model uses 'xpos'"):
         tiny_gpt("xpos", rope_scaling="rerope")
 
 

@@ -1,5 +1,5 @@
-"""tools/rope_time.py: a RoPE run's seconds beside each cell of an encoding's long-evaluation JSON (benchmarks/long_new.sh,
-benchmarks/long.sh), and a one-line refusal when the RoPE run lacks a length."""
+"""tools/rope_time.py: a RoPE run's seconds beside each cell of an encoding's long-evaluation JSON
+(benchmarks/long_new.sh, benchmarks/long.sh), and a one-line refusal when the RoPE run lacks a length."""
 import json
 
 import pytest

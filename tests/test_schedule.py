@@ -126,7 +126,8 @@ def test_task_scoring_asks_the_model_for_its_position_limit():
 
 
 @pytest.mark.parametrize("keys,message", [
-    (dict(layer_encodings="rope,alibj"), "unknown encoding 'alibj' in layer_encodings='rope,alibj'; did you mean 'alibi'?"),
+    (dict(layer_encodings="rope,alibj"),
+     "unknown encoding 'alibj' in layer_encodings='rope,alibj'; did you mean 'alibi'?"),
     (dict(layer_encodings="rope,none,none"), "layer_encodings='rope,none,none' must be 1 to n_layer=2"),
     (dict(layer_encodings="rope,"), "unknown encoding '' in layer_encodings='rope,'"),
     (dict(layer_windows="8,"), "layer_windows='8,' must be 1 to n_layer=2 comma-separated entries"),
@@ -146,8 +147,8 @@ def test_bad_schedules_are_refused_in_one_line(keys, message):
 
 
 def test_train_refuses_a_bad_pattern_before_anything_is_written(tiny_data, tmp_path, capsys):
-    err = train_error([*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}", "--layer_encodings=rope,alibi,none"],
-                      capsys)
+    err = train_error([*TINY_ARGS, f"--data_dir={tiny_data}", f"--out_dir={tmp_path}",
+                       "--layer_encodings=rope,alibi,none"], capsys)
     assert "layer_encodings='rope,alibi,none' must be 1 to n_layer=1" in err and not list(tmp_path.iterdir())
 
 

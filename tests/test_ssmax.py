@@ -30,9 +30,11 @@ def test_key_counts_by_hand():
     q = torch.tensor([0, 1, 2, 5])
     assert key_counts(q, torch.arange(6)).tolist() == [1, 2, 3, 6]                    # causal: position + 1
     assert key_counts(q, torch.arange(6), window=2, sinks=1).tolist() == [1, 2, 3, 3]  # keys 4, 5 and sink 0
-    sampled = torch.tensor([0, 3, 7, 20])                                             # training positions: tokens, not positions
+    # training positions: tokens, not positions
+    sampled = torch.tensor([0, 3, 7, 20])
     assert key_counts(sampled, sampled).tolist() == [1, 2, 3, 4]
-    assert key_counts(torch.tensor([9]), torch.tensor([0, 1, 7, 8, 9]), window=3, sinks=2).tolist() == [5]  # bounded cache
+    # bounded cache
+    assert key_counts(torch.tensor([9]), torch.tensor([0, 1, 7, 8, 9]), window=3, sinks=2).tolist() == [5]
 
 
 def test_ssmax_attention_is_softmax_of_s_log_n_times_the_logits():
@@ -93,7 +95,8 @@ def test_attention_entropy_of_uniform_attention_is_log_n():
         for b in windowed.h:
             b.attn.c_attn.weight[:32].zero_()
     h = attention_entropy(windowed, torch.randint(0, 40, (2, 12)))
-    torch.testing.assert_close(h, torch.log(torch.arange(1, 13, dtype=torch.float64).clamp(max=4)), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(h, torch.log(torch.arange(1, 13, dtype=torch.float64).clamp(max=4)),
+                               rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.slow

@@ -55,9 +55,9 @@ def test_score_task_bad_input(copy_run, tiny_run, tmp_path, capsys):
 
 
 def test_compare_tasks_reports_and_restarts(tmp_path, capsys):
-    args = ["configs/tasks/base.py", "--suite=tasks", "--tasks=parity", "--encodings=none,alibi", "--seeds=1", "--jobs=2",
-            "--samples=8", "--multiples=1,2", "--max_iters=4", "--eval_interval=2", "--eval_iters=1", "--n_layer=1",
-            "--n_embd=16", "--n_head=2", "--block_size=8", "--batch_size=4", "--device=cpu",
+    args = ["configs/tasks/base.py", "--suite=tasks", "--tasks=parity", "--encodings=none,alibi", "--seeds=1",
+            "--jobs=2", "--samples=8", "--multiples=1,2", "--max_iters=4", "--eval_interval=2", "--eval_iters=1",
+            "--n_layer=1", "--n_embd=16", "--n_head=2", "--block_size=8", "--batch_size=4", "--device=cpu",
             f"--out_root={tmp_path}"]
     compare.main(args)
     report = (tmp_path / "report" / "report.md").read_text()
@@ -91,13 +91,15 @@ def test_a_randomized_run_is_evaluated_on_sampled_positions(tmp_path, monkeypatc
     import train
     from tasks import score
     fed, real_loss = [], train.forward_loss
-    monkeypatch.setattr(train, "forward_loss", lambda model, x, y, pos, *more: fed.append(pos) or real_loss(model, x, y, pos, *more))
+    monkeypatch.setattr(train, "forward_loss",
+                        lambda model, x, y, pos, *more: fed.append(pos) or real_loss(model, x, y, pos, *more))
     out = tmp_path / "rand"
     args = [*COPY, "--pos_encoding=learned", "--position_sampling=randomized", "--max_position=48", "--max_iters=20",
             "--lr_decay_iters=20", "--eval_interval=10", f"--out_dir={out}"]
     assert run_train(args) == 0
     assert len(fed) > 20 and all(p is not None and int(p.max()) < 48 for p in fed)   # 20 steps and 3 evaluations
     seen, real = [], score.greedy
-    monkeypatch.setattr(score, "greedy", lambda m, ids, mask, pos=None, *more: seen.append(pos) or real(m, ids, mask, pos, *more))
+    monkeypatch.setattr(score, "greedy",
+                        lambda m, ids, mask, pos=None, *more: seen.append(pos) or real(m, ids, mask, pos, *more))
     score.score_checkpoints([str(out)], lengths=[12, 48], samples=8)
     assert seen and all(p is not None and int(p.max()) < 48 for p in seen) and {len(p) for p in seen} == {12, 48}

@@ -37,7 +37,9 @@ def test_runs_below_mastery_are_counted_and_left_out_of_the_ranking(tmp_path):
     # b 1/3 (copy's cells still shown: a and b tie there at 50%)
     ranking = md.split("## Ranking")[1]
     assert ": parity (1 of 2)." in ranking
-    lines = ["| c | 1.00 | not learned | 60.0 |", "| a | 0.50 | 50.0 (1/2 seeds) | 30.0 |", "| b | 0.33 | 50.0 | 10.0 |"]
+    lines = ["| c | 1.00 | not learned | 60.0 |",
+             "| a | 0.50 | 50.0 (1/2 seeds) | 30.0 |",
+             "| b | 0.33 | 50.0 | 10.0 |"]
     assert [ranking.index(line) for line in lines] == sorted(ranking.index(line) for line in lines)
     with open(tmp_path / "runs.csv") as f:
         learned = {(r["task"], r["encoding"], r["seed"]): r["learned"] for r in csv.DictReader(f)}
@@ -46,9 +48,9 @@ def test_runs_below_mastery_are_counted_and_left_out_of_the_ranking(tmp_path):
 
 
 TINY = ["configs/tasks/passkey_pi.py", "--block_size=12", "--n_layer=1", "--n_head=2", "--n_embd=16", "--batch_size=8",
-        "--max_iters=3", "--lr_decay_iters=3", "--warmup_iters=1", "--eval_interval=3", "--eval_iters=1", "--device=cpu",
-        "--seeds=1", "--jobs=1", "--threads=1", "--samples=4", "--multiples=1,1.5,2", "--finetune_factor=2",
-        "--finetune_steps=1,2", "--rope_scalings=linear"]
+        "--max_iters=3", "--lr_decay_iters=3", "--warmup_iters=1", "--eval_interval=3", "--eval_iters=1",
+        "--device=cpu", "--seeds=1", "--jobs=1", "--threads=1", "--samples=4", "--multiples=1,1.5,2",
+        "--finetune_factor=2", "--finetune_steps=1,2", "--rope_scalings=linear"]
 
 
 @pytest.mark.slow
@@ -63,7 +65,8 @@ def test_pi_table4_in_miniature(tmp_path, monkeypatch):
     for r in rows:   # each window is PI's rule on the grid scored for that model
         k, m = int(r["steps"]), r["method"]
         path = run / f"task_scores-{m}.json" if k == 0 and m != "direct" else (
-            run / "task_scores.json" if k == 0 else tmp_path / "passkey" / f"rope-s1337-ft-{m}-{k}" / "task_scores.json")
+            run / "task_scores.json" if k == 0
+            else tmp_path / "passkey" / f"rope-s1337-ft-{m}-{k}" / "task_scores.json")
         got = json.loads(path.read_text())
         assert int(r["effective_window"]) == effective_window(got["value"]["grid"])
         assert got["settings"]["lengths"] == [12, 18, 24]
@@ -86,8 +89,8 @@ def test_pi_table4_in_miniature(tmp_path, monkeypatch):
     straight = tmp_path / "passkey" / "straight"
     shutil.copytree(run, straight)
     plan = compare.plan(settings, train_keys)[0]
-    out = finetune.finetune(dict(plan, dir=str(straight)), 3, "linear", 2, dict(settings, finetune_steps=[2]), train_keys,
-                           cfg)
+    out = finetune.finetune(dict(plan, dir=str(straight)), 3, "linear", 2, dict(settings, finetune_steps=[2]),
+                            train_keys, cfg)
     a, b = checkpoint.load(out)["model"], checkpoint.load(str(tmp_path / "passkey" / "rope-s1337-ft-linear-2"))["model"]
     assert all(torch.equal(a[key], b[key]) for key in a)
 
@@ -286,10 +289,11 @@ def test_a_run_that_never_reaches_the_bar_trains_to_its_cap(tmp_path, monkeypatc
     assert ckpt["mastery"] == dict(reached=None, exact=0.94, checked_at=8, bar=0.95, samples=200)
 
 
-@pytest.mark.parametrize("bad, says", [(["--stop_at_mastery=1.01"], "stop_at_mastery needs a task and a bar in (0, 1]"),
-                                       (["--stop_at_mastery=-0.5"], "stop_at_mastery needs a task"),
-                                       (["--stop_at_mastery=0.9", "--mastery_samples=0"], "mastery_samples must be >= 1"),
-                                       (["--mastery_samples=50"], "mastery_samples=50 applies to stop_at_mastery only")])
+@pytest.mark.parametrize("bad, says", [
+    (["--stop_at_mastery=1.01"], "stop_at_mastery needs a task and a bar in (0, 1]"),
+    (["--stop_at_mastery=-0.5"], "stop_at_mastery needs a task"),
+    (["--stop_at_mastery=0.9", "--mastery_samples=0"], "mastery_samples must be >= 1"),
+    (["--mastery_samples=50"], "mastery_samples=50 applies to stop_at_mastery only")])
 def test_bad_mastery_settings_one_line(bad, says, tmp_path, capsys):
     from tests.inproc import train_error
     assert says in train_error([*COPY, *bad, f"--out_dir={tmp_path}"], capsys)
@@ -338,7 +342,8 @@ def test_near_bar_rescoring_uses_500_samples_and_only_near_the_bar(tmp_path, mon
     assert calls == []
     got = task_suite.near_bar(str(tmp_path), scored(0.94))
     assert [c[1:3] for c in calls] == [(8, 500)]                 # at L, 500 samples
-    assert got["rows"][0]["samples"] == 500 and got["rows"][0]["exact"] == 0.96 and got["rows"][1] == scored(0.9)["rows"][1]
+    assert got["rows"][0]["samples"] == 500 and got["rows"][0]["exact"] == 0.96
+    assert got["rows"][1] == scored(0.9)["rows"][1]
     assert report.learned(got["rows"], 8) and not report.learned(scored(0.94)["rows"], 8)
     assert task_suite.near_bar(str(tmp_path), scored(0.91)) == got and len(calls) == 1   # cached: not scored again
     assert got["rows"][0]["samples"] >= report.NEAR_SAMPLES >= 500
@@ -371,14 +376,17 @@ def test_iterations_to_mastery_come_before_the_scores_past_l_and_the_mrr_ranks_o
     assert "bar 95% on 200 examples" in its
     assert "| a | 300 ± 141 | 100; not learned by 800 (1/2 seeds) |" in its
     assert "| b | 600 | 300 |" in its and "| c | 250 | not learned by 900 (1/1 seeds) |" in its
-    assert md.index("## Iterations to mastery") < md.index("## Learned at") < md.index("## Ranking") < md.index("## copy")
+    assert (md.index("## Iterations to mastery") < md.index("## Learned at") < md.index("## Ranking")
+            < md.index("## copy"))
     with open(tmp_path / "runs.csv") as f:
         at = {(r["task"], r["encoding"], r["seed"], r["length"]): r["mastered_at"] for r in csv.DictReader(f)}
     assert at[("copy", "a", "2", "16")] == "400" and at[("parity", "c", "1", "8")] == ""
     assert "1 run(s) scored within 5 points of the bar at L were scored there again on 500 examples" in md
     ranking = md.split("## Ranking")[1].split("## copy")[0]
     assert "every ranked encoding learned" in ranking and ": copy (1 of 2)." in ranking
-    lines = ["| a | 1.00 | 80.0 | 20.0 (1/2 seeds) |", "| c | 0.50 | 60.0 | not learned |", "| b | 0.33 | 40.0 | 90.0 |",
+    lines = ["| a | 1.00 | 80.0 | 20.0 (1/2 seeds) |",
+             "| c | 0.50 | 60.0 | not learned |",
+             "| b | 0.33 | 40.0 | 90.0 |",
              "| d | — | n/a | n/a |"]
     assert [ranking.index(line) for line in lines] == sorted(ranking.index(line) for line in lines)
     common, ranks = report.mrr({"copy": {"a": 0.8, "b": 0.4, "c": 0.6, "d": None},

@@ -55,7 +55,8 @@ def test_generate_with_a_window_keeps_memory_constant(static):
     # sinks + window - 1 keys, and room for a chunk of new tokens (16) more (the keys and values: RoPE's rows table,
     # a buffer too, is bounded by rope.TABLE_LIMIT positions)
     keys = 4 + 7 + 16
-    assert out.shape == (1, 83) and all(s == sizes[0] for s in sizes) and {s[-2] for s in sizes[0] if len(s) > 1} == {keys}
+    assert out.shape == (1, 83) and all(s == sizes[0] for s in sizes)
+    assert {s[-2] for s in sizes[0] if len(s) > 1} == {keys}
 
 
 def test_window_below_one_is_refused(tmp_path):
