@@ -31,8 +31,8 @@ explicitly (tests).
 W, per layer: by default (path_w_rank=0) a full-rank C -> H*D projection, our choice, kept so that a model
 trained before stays the same; the paper's is low-rank, and the authors' layer (flash-linear-attention,
 fla/layers/path_attn.py, https://github.com/fla-org/flash-linear-attention) makes it x -> (C -> 32) -> (32 -> H*D),
-two linear maps without bias (a full-rank one where key heads are shared), then a short convolution of 3 taps and
-unit length per head, as here. path_w_rank=r > 0 is that form, W = W_up W_down ((H*D, r) @ (r, C), rank <= r,
+two linear maps without bias (a full-rank one where key heads are shared), then its short convolution of 3 taps and
+unit length per head. path_w_rank=r > 0 is that form, W = W_up W_down ((H*D, r) @ (r, C), rank <= r,
 r (C + H*D) parameters in place of C H*D), each factor N(0, 0.02) like the full-rank W.
 Our other choices, not the paper's: the convolution initialised as the identity (its first tap 1), u ~ N(0, 0.02)
 and b = 0 (beta = 1 at the start); with documents the convolution does not reach across a document start (the
