@@ -3,7 +3,8 @@ Accumulating Householder Transformations", https://arxiv.org/abs/2505.16381): a 
 encoding. Each token t of a layer has, per head, a Householder-like transform of the layer input x_t,
 
     H_t = I - beta_t w_t w_t^T,     beta_t = 2 sigmoid(u . x_t + b) in (0, 2),
-    w_t = normalise(conv(W x)_t)    (a causal depthwise convolution of `path_conv` taps, then unit length)
+    w_t = normalise(conv(W x)_t)    (a causal depthwise convolution of `path_conv` taps, then unit length;
+                                     W full-rank, or of rank path_w_rank: see below)
 
 (beta near 2: a reflection; 0: the identity), and the logits between query i and key j <= i are
 
@@ -27,10 +28,15 @@ O(T D) (the keys) besides one block's (L, KEY_CHUNK) logits, every buffer of a f
 so that a long evaluation takes every query at once (attends_by_blocks); path_reference forms the products
 explicitly (tests).
 
-Our choices, not the paper's: W a full-rank C -> H*D projection per layer (the paper's is low-rank), the
-convolution initialised as the identity (its first tap 1), u ~ N(0, 0.02) and b = 0 (beta = 1 at the start); with
-documents the convolution does not reach across a document start (the products never do: a key and its query share
-a document, and so do the tokens between them).
+W, per layer: by default (path_w_rank=0) a full-rank C -> H*D projection, our choice, kept so that a model
+trained before stays the same; the paper's is low-rank, and the authors' layer (flash-linear-attention,
+fla/layers/path_attn.py, https://github.com/fla-org/flash-linear-attention) makes it x -> (C -> 32) -> (32 -> H*D),
+two linear maps without bias (a full-rank one where key heads are shared), then its short convolution of 3 taps and
+unit length per head. path_w_rank=r > 0 is that form, W = W_up W_down ((H*D, r) @ (r, C), rank <= r,
+r (C + H*D) parameters in place of C H*D), each factor N(0, 0.02) like the full-rank W.
+Our other choices, not the paper's: the convolution initialised as the identity (its first tap 1), u ~ N(0, 0.02)
+and b = 0 (beta = 1 at the start); with documents the convolution does not reach across a document start (the
+products never do: a key and its query share a document, and so do the tokens between them).
 """
 import math
 from dataclasses import dataclass
@@ -46,6 +52,13 @@ from .base import PositionalEncoding, Settings, setting
 class PaTHSettings(Settings):
     path_block: int = setting(64, at_least=1, why="tokens per block of the blockwise path")
     path_conv: int = setting(3, at_least=1, why="taps of the short convolution before w; 1: none")
+    path_w_rank: int = setting(0, at_least=0, why="rank of the map W making w; 0: full rank, r > 0: C -> r -> H*D")
+
+    def check(self, cfg):
+        super().check(cfg)
+        if self.path_w_rank >= cfg.n_embd:
+            raise ValueError(f"path_w_rank={self.path_w_rank} is not below n_embd={cfg.n_embd}, so W would not be "
+                             f"low-rank; use path_w_rank=0 for the full-rank W, or a rank below {cfg.n_embd}")
 
 
 class PaTH(PositionalEncoding):
@@ -53,10 +66,14 @@ class PaTH(PositionalEncoding):
     Settings = PaTHSettings
     attends_by_blocks = True   # path_blocks carries the keys block to block: the model hands it every query
 
-    def __init__(self, n_layer: int, n_head: int, n_embd: int, block: int = 64, conv: int = 3):
+    def __init__(self, n_layer: int, n_head: int, n_embd: int, block: int = 64, conv: int = 3, w_rank: int = 0):
         super().__init__()
-        self.n_head, self.block = n_head, block
-        self.w_proj = nn.Parameter(torch.randn(n_layer, n_embd, n_embd) * 0.02)      # W: (L, H*D, C)
+        self.n_head, self.block, self.w_rank = n_head, block, w_rank
+        if w_rank:  # the paper's low-rank W = W_up W_down (the docstring)
+            self.w_down = nn.Parameter(torch.randn(n_layer, w_rank, n_embd) * 0.02)  # W_down: (L, r, C)
+            self.w_up = nn.Parameter(torch.randn(n_layer, n_embd, w_rank) * 0.02)    # W_up: (L, H*D, r)
+        else:
+            self.w_proj = nn.Parameter(torch.randn(n_layer, n_embd, n_embd) * 0.02)  # W: (L, H*D, C)
         taps = torch.zeros(n_layer, n_embd, conv)                                     # (L, H*D, k): tap j, j back
         taps[..., 0] = 1.0
         self.conv = nn.Parameter(taps)
@@ -65,7 +82,7 @@ class PaTH(PositionalEncoding):
 
     @classmethod
     def from_config(cls, cfg, s):
-        return cls(cfg.n_layer, cfg.n_head, cfg.n_embd, s.path_block, s.path_conv)
+        return cls(cfg.n_layer, cfg.n_head, cfg.n_embd, s.path_block, s.path_conv, s.path_w_rank)
 
     def read_input(self, x, ctx, layer):
         """(w (B, H, T, D) unit directions, beta (B, H, T)) of the layer input x, once per forward and layer."""
@@ -76,10 +93,16 @@ class PaTH(PositionalEncoding):
         wide = torch.promote_types(x.dtype, torch.float32)
         with torch.autocast(x.device.type, enabled=False):
             x = x.to(wide)
-            u = convolved(F.linear(x, self.w_proj[layer].to(wide)), self.conv[layer].to(wide), ctx, (self, layer))
+            u = convolved(self.projected(x, layer), self.conv[layer].to(wide), ctx, (self, layer))
             w = F.normalize(u.view(B, T, self.n_head, -1), dim=-1, eps=1e-6).transpose(1, 2)   # (B, H, T, D)
             beta = 2 * torch.sigmoid(F.linear(x, self.beta_proj[layer].to(wide), self.beta_bias[layer].to(wide)))
         return w, beta.transpose(1, 2)                                                          # (B, H, T)
+
+    def projected(self, x, layer):
+        """W x (B, T, H*D) of x (B, T, C), in x's dtype: one full-rank map, or two without bias, C -> r -> H*D."""
+        if self.w_rank:
+            return F.linear(F.linear(x, self.w_down[layer].to(x.dtype)), self.w_up[layer].to(x.dtype))
+        return F.linear(x, self.w_proj[layer].to(x.dtype))
 
     def attend(self, q, k, v, ctx, layer):
         w, beta = ctx.once((id(self), layer), lambda: missing_input(layer))

@@ -31,6 +31,8 @@ def saved_run(tiny_run, tmp_path):
     (["--rope_scaling=yarnn"],
      f"unknown rope_scaling 'yarnn'; did you mean 'yarn'? valid: {', '.join(positional.SCALINGS)}"),
     (["--t5_num_buckets=64"], "t5_num_buckets is a setting of t5; this run uses rope"),
+    (["--pos_encoding=path", "--path_w_rank=-1"], "path_w_rank must be >= 0 (rank of the map W making w; 0: full "
+                                                   "rank, r > 0: C -> r -> H*D), got -1"),
     (["--rope_factor=4"], "rope_factor is a setting of rope_scaling"),
     (["--sinks=4"], "sinks=4 needs a window"),
     (["--n_layr=2"], "unknown config key 'n_layr'; did you mean 'n_layer'?"),

@@ -8,6 +8,8 @@ from positional.alibi import alibi_slopes
 from tests.conftest import embedded, rotate, tiny_gpt
 
 ALL = list(positional.REGISTRY)
+# every encoding, and the settings that change an encoding's form, as (name, settings): checked as an encoding is
+FORMS = {**{n: (n, {}) for n in ALL}, "path_w_rank=4": ("path", dict(path_w_rank=4))}
 RELATIVE = ["t5", "alibi", "rope", "xpos"]
 
 
@@ -86,10 +88,11 @@ def test_t5_bias_is_shared_table_lookup():
     assert sum(p.numel() for p in pe.parameters()) == 32 * 4            # one table for all layers
 
 
-@pytest.mark.parametrize("name", ALL)
-def test_causality(name):
+@pytest.mark.parametrize("form", FORMS)
+def test_causality(form):
     """Changing the token at t changes no logits before t."""
-    model = tiny_gpt(name)
+    name, settings = FORMS[form]
+    model = tiny_gpt(name, **settings)
     idx = torch.randint(0, 40, (2, 20))
     t = 11
     idx2 = idx.clone()
@@ -101,13 +104,14 @@ def test_causality(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("kw", [{}, dict(window=6, sinks=1, ssmax=True)], ids=["full", "window"])
-def test_documents_see_only_themselves_with_the_kv_cache(name, kw):
+def test_documents_see_only_themselves_with_the_kv_cache(form, kw):
     """With the cache, document ids are kept with the keys: a prefill and single-token steps give the
     logits of one forward with the same ids, and changing any token of an earlier document leaves the
     later documents' logits unchanged (up to FoX's rounding: its cached sums run on across documents)."""
-    model = tiny_gpt(name, block_size=160, **kw)
+    name, settings = FORMS[form]
+    model = tiny_gpt(name, block_size=160, **kw, **settings)
     idx = torch.randint(0, 40, (2, 24))
     changed = idx.clone()
     changed[:, 3], changed[:, 12] = (idx[:, 3] + 1) % 40, (idx[:, 12] + 1) % 40       # in documents 0 and 1
@@ -131,12 +135,13 @@ BLOCKS = {"gpt2": {}, "llama": dict(norm="rmsnorm", mlp="swiglu", n_kv_head=2, t
           "neox": dict(parallel_residual=True, bias=True)}
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("block", BLOCKS)
-def test_kv_cache_matches_full_forward(name, block):
+def test_kv_cache_matches_full_forward(form, block):
     """Prefill and decode equal one forward, with GPT-2's block, a Llama block (GQA: the cache holds the
     2 key/value heads) and GPT-NeoX's parallel residual."""
-    model = tiny_gpt(name, **BLOCKS[block])
+    name, settings = FORMS[form]
+    model = tiny_gpt(name, **settings, **BLOCKS[block])
     idx = torch.randint(0, 40, (2, 24))
     with torch.no_grad():
         full = model(idx)[0]
@@ -248,7 +253,7 @@ def test_embed_std_scales_the_token_embeddings_initial_values_only():
 
 
 # ---- no state written by a forward ------------------------------------------------------------
-VARIANTS = {**{n: (n, {}) for n in ALL}, "dynamic": ("rope", dict(rope_scaling="dynamic", rope_factor=2.0)),
+VARIANTS = {**FORMS, "dynamic": ("rope", dict(rope_scaling="dynamic", rope_factor=2.0)),
             "rerope": ("rope", dict(rope_scaling="rerope")), "rope_window": ("rope", dict(window=4, sinks=1))}
 
 

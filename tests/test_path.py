@@ -1,7 +1,9 @@
 """PaTH attention (positional/path.py): the blockwise path against the explicit products (values and gradients),
-the identity transform giving plain softmax attention, a fixed reflection by hand, and a long cached prefill by row
-blocks. Causality, cache == recompute (windows, documents), shift invariance and a training step come from the tests
-parametrised over positional.REGISTRY."""
+the identity transform giving plain softmax attention, a fixed reflection by hand, a long cached prefill by row
+blocks, and the low-rank W (path_w_rank: its rank, parameters, refusals and checkpoints). Causality, cache ==
+recompute (windows, documents), shift invariance and a training step come from the tests parametrised over
+positional.REGISTRY (tests/test_encodings.py's FORMS, path_w_rank=4 among them)."""
+import dataclasses
 import math
 
 import pytest
@@ -11,6 +13,8 @@ from torch.nn import functional as F
 from positional.base import Ctx
 from positional.path import KEY_CHUNK, path_blocks, path_reference
 from tests.conftest import tiny_gpt
+from training import checkpoint
+from training.config import ConfigError, load_config
 
 
 def inputs(T=11, D=4, seed=0, dtype=torch.float64):
@@ -112,10 +116,11 @@ def test_a_fixed_reflection_by_hand():
     torch.testing.assert_close(y, want, rtol=0, atol=1e-12)
 
 
-def test_a_long_cached_prefill_by_row_blocks_continues_like_the_forward():
+@pytest.mark.parametrize("rank", [0, 4])
+def test_a_long_cached_prefill_by_row_blocks_continues_like_the_forward(rank):
     """Past 1,024 queries without gradients the model attends by row blocks, the last first: with a cache the keys
     as they were before the call serve every block, and the keys carried past the call serve the next steps."""
-    model = tiny_gpt("path", n_layer=1, block_size=16)
+    model = tiny_gpt("path", n_layer=1, block_size=16, path_w_rank=rank)
     idx = torch.randint(0, 40, (1, 1030), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         full = model(idx)[0]
@@ -133,3 +138,62 @@ def test_the_rows_a_block_sees_are_the_whole_masks_rows():
     part = Ctx(pos[4:], pos, window=5, sinks=1, doc=doc, rows=slice(4, 20))
     for a, b in [(0, 3), (3, 9), (9, 16)]:
         torch.testing.assert_close(part.seen_rows(a, b), whole.visible()[4 + a:4 + b], rtol=0, atol=0)
+
+
+def w_matrix(pe, layer, C=32):
+    """The matrix (C, H*D) of the map x -> W x that makes the Householder vectors: W applied to each unit vector
+    (float64: projected computes in its input's dtype)."""
+    return pe.projected(torch.eye(C, dtype=torch.float64)[None], layer)[0]
+
+
+@pytest.mark.parametrize("rank", [1, 4, 31])
+def test_the_low_rank_w_has_rank_r_and_r_times_c_plus_hd_parameters(rank):
+    """path_w_rank=r: W = W_up W_down, a map of rank r (C = H*D = 32 here; the full-rank W's is 32) with
+    r (C + H*D) parameters a layer in place of C H*D, the rest of the encoding unchanged."""
+    full, low = tiny_gpt("path").pe, tiny_gpt("path", path_w_rank=rank).pe
+    for layer in range(2):
+        assert torch.linalg.matrix_rank(w_matrix(low, layer)) == rank
+        assert torch.linalg.matrix_rank(w_matrix(full, layer)) == 32
+    count = lambda pe: sum(p.numel() for p in pe.parameters())
+    assert count(full) - count(low) == 2 * (32 * 32 - rank * (32 + 32))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--path_w_rank=-1"], "path_w_rank must be >= 0 (rank of the map W making w; 0: full rank, r > 0: C -> r -> "
+                           "H*D), got -1"),
+    (["--path_w_rank=2.5"], "config key 'path_w_rank' wants an integer, got 2.5"),
+    (["--path_w_rank=four"], "config key 'path_w_rank' wants an integer, got 'four'"),
+    (["--path_w_rank=32"], "path_w_rank=32 is not below n_embd=32, so W would not be low-rank; use path_w_rank=0 for "
+                           "the full-rank W, or a rank below 32"),
+    (["--pos_encoding=rope", "--path_w_rank=4"], "path_w_rank is a setting of path; this run uses rope"),
+])
+def test_a_bad_rank_is_one_line_naming_the_key_and_the_fix(argv, message):
+    with pytest.raises(ConfigError) as e:
+        load_config(["--pos_encoding=path", "--n_embd=32", "--n_head=4", *argv])
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def saved_and_loaded(model, tmp_path, pos_settings=None):
+    """The model rebuilt from a checkpoint of it (training.checkpoint's save and load_model), its saved settings
+    replaced by pos_settings if given."""
+    args = dataclasses.asdict(model.config)
+    if pos_settings is not None:
+        args["pos_settings"] = pos_settings
+    ckpt = dict(model=model.state_dict(), model_args=args, config={}, iter_num=0)
+    checkpoint.save(ckpt, checkpoint.path_in(tmp_path))
+    return checkpoint.load_model(tmp_path)[0]
+
+
+def test_a_checkpoint_keeps_the_rank_and_one_saved_before_it_is_full_rank(tmp_path):
+    """A path_w_rank=4 model comes back from its checkpoint with rank 4 and the same logits; a checkpoint whose
+    settings predate path_w_rank (no such key) comes back full-rank, its weights loaded as they were."""
+    idx = torch.randint(0, 40, (1, 12), generator=torch.Generator().manual_seed(5))
+    low = tiny_gpt("path", path_w_rank=4)
+    back = saved_and_loaded(low, tmp_path / "low")
+    assert back.config.pos_settings["path_w_rank"] == 4 and torch.linalg.matrix_rank(w_matrix(back.pe, 0)) == 4
+    old = tiny_gpt("path")
+    before = {k: v for k, v in old.config.pos_settings.items() if k != "path_w_rank"}
+    old_back = saved_and_loaded(old, tmp_path / "old", before)
+    assert old_back.config.pos_settings["path_w_rank"] == 0
+    with torch.no_grad():
+        assert torch.equal(back(idx)[0], low(idx)[0]) and torch.equal(old_back(idx)[0], old(idx)[0])
