@@ -1,13 +1,16 @@
 """Training by recomputed query blocks (recompute_rows, positional/base.py; issue #52): an encoding that asks for it
 attends in training by blocks of that many query rows, each recomputed in its backward, so that no (Tq, Tk) tensor
 is made and memory grows linearly in T (measured: docs/speed.md). The blocks give the dense path's loss and
-gradients."""
+gradients, and compiled (torch.compile, train.py's --compile=True) eager's."""
+import math
+import re
+
 import pytest
 import torch
 
 import model as model_mod
 import positional
-from tests.conftest import tiny_gpt
+from tests.conftest import TINY_ARGS, run_py, tiny_gpt
 from tests.test_long import LargestTensor
 
 RECOMPUTED = [n for n, cls in positional.REGISTRY.items() if cls.recompute_rows]
@@ -26,12 +29,12 @@ def double_gpt(name, T=100, **kw):
     return m
 
 
-def loss_and_grads(m, rows, x, y, **kw):
+def loss_and_grads(m, rows, x, y, through=None, **kw):
     """(loss, {name: gradient}) of one forward and backward, the encoding attending by blocks of `rows` query rows
-    recomputed in backward (0: the capability off, the dense path)."""
+    recomputed in backward (0: the capability off, the dense path); through: what runs m (torch.compile's), or m."""
     m.pe.recompute_rows = rows
     m.zero_grad(set_to_none=True)
-    loss = m(x, y, **kw)[1]
+    loss = (m if through is None else through)(x, y, **kw)[1]
     loss.backward()
     return loss.detach(), {n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None}
 
@@ -102,3 +105,34 @@ def test_no_training_tensor_of_t_squared(name):
         m(x, x)[1].backward()
     assert m.pe.emb.grad.abs().sum() > 0
     assert seen.largest <= 2 * 64 * (T + 2), seen.largest
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", RECOMPUTED)
+def test_compiled_recomputed_blocks_equal_eager(name):
+    """torch.compile of the model (train.py's --compile=True), blocks of 16 rows: two forward and backward passes at 48
+    tokens (3 blocks) and one at 40 (the recompiled shape, its last block 8 rows) give eager's loss and gradients."""
+    torch._dynamo.reset()
+    m = tiny_gpt(name, n_layer=1, n_head=2, n_embd=16, block_size=48).train()
+    with torch.no_grad():
+        m.h[0].attn.c_attn.weight.normal_(0, 0.3)                   # attention far from uniform
+    compiled = torch.compile(m)
+    for seed, T in [(5, 48), (6, 48), (7, 40)]:
+        x, y = torch.randint(40, (2, 2, T), generator=torch.Generator().manual_seed(seed))
+        eager_loss, eager = loss_and_grads(m, 16, x, y)
+        loss, grads = loss_and_grads(m, 16, x, y, through=compiled)
+        assert set(grads) == set(eager) >= {"pe.emb", "h.0.attn.c_attn.weight"}
+        torch.testing.assert_close(loss, eager_loss)
+        for n in eager:
+            torch.testing.assert_close(grads[n], eager[n], msg=lambda s: f"T={T}, {n}: {s}")
+
+
+@pytest.mark.slow
+def test_cope_trains_compiled(tiny_data, tmp_path):
+    """train.py --pos_encoding=cope --compile=True, 5 iterations at 16 tokens (one block, recomputed in backward):
+    it finishes, every logged loss finite."""
+    r = run_py("train.py", "configs/cope.py", *TINY_ARGS, "--max_iters=5", "--eval_interval=5", "--log_interval=1",
+               "--compile=True", f"--data_dir={tiny_data}", f"--out_dir={tmp_path}", timeout=240)
+    losses = [float(v) for v in re.findall(r"^iter \d+/5: loss (\S+),", r.stdout, re.M)]
+    assert len(losses) == 5 and all(math.isfinite(v) for v in losses), r.stdout[-2000:]
+    assert "done: 5 iterations" in r.stdout
