@@ -76,6 +76,9 @@ class AttentionPlan(Ctx):
     def drop(self, weights):
         return F.dropout(weights, self.dropout, True) if self.dropout > 0 else weights
 
+    def drops(self):
+        return self.dropout > 0
+
     def block(self, a, b):
         """The plan of the queries a:b over the keys up to row b (own keys) or all keys."""
         end = b if self.causal else len(self.k_pos)

@@ -151,6 +151,10 @@ class Ctx:
         forward's attention dropout: none on a bare Ctx (AttentionPlan applies its own)."""
         return weights
 
+    def drops(self):
+        """Whether drop() changes the weights (attention dropout in training): never on a bare Ctx."""
+        return False
+
     def kept(self, owner, name, make, dim=0):
         """What `owner` keeps in the cache for the positions in play: make(a, b) gives its rows a..b-1
         (along dim), made for n_positions at first and grown by doubling when a generation passes them."""
