@@ -16,6 +16,7 @@ import sys
 
 import positional
 from model import GPT, GPTConfig
+from tasks.report import bin_label
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = ["README.md", *sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))]
@@ -171,6 +172,31 @@ def exact_table(task_runs_csv, threshold=0.95):
         learned = sum(float(x) >= threshold for x in at[lengths[0]])
         cells = [mean_std([100 * float(x) for x in v], digits=1) if all(v) else "—" for v in at.values()]
         lines.append(f"| {enc} | {len(seeds)} | {learned} of {len(seeds)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def distance_table(distance_csv):
+    """A task suite's distance.csv (tasks/report.py): per task and encoding, exact match (%) in each bin of
+    key-query distance, every scored length pooled, over the runs learned at L (mean ± sd over them; "learned"
+    counts them against the runs scored); — where no answer of a learned run fell in the bin."""
+    rows = list(csv.DictReader(open(distance_csv)))
+    bins = list(dict.fromkeys((float(r["lo"]), float(r["hi"])) for r in rows))
+    head = " | ".join(bin_label(lo, hi) for lo, hi in bins)
+    lines = [f"| task | encoding | learned | {head} |", "|---" * (len(bins) + 3) + "|"]
+    for task, enc in dict.fromkeys((r["task"], r["encoding"]) for r in rows):
+        mine = [r for r in rows if (r["task"], r["encoding"]) == (task, enc)]
+        seeds = list(dict.fromkeys(r["seed"] for r in mine))
+        learned = list(dict.fromkeys(r["seed"] for r in mine if r["learned"] == "True"))
+        cells = []
+        for lo, hi in bins:
+            per_run = []
+            for seed in learned:
+                cell = [r for r in mine if r["seed"] == seed and (float(r["lo"]), float(r["hi"])) == (lo, hi)]
+                answers = sum(int(r["answers"]) for r in cell)
+                if answers:
+                    per_run.append(100 * sum(int(r["right"]) for r in cell) / answers)
+            cells.append(mean_std(per_run, digits=1) if per_run else "—")
+        lines.append(f"| {task} | {enc} | {len(learned)} of {len(seeds)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -380,6 +406,7 @@ GENERATORS = {"reports/compare/runs.csv": ppl_table, "reports/compare-family/run
               "reports/tasks-suite/report.md": wall_line,
               "reports/tasks-arith/runs.csv": exact_table, "reports/tasks-arith/report.md": wall_line,
               "reports/tasks-recipes/trials.csv": recipe_trials_table,
+              "reports/tasks-distance/distance.csv": distance_table,
               "benchmarks/raw/issue22_decode": decode_table, "benchmarks/raw/gpu_h200/": gpu_table,
               "benchmarks/raw/issue52_cope_train_memory/": train_memory_lengths,
               "benchmarks/raw/issue22_64k/": long_table, "benchmarks/raw/issue52_": long_table,
