@@ -186,7 +186,7 @@ def distance_table(distance_csv):
     for task, enc in dict.fromkeys((r["task"], r["encoding"]) for r in rows):
         mine = [r for r in rows if (r["task"], r["encoding"]) == (task, enc)]
         seeds = list(dict.fromkeys(r["seed"] for r in mine))
-        learned = list(dict.fromkeys(r["seed"] for r in mine if r["learned"] == "True"))
+        learned = list(dict.fromkeys(r["seed"] for r in mine if learned_at_l(r)))
         cells = []
         for lo, hi in bins:
             per_run = []
@@ -198,6 +198,12 @@ def distance_table(distance_csv):
             cells.append(mean_std(per_run, digits=1) if per_run else "—")
         lines.append(f"| {task} | {enc} | {len(learned)} of {len(seeds)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def learned_at_l(row):
+    """A distance.csv row's `learned` cell, which csv writes as "True" or "False", as a bool."""
+    cell = row["learned"]
+    return cell == "True"
 
 
 def recipe_trials_table(trials_csv):
