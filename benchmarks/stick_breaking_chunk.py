@@ -3,8 +3,9 @@ long evaluation's block of queries (64 rows over 16,384 keys, 4 heads of 32: ben
 thread, the median of `rounds` calls each, for logits that spend the stick within the first chunk (random q, k of
 scale 0.3, an untrained model's) and for logits near -10 everywhere, where the truncation never stops (issue #52).
 
-    python benchmarks/stick_breaking_chunk.py 256,512,1024,2048 5
+    python benchmarks/stick_breaking_chunk.py --chunks=256,512,1024,2048 --rounds=5
 """
+import argparse
 import math
 import os
 import statistics
@@ -45,4 +46,8 @@ def main(chunks, rounds, Tk=16384, Tq=64):
 
 
 if __name__ == "__main__":
-    main([int(c) for c in sys.argv[1].split(",")], int(sys.argv[2]) if len(sys.argv) > 2 else 5)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--chunks", default="256,512,1024,2048", help="chunk sizes, comma separated")
+    p.add_argument("--rounds", type=int, default=5, help="calls a figure, the median taken")
+    a = p.parse_args()
+    main([int(c) for c in a.chunks.split(",")], a.rounds)

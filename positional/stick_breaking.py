@@ -42,8 +42,8 @@ FLOOR = -60.0   # log A below which A is 0 (stick_breaking_weights)
 # Keys a step of the truncated evaluation (stick_breaking_truncated), and the fewest keys it takes: 256 to 1,024 were
 # within 20% of each other both where the stick is spent in the first chunk and where it is never spent, 128 slower
 # in the latter, 2,048 in the former; 512 stops soonest among the fast ones
-# (`python benchmarks/stick_breaking_chunk.py 128,256,512,1024,2048 5` on the 2-core AMD EPYC, busy: 0.018-0.021 s
-# against the dense form's 0.24 s where spent, 0.093-0.108 s against 0.17 s where never spent).
+# (`python benchmarks/stick_breaking_chunk.py --chunks=128,256,512,1024,2048 --rounds=5` on the 2-core AMD EPYC,
+# busy: 0.018-0.021 s against the dense form's 0.24 s where spent, 0.093-0.108 s against 0.17 s where never spent).
 CHUNK = 512
 
 
